@@ -1,0 +1,37 @@
+"""Stack output key names: the contract between the Pulumi program and the audit CLI.
+
+`__main__.py` exports these keys and `audit/` reads them; neither side spells a key itself.
+This module imports nothing so that `audit/` can use it without pulling in Pulumi.
+"""
+
+ROUTER_URL = "router_url"
+WORKER_URLS = "worker_urls"
+HARBOR_HOST = "harbor_host"
+JOB_NAME = "job_name"
+JOBS_DIR = "jobs_dir"
+JOB_DIR = "job_dir"
+JOB_LOG = "job_log"
+JOB_PID_FILE = "job_pid_file"
+TOOLS_DIR = "tools_dir"
+PROXY_URL = "proxy_url"
+IMAGES_READY = "images_ready"
+IMAGE_DIGESTS = "image_digests"
+DATASET_PATH = "dataset_path"
+REFERENCE_SCORE = "reference_score"
+
+ALL = (
+    ROUTER_URL,
+    WORKER_URLS,
+    HARBOR_HOST,
+    JOB_NAME,
+    JOBS_DIR,
+    JOB_DIR,
+    JOB_LOG,
+    JOB_PID_FILE,
+    TOOLS_DIR,
+    PROXY_URL,
+    IMAGES_READY,
+    IMAGE_DIGESTS,
+    DATASET_PATH,
+    REFERENCE_SCORE,
+)

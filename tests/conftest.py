@@ -1,0 +1,95 @@
+"""Shared test plumbing: where the real peers are, and how a host script is run by hand.
+
+The peers (Docker engine, registry, proxy, Harbor venv) are started by tests/env/setup.sh with
+the same defaults as below. A missing peer is a test failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "components" / "scripts"
+SHARED = ROOT.parent / "shared"
+TB21_TASKS = SHARED / "data" / "tb21-tasks"
+SAMPLE_JOBS = SHARED / "reference" / "harbor-sample-jobs"
+
+STATE = Path(os.environ.get("BENCHSTACK_TEST_STATE", "/var/lib/benchstack-test"))
+REGISTRY = os.environ.get("BENCHSTACK_REGISTRY", "127.0.0.1:5000")
+PROXY = os.environ.get("BENCHSTACK_PROXY", "127.0.0.1:27890")
+CANARY_IMAGE = os.environ.get("BENCHSTACK_CANARY_IMAGE", "benchstack/minbase:bookworm")
+HARBOR_VENV = Path(os.environ.get("BENCHSTACK_HARBOR_VENV", str(STATE / "harbor-0.21.0")))
+
+
+@dataclass(frozen=True)
+class ScriptResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def outputs(self) -> dict:
+        """The script's outputs: the last stdout line, a JSON object by convention."""
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        if not lines:
+            raise AssertionError(f"script printed nothing on stdout; stderr:\n{self.stderr}")
+        return json.loads(lines[-1])
+
+    @property
+    def reason(self) -> str:
+        """The one-line failure reason: the last non-empty stderr line."""
+        lines = [line for line in self.stderr.splitlines() if line.strip()]
+        return lines[-1] if lines else ""
+
+
+def run_script(name: str, env: dict[str, str] | None = None, timeout: float = 600) -> ScriptResult:
+    """Run components/scripts/<name> the way the host seam does: bash, inputs as environment."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(
+        ["bash", str(SCRIPTS / name)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def docker(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["docker", *args], capture_output=True, text=True, check=check, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    """The real Docker engine; its absence fails the test (run tests/env/setup.sh first)."""
+    if shutil.which("docker") is None:
+        pytest.fail("docker CLI not found: run `bash tests/env/setup.sh`")
+    proc = docker("info", "--format", "{{.ServerVersion}}", check=False, timeout=30)
+    if proc.returncode != 0:
+        pytest.fail(f"Docker engine not answering: {proc.stderr.strip()} (run tests/env/setup.sh)")
+
+
+@pytest.fixture(scope="session")
+def canary_image(docker_engine: None) -> str:
+    """An image with neither tmux nor python: what the tool bundle must work in."""
+    if docker("image", "inspect", CANARY_IMAGE, check=False).returncode != 0:
+        pytest.fail(f"canary image {CANARY_IMAGE} missing: run tests/env/setup.sh")
+    return CANARY_IMAGE
+
+
+@pytest.fixture(scope="session")
+def harbor_bin() -> Path:
+    harbor = HARBOR_VENV / "bin" / "harbor"
+    if not harbor.exists():
+        pytest.fail(f"Harbor 0.21.0 not installed at {HARBOR_VENV}: run tests/env/setup.sh")
+    return harbor

