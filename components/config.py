@@ -1,0 +1,496 @@
+"""The stack config: `Pulumi.<stack>.yaml` parsed into pydantic models and checked as a whole.
+
+Everything that would fail hours into a run is rejected here, before any resource exists:
+a GPU layout that does not match the host, a model that cannot fit, more agents than the
+serving plane can hold, more concurrent trials than the Docker address pools can give, and so
+on. Every error names the config key to change (`benchstack:serving.tp_size`, ...).
+
+Components never read config: `__main__.py` loads a `StackConfig` and hands typed args to them.
+Secrets (SSH key, API key, registry and S3 credentials) are not part of the model: they are read
+with `require_secret`/`get_secret` and stay Pulumi Outputs (see `StackSecrets`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+NAMESPACE = "benchstack"
+PROJECT_DIR = Path(__file__).resolve().parent.parent
+
+Role = Literal["gpu_worker", "harbor"]
+AgentName = Literal["oracle", "nop", "terminus-2"]
+MODEL_FREE_AGENTS = {"oracle", "nop"}
+BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int4": 0.5}
+
+
+class ConfigError(ValueError):
+    """A stack config that cannot work; `problems` lists `key: message` lines."""
+
+    def __init__(self, problems: list[str], source: str = "stack config"):
+        self.problems = problems
+        super().__init__(f"{source} is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class GpuSpec(Model):
+    count: int = Field(ge=1)
+    model: str
+    memory_gb: float = Field(gt=0)
+
+
+class HostConfig(Model):
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    # `local` is the machine running Pulumi; anything else is reached over SSH.
+    address: str
+    user: str | None = None
+    port: int = Field(default=22, ge=1, le=65535)
+    # The address the other hosts use to reach this one (the seed's WORKER_A_IP); defaults
+    # to `address`.
+    private_ip: str | None = None
+    arch: str = "amd64"
+    gpus: GpuSpec | None = None
+    roles: list[Role] = Field(min_length=1)
+
+    @property
+    def is_local(self) -> bool:
+        return self.address == "local"
+
+    @property
+    def reach_address(self) -> str:
+        return self.private_ip or ("127.0.0.1" if self.is_local else self.address)
+
+
+class AddressPool(Model):
+    base: str
+    size: int = Field(ge=8, le=30)
+
+    @field_validator("base")
+    @classmethod
+    def _cidr(cls, value: str) -> str:
+        ipaddress.ip_network(value, strict=True)
+        return value
+
+    @property
+    def network(self) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+        return ipaddress.ip_network(self.base)
+
+    @property
+    def subnets(self) -> int:
+        return 2 ** max(0, self.size - self.network.prefixlen)
+
+
+class DockerConfig(Model):
+    address_pools: list[AddressPool] = Field(min_length=1)
+    daemon_json: str = "/etc/docker/daemon.json"
+    restart_command: str = "systemctl restart docker"
+    # Restarting dockerd kills running containers (an SGLang worker loses minutes of loading).
+    allow_restart_with_running_containers: bool = False
+    # Networks beyond the concurrent trials: leftovers of interrupted trials, router, tests.
+    network_margin: int = Field(default=8, ge=0)
+    proof_networks: int = Field(default=64, ge=1)
+
+
+class ModelConfig(Model):
+    name: str
+    path: str
+    params_billion: float = Field(gt=0)
+    dtype: Literal["bf16", "fp16", "fp8", "int4"] = "bf16"
+    s3_uri: str | None = None
+
+
+class ServingConfig(Model):
+    image: str
+    image_archive: str | None = None
+    port: int = Field(default=30001, ge=1, le=65535)
+    tp_size: int = Field(ge=1)
+    dp_size: int = Field(ge=1)
+    context_length: int = Field(gt=0)
+    max_running_requests: int = Field(gt=0)
+    max_mamba_cache_size: int | None = Field(default=None, gt=0)
+    mem_fraction_static: float = Field(gt=0, le=1)
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+    max_total_tokens: int | None = Field(default=None, gt=0)
+    user: str = "1000:1000"
+    health_timeout_s: int = Field(default=1800, gt=0)
+
+
+class RouterConfig(Model):
+    bind_host: str = "127.0.0.1"
+    port: int = Field(default=30000, ge=1, le=65535)
+    policy: Literal["cache_aware", "round_robin", "random", "power_of_two"] = "cache_aware"
+    dp_aware: bool = True
+    balance_abs_threshold: int = Field(default=1, ge=0)
+    balance_rel_threshold: float = Field(default=1.2, ge=1.0)
+    image: str | None = None
+    health_timeout_s: int = Field(default=300, gt=0)
+
+
+class AgentConfig(Model):
+    name: AgentName
+    n_concurrent: int = Field(ge=1)
+    temperature: float | None = None
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    top_k: int | None = Field(default=None, gt=0)
+    max_input_tokens: int | None = Field(default=None, gt=0)
+    max_output_tokens: int | None = Field(default=None, gt=0)
+    record_terminal_session: bool = True
+
+
+class HarborConfig(Model):
+    version: str
+    wheel_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    python: str = "python3.13"
+    n_concurrent_trials: int = Field(ge=1)
+    agent: AgentConfig
+    agent_timeout_multiplier: float = Field(default=1.0, gt=0)
+    agent_setup_timeout_multiplier: float = Field(default=1.0, gt=0)
+    verifier_timeout_multiplier: float | None = Field(default=None, gt=0)
+    job_name_prefix: str = Field(default="benchstack", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    reference_score: float | None = Field(default=None, ge=0, le=100)
+    stop_timeout_s: int = Field(default=600, gt=0)
+
+
+class DatasetConfig(Model):
+    # Either a git repository pinned to a commit, or a path on the Harbor host.
+    repo: str | None = None
+    commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    path: str | None = None
+    tasks_subdir: str = "tasks"
+    expected_tasks: int = Field(gt=0)
+    # The same task dirs on the machine running Pulumi: the image manifest is read from here.
+    manifest_path: str
+    include: list[str] = Field(default_factory=list)
+    exclude: list[str] = Field(default_factory=list)
+
+
+class ImagesConfig(Model):
+    mirror: str | None = None
+    username: str | None = None
+    concurrency: int = Field(default=4, ge=1, le=32)
+    retries: int = Field(default=5, ge=0, le=20)
+    pin_digests: bool = False
+
+
+class ProxyConfig(Model):
+    upstream: str = "127.0.0.1:27890"
+    bridge_port: int = Field(default=27891, ge=1, le=65535)
+    # Default: the gateway of Docker's `bridge` network, read on the host.
+    bind_address: str | None = None
+
+    @field_validator("upstream")
+    @classmethod
+    def _host_port(cls, value: str) -> str:
+        host, _, port = value.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"expected HOST:PORT, got {value!r}")
+        return value
+
+    @property
+    def upstream_port(self) -> int:
+        return int(self.upstream.rpartition(":")[2])
+
+
+class ToolBundleConfig(Model):
+    asciinema_sha256: str = Field(
+        default="249ccf108509d643ddaf38979dac48c99e9e251f597173d8553a30d7a6423104",
+        pattern=r"^[0-9a-f]{64}$",
+    )
+    # An image with neither tmux nor asciinema to prove the bundle in; default: the first
+    # task image of the manifest.
+    canary_image: str | None = None
+
+
+class StackConfig(Model):
+    workspace: str
+    hosts: list[HostConfig] = Field(min_length=1)
+    docker: DockerConfig
+    harbor: HarborConfig
+    dataset: DatasetConfig
+    images: ImagesConfig = ImagesConfig()
+    tools: ToolBundleConfig = ToolBundleConfig()
+    proxy: ProxyConfig | None = None
+    model: ModelConfig | None = None
+    serving: ServingConfig | None = None
+    router: RouterConfig | None = None
+
+    # -- derived views ------------------------------------------------------------------
+    @property
+    def gpu_hosts(self) -> list[HostConfig]:
+        return [h for h in self.hosts if "gpu_worker" in h.roles]
+
+    @property
+    def harbor_host(self) -> HostConfig:
+        return next(h for h in self.hosts if "harbor" in h.roles)
+
+    @property
+    def needs_model(self) -> bool:
+        return self.harbor.agent.name not in MODEL_FREE_AGENTS
+
+    @property
+    def replicas(self) -> int:
+        return len(self.gpu_hosts) * self.serving.dp_size if self.serving else 0
+
+    @property
+    def address_pool_networks(self) -> int:
+        return sum(pool.subnets for pool in self.docker.address_pools)
+
+
+def _check(cfg: StackConfig) -> list[str]:
+    """Cross-field checks: each problem names the key to change."""
+    problems: list[str] = []
+    ns = NAMESPACE
+
+    names = [h.name for h in cfg.hosts]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"{ns}:hosts: host name {dup!r} is used twice")
+    for i, host in enumerate(cfg.hosts):
+        if host.arch != "amd64":
+            problems.append(
+                f"{ns}:hosts[{i}].arch: {host.name} is {host.arch!r}; task images and the tool "
+                "bundle are amd64 only"
+            )
+        if "gpu_worker" in host.roles and host.gpus is None:
+            problems.append(f"{ns}:hosts[{i}].gpus: {host.name} has role gpu_worker but no gpus")
+        if not host.is_local and host.user is None:
+            problems.append(f"{ns}:hosts[{i}].user: SSH host {host.name} needs a user")
+
+    harbor_hosts = [h.name for h in cfg.hosts if "harbor" in h.roles]
+    if len(harbor_hosts) != 1:
+        problems.append(
+            f"{ns}:hosts: exactly one host needs the role harbor, found {len(harbor_hosts)}"
+            + (f" ({', '.join(harbor_hosts)})" if harbor_hosts else "")
+        )
+
+    if cfg.needs_model:
+        if not cfg.gpu_hosts:
+            problems.append(
+                f"{ns}:hosts: agent {cfg.harbor.agent.name!r} needs a model, but no host has "
+                "the role gpu_worker"
+            )
+        for key in ("model", "serving", "router"):
+            if getattr(cfg, key) is None:
+                problems.append(
+                    f"{ns}:{key}: agent {cfg.harbor.agent.name!r} needs a model; set {ns}:{key}"
+                )
+    elif cfg.gpu_hosts and cfg.serving is None:
+        problems.append(f"{ns}:serving: hosts have the role gpu_worker but {ns}:serving is unset")
+
+    if cfg.gpu_hosts and cfg.serving and (cfg.model is None or cfg.router is None):
+        missing = [k for k in ("model", "router") if getattr(cfg, k) is None]
+        problems.extend(f"{ns}:{k}: GPU workers are declared; set {ns}:{k}" for k in missing)
+
+    serving, model, router = cfg.serving, cfg.model, cfg.router
+    if serving:
+        per_host = serving.tp_size * serving.dp_size
+        for i, host in enumerate(cfg.hosts):
+            if "gpu_worker" in host.roles and host.gpus and host.gpus.count != per_host:
+                problems.append(
+                    f"{ns}:serving.tp_size: tp_size x dp_size = {serving.tp_size} x "
+                    f"{serving.dp_size} = {per_host}, but {ns}:hosts[{i}].gpus.count of "
+                    f"{host.name} is {host.gpus.count}"
+                )
+        if model:
+            weights_gb = model.params_billion * BYTES_PER_PARAM[model.dtype] / serving.tp_size
+            for i, host in enumerate(cfg.hosts):
+                if "gpu_worker" not in host.roles or host.gpus is None:
+                    continue
+                budget = host.gpus.memory_gb * serving.mem_fraction_static
+                if weights_gb > budget:
+                    problems.append(
+                        f"{ns}:serving.tp_size: {model.name} ({model.params_billion:g}B "
+                        f"{model.dtype}) needs {weights_gb:.1f} GB of weights per GPU at "
+                        f"tp_size {serving.tp_size}, above {host.gpus.memory_gb:g} GB x "
+                        f"mem_fraction_static {serving.mem_fraction_static:g} = {budget:.1f} GB "
+                        f"on {host.name} ({ns}:hosts[{i}].gpus.memory_gb)"
+                    )
+        capacity = cfg.replicas * serving.max_running_requests
+        if cfg.needs_model and cfg.harbor.agent.n_concurrent > capacity:
+            problems.append(
+                f"{ns}:harbor.agent.n_concurrent: {cfg.harbor.agent.n_concurrent} concurrent "
+                f"agents exceed the serving capacity of {cfg.replicas} replicas x "
+                f"max_running_requests {serving.max_running_requests} = {capacity}"
+            )
+        agent = cfg.harbor.agent
+        if agent.max_input_tokens and agent.max_input_tokens > serving.context_length:
+            problems.append(
+                f"{ns}:harbor.agent.max_input_tokens: {agent.max_input_tokens} is above "
+                f"{ns}:serving.context_length {serving.context_length}"
+            )
+        if agent.max_output_tokens and agent.max_output_tokens > serving.context_length:
+            problems.append(
+                f"{ns}:harbor.agent.max_output_tokens: {agent.max_output_tokens} is above "
+                f"{ns}:serving.context_length {serving.context_length}"
+            )
+
+    if cfg.harbor.agent.n_concurrent > cfg.harbor.n_concurrent_trials:
+        problems.append(
+            f"{ns}:harbor.agent.n_concurrent: {cfg.harbor.agent.n_concurrent} is above "
+            f"{ns}:harbor.n_concurrent_trials {cfg.harbor.n_concurrent_trials} (Harbor refuses it)"
+        )
+
+    needed = cfg.harbor.n_concurrent_trials + cfg.docker.network_margin
+    if cfg.address_pool_networks < needed:
+        problems.append(
+            f"{ns}:docker.address_pools: they give {cfg.address_pool_networks} networks, but "
+            f"{cfg.harbor.n_concurrent_trials} concurrent trials need one each plus a margin of "
+            f"{cfg.docker.network_margin} ({needed}); widen the base or raise the size"
+        )
+    pools = [p.network for p in cfg.docker.address_pools]
+    for a in range(len(pools)):
+        for b in range(a + 1, len(pools)):
+            if pools[a].overlaps(pools[b]):
+                problems.append(
+                    f"{ns}:docker.address_pools[{b}]: {pools[b]} overlaps address_pools[{a}] "
+                    f"{pools[a]}"
+                )
+
+    dataset = cfg.dataset
+    if (dataset.repo is None) == (dataset.path is None):
+        problems.append(f"{ns}:dataset: set exactly one of {ns}:dataset.repo or .path")
+    if dataset.repo is not None and dataset.commit is None:
+        problems.append(f"{ns}:dataset.commit: a git dataset must be pinned to a commit")
+
+    problems.extend(_port_clashes(cfg))
+    return problems
+
+
+def _port_clashes(cfg: StackConfig) -> list[str]:
+    """Ports that two services would bind on the same host."""
+    ns = NAMESPACE
+    bound: dict[str, dict[int, str]] = {}
+
+    def bind(host: str, port: int, key: str) -> str | None:
+        owner = bound.setdefault(host, {}).get(port)
+        if owner:
+            return f"{key}: port {port} on {host} is already used by {owner}"
+        bound[host][port] = key
+        return None
+
+    problems = []
+    harbor = cfg.harbor_host.name if any("harbor" in h.roles for h in cfg.hosts) else None
+    if cfg.serving:
+        for host in cfg.gpu_hosts:
+            clash = bind(host.name, cfg.serving.port, f"{ns}:serving.port")
+            if clash:
+                problems.append(clash)
+    if cfg.router and harbor:
+        clash = bind(harbor, cfg.router.port, f"{ns}:router.port")
+        if clash:
+            problems.append(clash)
+    if cfg.proxy and harbor:
+        for port, key in ((cfg.proxy.upstream_port, "proxy.upstream"),
+                          (cfg.proxy.bridge_port, "proxy.bridge_port")):
+            clash = bind(harbor, port, f"{ns}:{key}")
+            if clash:
+                problems.append(clash)
+    return problems
+
+
+def _format_validation_error(error: ValidationError) -> list[str]:
+    problems = []
+    for item in error.errors():
+        path = ""
+        for part in item["loc"]:
+            path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+        message = item["msg"]
+        if item["type"] == "extra_forbidden":
+            message = "unknown key (check its spelling against README's config reference)"
+        problems.append(f"{NAMESPACE}:{path}: {message}")
+    return problems
+
+
+def parse_stack_config(values: dict[str, Any], source: str = "stack config") -> StackConfig:
+    """Validate a stack's `benchstack:*` values (namespace already stripped)."""
+    try:
+        cfg = StackConfig.model_validate(values)
+    except ValidationError as error:
+        raise ConfigError(_format_validation_error(error), source) from None
+    problems = _check(cfg)
+    if problems:
+        raise ConfigError(problems, source)
+    return cfg
+
+
+SECRET_KEYS = {
+    "sshPrivateKey",
+    "apiKey",
+    "registryPassword",
+    "s3AccessKeyId",
+    "s3SecretAccessKey",
+}
+
+
+def split_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Read `Pulumi.<stack>.yaml`: (structured benchstack values, secret entries)."""
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as error:
+        raise ConfigError([f"not valid YAML: {error}"], str(path)) from None
+    values: dict[str, Any] = {}
+    secrets: dict[str, Any] = {}
+    for key, value in (document.get("config") or {}).items():
+        namespace, _, name = key.partition(":")
+        if namespace != NAMESPACE:
+            continue
+        (secrets if name in SECRET_KEYS else values)[name] = value
+    return values, secrets
+
+
+def load_stack_file(path: Path) -> StackConfig:
+    values, _ = split_stack_file(path)
+    return parse_stack_config(values, source=str(path))
+
+
+def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:
+    """Read the current stack's config through Pulumi (the program's entry point)."""
+    import pulumi
+
+    config = pulumi.Config(NAMESPACE)
+    values: dict[str, Any] = {}
+    for key in StackConfig.model_fields:
+        value = config.get_object(key)
+        if value is not None:
+            values[key] = value
+    unknown = _unknown_keys(pulumi.get_stack())
+    if unknown:
+        raise ConfigError([f"{NAMESPACE}:{k}: unknown key" for k in unknown], "stack config")
+    stack_config = parse_stack_config(values, source=f"Pulumi.{pulumi.get_stack()}.yaml")
+    secrets = StackSecrets(
+        ssh_private_key=config.get_secret("sshPrivateKey"),
+        api_key=config.get_secret("apiKey") or pulumi.Output.secret("EMPTY"),
+        registry_password=config.get_secret("registryPassword"),
+        s3_access_key_id=config.get_secret("s3AccessKeyId"),
+        s3_secret_access_key=config.get_secret("s3SecretAccessKey"),
+    )
+    return stack_config, secrets
+
+
+def _unknown_keys(stack: str) -> list[str]:
+    """Top-level keys of the stack file that the model does not know (typos like `servng`)."""
+    path = PROJECT_DIR / f"Pulumi.{stack}.yaml"
+    if not path.exists():
+        return []
+    values, _ = split_stack_file(path)
+    return sorted(k for k in values if k not in StackConfig.model_fields)
+
+
+class StackSecrets:
+    """Secret config values; each is a secret `pulumi.Output[str]` or None."""
+
+    def __init__(self, *, ssh_private_key, api_key, registry_password, s3_access_key_id,
+                 s3_secret_access_key):
+        self.ssh_private_key = ssh_private_key
+        self.api_key = api_key
+        self.registry_password = registry_password
+        self.s3_access_key_id = s3_access_key_id
+        self.s3_secret_access_key = s3_secret_access_key
+
