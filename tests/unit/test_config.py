@@ -1,0 +1,208 @@
+"""The stack config model: every shipped stack file parses, and every bad config is rejected
+before any resource exists, with a message that names the key to change."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from components.config import ConfigError, load_stack_file, parse_stack_config, split_stack_file
+from tests.conftest import ROOT
+
+STACK_FILES = sorted(ROOT.glob("Pulumi.*.yaml"))
+
+
+def a100() -> dict:
+    values, _ = split_stack_file(ROOT / "Pulumi.a100.yaml")
+    return copy.deepcopy(values)
+
+
+def local() -> dict:
+    values, _ = split_stack_file(ROOT / "Pulumi.local.yaml")
+    return copy.deepcopy(values)
+
+
+def test_every_stack_file_is_covered():
+    names = {p.name for p in STACK_FILES}
+    assert {"Pulumi.a100.yaml", "Pulumi.h100.yaml", "Pulumi.local.yaml"} <= names
+
+
+@pytest.mark.parametrize("path", STACK_FILES, ids=lambda p: p.name)
+def test_stack_file_parses(path: Path):
+    cfg = load_stack_file(path)
+    assert len([h for h in cfg.hosts if "harbor" in h.roles]) == 1
+
+
+def test_a100_is_the_seed_final_run():
+    cfg = load_stack_file(ROOT / "Pulumi.a100.yaml")
+    assert [h.gpus.count for h in cfg.gpu_hosts] == [8, 8]
+    assert {h.gpus.model for h in cfg.gpu_hosts} == {"A100-SXM4-40GB"}
+    assert (cfg.serving.tp_size, cfg.serving.dp_size, cfg.replicas) == (4, 2, 4)
+    assert cfg.serving.context_length == 262144
+    assert cfg.harbor.agent.max_input_tokens == 262144
+    assert cfg.harbor.agent.max_output_tokens == 65536
+    assert cfg.serving.max_running_requests == 5
+    assert cfg.serving.max_mamba_cache_size == 25
+    assert cfg.serving.mem_fraction_static == 0.90
+    assert (cfg.serving.reasoning_parser, cfg.serving.tool_call_parser) == ("qwen3", "qwen3_coder")
+    assert cfg.serving.max_total_tokens is None
+    agent = cfg.harbor.agent
+    assert (agent.temperature, agent.top_p, agent.top_k) == (1.0, 0.95, None)
+    assert agent.record_terminal_session is True
+    assert (cfg.router.bind_host, cfg.router.port, cfg.serving.port) == ("127.0.0.1", 30000, 30001)
+    assert cfg.router.dp_aware and cfg.router.policy == "cache_aware"
+    assert (cfg.router.balance_abs_threshold, cfg.router.balance_rel_threshold) == (1, 1.2)
+    assert cfg.harbor.version == "0.21.0"
+    assert cfg.harbor.wheel_sha256.startswith("c77d779a")
+    assert cfg.dataset.commit == "7131e4375048a0e408a8fb404b5f499d726b695b"
+    assert cfg.dataset.expected_tasks == 89
+    assert (cfg.harbor.n_concurrent_trials, agent.n_concurrent) == (25, 20)
+    assert (cfg.harbor.agent_timeout_multiplier, cfg.harbor.agent_setup_timeout_multiplier) == (
+        6.0,
+        5.0,
+    )
+    assert [(p.base, p.size) for p in cfg.docker.address_pools] == [("172.18.0.0/15", 24)]
+    assert (cfg.proxy.upstream, cfg.proxy.bridge_port) == ("127.0.0.1:27890", 27891)
+    assert cfg.harbor_host.name == cfg.hosts[1].name == "worker-b"
+
+
+def test_local_has_no_serving_plane():
+    cfg = load_stack_file(ROOT / "Pulumi.local.yaml")
+    assert cfg.gpu_hosts == [] and cfg.serving is None and cfg.router is None
+    assert cfg.harbor.agent.name == "oracle"
+    assert cfg.hosts[0].is_local
+    assert cfg.images.mirror
+
+
+def _set(values: dict, path: str, value) -> None:
+    keys = path.split(".")
+    node = values
+    for key in keys[:-1]:
+        node = node[int(key)] if key.isdigit() else node[key]
+    last = keys[-1]
+    if value is DELETE:
+        del node[last]
+    elif last.isdigit():
+        node[int(last)] = value
+    else:
+        node[last] = value
+
+
+DELETE = object()
+
+# (id, base config, [(path, value)], text the error must contain)
+INVALID = [
+    ("tp-dp-vs-gpus", a100, [("serving.tp_size", 2)], "benchstack:serving.tp_size"),
+    ("gpu-count", a100, [("hosts.0.gpus.count", 4)], "benchstack:hosts[0].gpus.count"),
+    (
+        "model-too-big",
+        a100,
+        [("model.params_billion", 235)],
+        "benchstack:serving.tp_size: Qwen/Qwen3.8-27B (235B bf16) needs",
+    ),
+    ("mem-fraction", a100, [("serving.mem_fraction_static", 0.3)], "mem_fraction_static 0.3"),
+    (
+        "agents-above-capacity",
+        a100,
+        [("harbor.agent.n_concurrent", 21)],
+        "benchstack:harbor.agent.n_concurrent: 21 concurrent agents exceed",
+    ),
+    (
+        "agents-above-trials",
+        local,
+        [("harbor.agent.n_concurrent", 4)],
+        "benchstack:harbor.n_concurrent_trials 3",
+    ),
+    (
+        "trials-above-pools",
+        a100,
+        [("docker.address_pools", [{"base": "172.18.0.0/20", "size": 24}])],
+        "benchstack:docker.address_pools: they give 16 networks",
+    ),
+    (
+        "input-above-context",
+        a100,
+        [("harbor.agent.max_input_tokens", 300000)],
+        "benchstack:harbor.agent.max_input_tokens: 300000 is above",
+    ),
+    (
+        "no-gpu-hosts-for-model",
+        a100,
+        [("hosts.0.roles", ["harbor"]), ("hosts.1.roles", ["harbor"])],
+        "no host has the role gpu_worker",
+    ),
+    (
+        "two-harbor-hosts",
+        a100,
+        [("hosts.0.roles", ["gpu_worker", "harbor"])],
+        "exactly one host needs the role harbor, found 2",
+    ),
+    ("no-harbor-host", local, [("hosts.0.roles", ["gpu_worker"])], "benchstack:hosts"),
+    (
+        "router-port-clash",
+        a100,
+        [("router.port", 30001)],
+        "benchstack:router.port: port 30001 on worker-b is already used by benchstack:serving.port",
+    ),
+    (
+        "proxy-port-clash",
+        a100,
+        [("proxy.bridge_port", 27890)],
+        "benchstack:proxy.bridge_port: port 27890",
+    ),
+    ("non-amd64", a100, [("hosts.0.arch", "arm64")], "benchstack:hosts[0].arch"),
+    ("unknown-key", a100, [("serving.tp", 4)], "benchstack:serving.tp: unknown key"),
+    ("unknown-top-key", local, [("servng", {})], "benchstack:servng: unknown key"),
+    ("missing-serving", a100, [("serving", DELETE)], "benchstack:serving"),
+    ("bad-pool-cidr", local, [("docker.address_pools.0.base", "10.213.0.1/16")], "address_pools"),
+    ("unpinned-dataset", a100, [("dataset.commit", DELETE)], "benchstack:dataset.commit"),
+    (
+        "repo-and-path",
+        a100,
+        [("dataset.path", "/data/tb")],
+        "benchstack:dataset: set exactly one",
+    ),
+    ("bad-agent", local, [("harbor.agent.name", "terminus")], "benchstack:harbor.agent.name"),
+    ("ssh-without-user", a100, [("hosts.0.user", DELETE)], "benchstack:hosts[0].user"),
+    ("bad-sha", local, [("harbor.wheel_sha256", "abc")], "benchstack:harbor.wheel_sha256"),
+    ("top-p-range", a100, [("harbor.agent.top_p", 1.5)], "benchstack:harbor.agent.top_p"),
+    ("bad-proxy", local, [("proxy.upstream", "27890")], "benchstack:proxy.upstream"),
+]
+
+
+@pytest.mark.parametrize("case", INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_config_names_the_key(case):
+    _, base, edits, expected = case
+    values = base()
+    for path, value in edits:
+        _set(values, path, value)
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(values)
+    assert expected in str(info.value)
+
+
+def test_unknown_top_level_key_is_rejected_when_read_from_file(tmp_path):
+    text = (ROOT / "Pulumi.local.yaml").read_text() + "  benchstack:hostz: []\n"
+    path = tmp_path / "Pulumi.typo.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"benchstack:hostz: unknown key"):
+        load_stack_file(path)
+
+
+def test_not_yaml_names_the_file(tmp_path):
+    path = tmp_path / "Pulumi.broken.yaml"
+    path.write_text("config: [unclosed\n")
+    with pytest.raises(ConfigError, match="Pulumi.broken.yaml"):
+        load_stack_file(path)
+
+
+def test_all_problems_are_reported_at_once():
+    values = a100()
+    values["serving"]["tp_size"] = 2
+    values["router"]["port"] = 30001
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(values)
+    text = str(info.value)
+    assert "serving.tp_size" in text and "router.port" in text
