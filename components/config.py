@@ -288,7 +288,7 @@ def _check(cfg: StackConfig) -> list[str]:
         missing = [k for k in ("model", "router") if getattr(cfg, k) is None]
         problems.extend(f"{ns}:{k}: GPU workers are declared; set {ns}:{k}" for k in missing)
 
-    serving, model, router = cfg.serving, cfg.model, cfg.router
+    serving, model = cfg.serving, cfg.model
     if serving:
         per_host = serving.tp_size * serving.dp_size
         for i, host in enumerate(cfg.hosts):

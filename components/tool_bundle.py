@@ -1,0 +1,73 @@
+"""ToolBundle: a read-only tmux + python + asciinema bundle that every task container mounts.
+
+Seed pitfall: task images without tmux/asciinema made Terminus-2 install them over the network
+in every trial; at 25 concurrent trials those downloads timed out and dozens of trials failed
+in setup before the agent started. The bundle is built once from the host's tmux and python
+(run through the bundle's own dynamic loader, so the image's libc does not matter), proven on
+the host and inside a canary image that has neither tool, and rebuilt only when an input
+changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from components.host import Host, host_script
+
+ASCIINEMA_2_4_0_SHA256 = "249ccf108509d643ddaf38979dac48c99e9e251f597173d8553a30d7a6423104"
+# Where the Harbor compose override mounts the bundle inside task containers.
+BUNDLE_ROOT = "/opt/harbor-tools"
+
+
+@dataclass(frozen=True, kw_only=True)
+class ToolBundleArgs:
+    host: Host
+    tools_dir: str
+    canary_image: pulumi.Input[str] | None = None
+    asciinema_sha256: str = ASCIINEMA_2_4_0_SHA256
+
+
+class ToolBundle(pulumi.ComponentResource):
+    tools_dir: pulumi.Output[str]
+    bundle_root: pulumi.Output[str]
+    tmux_version: pulumi.Output[str]
+    asciinema_version: pulumi.Output[str]
+    input_hash: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ToolBundleArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("benchstack:components:ToolBundle", name, None, opts)
+        if not args.tools_dir.startswith("/"):
+            raise ValueError(f"ToolBundleArgs.tools_dir must be absolute, got {args.tools_dir!r}")
+        env: dict[str, pulumi.Input[str]] = {
+            "TOOLS_DIR": args.tools_dir,
+            "ASCIINEMA_SHA256": args.asciinema_sha256,
+            "BUNDLE_ROOT": BUNDLE_ROOT,
+        }
+        if args.canary_image is not None:
+            env["CANARY_IMAGE"] = args.canary_image
+        run = host_script(
+            f"{name}-build",
+            host=args.host,
+            script="tool_bundle.sh",
+            env=env,
+            delete_script="tool_bundle.delete.sh",
+            delete_env={"TOOLS_DIR": args.tools_dir},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.tools_dir = run.outputs.apply(lambda o: str(o.get("tools_dir") or args.tools_dir))
+        self.bundle_root = pulumi.Output.from_input(BUNDLE_ROOT)
+        self.tmux_version = run.outputs.apply(lambda o: str(o.get("tmux_version", "")))
+        self.asciinema_version = run.outputs.apply(lambda o: str(o.get("asciinema_version", "")))
+        self.input_hash = run.outputs.apply(lambda o: str(o.get("input_hash", "")))
+        self.ready = run.command
+        self.register_outputs(
+            {
+                "tools_dir": self.tools_dir,
+                "bundle_root": self.bundle_root,
+                "tmux_version": self.tmux_version,
+                "asciinema_version": self.asciinema_version,
+                "input_hash": self.input_hash,
+            }
+        )
