@@ -1,0 +1,364 @@
+# image_set.sh: make every task image of the manifest present locally as linux/amd64.
+#
+# Inputs (environment; defaults in brackets):
+#   IMAGES              newline-separated image references, e.g. alexgshaw/fix-git:20260403 [required]
+#   MIRROR              registry host[:port][/prefix] serving Docker Hub images: pull MIRROR/repo:tag,
+#                       tag locally as repo:tag. Images naming another registry are pulled as is. [none]
+#   CONCURRENCY         images pulled at the same time [4]
+#   RETRIES             attempts per image before it is reported as failed [5]
+#   BACKOFF_SECONDS     wait after the first failed attempt; doubles per attempt, at most 60 s [5]
+#   PULL_TIMEOUT        seconds allowed for one attempt (manifest read + copy) [1800]
+#   REGISTRY_USERNAME   user for the registry pulled from (MIRROR, else Docker Hub) [none]
+#   REGISTRY_PASSWORD   its password or token: written only to a private authfile, never printed [none]
+#   TLS_VERIFY          true|false|auto; auto = false for localhost/127.x (plain HTTP, as Docker
+#                       treats loopback registries) and true otherwise [auto]
+#   PIN_DIGESTS         1: also output `pinned` (image -> repo@sha256:...), asking the registry
+#                       only for images whose digest was never recorded here [0]
+#   STATE_DIR           where registry digests of pulled images are kept between runs
+#                       [${XDG_STATE_HOME:-$HOME/.local/state}/benchstack/image-set]
+#   NO_NETWORK_TASKS    newline-separated tasks whose network policy is not public: Harbor 0.21.0
+#                       runs them behind its egress-control sidecar image [none]
+#   REQUIRE_SIDECAR     1: fail before pulling anything when the sidecar can neither be found nor
+#                       built here (naming those tasks); 0: only warn [1]
+#   SIDECAR_IMAGE       the sidecar tag Harbor looks up (Harbor 0.21.0, linux/amd64)
+#                       [harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6]
+#   HARBOR_PYTHON       python of the Harbor venv on this host: when set, the sidecar tag is derived
+#                       by Harbor's own code and, with docker buildx present, pre-built by it [none]
+#
+# Why skopeo copy -> docker-archive -> docker load (the seed's way) and not `docker pull`:
+# skopeo takes the mirror, the credentials (a private authfile) and the proxy (HTTPS_PROXY of
+# this script) per call, without touching the daemon's config or ~/.docker; --override-arch
+# fetches the amd64 member of a multi-arch index whatever this host is; and the manifest is
+# read first, so the registry digest we record is the one we copied (copy by digest).
+# The price is one extra disk pass (the archive), removed right after the load.
+#
+# Digests: `digests` holds each image's local image ID (the sha256 of its config). It is known
+# for every present image without asking any registry, is identical whichever mirror served the
+# image, and is what the engine runs. `repo_digests` holds the registry manifest digest, which
+# `docker load` forgets: it is recorded in STATE_DIR when this script pulls the image.
+#
+# Output (last stdout line, JSON): {"ready", "total", "pulled", "present", "digests",
+#   "repo_digests", "pinned" (PIN_DIGESTS=1 only), "sidecar": {"status", "image"}}
+set -euo pipefail
+
+IMAGES=${IMAGES:-}
+MIRROR=${MIRROR:-}
+CONCURRENCY=${CONCURRENCY:-4}
+RETRIES=${RETRIES:-5}
+BACKOFF_SECONDS=${BACKOFF_SECONDS:-5}
+PULL_TIMEOUT=${PULL_TIMEOUT:-1800}
+REGISTRY_USERNAME=${REGISTRY_USERNAME:-}
+REGISTRY_PASSWORD=${REGISTRY_PASSWORD:-}
+TLS_VERIFY=${TLS_VERIFY:-auto}
+PIN_DIGESTS=${PIN_DIGESTS:-0}
+STATE_DIR=${STATE_DIR:-${XDG_STATE_HOME:-$HOME/.local/state}/benchstack/image-set}
+NO_NETWORK_TASKS=${NO_NETWORK_TASKS:-}
+REQUIRE_SIDECAR=${REQUIRE_SIDECAR:-1}
+SIDECAR_IMAGE=${SIDECAR_IMAGE:-harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6}
+HARBOR_PYTHON=${HARBOR_PYTHON:-}
+
+log() { printf '[image_set] %s\n' "$*" >&2; }
+die() { printf 'image_set: %s\n' "$*" >&2; exit 1; }
+
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+is_uint "$CONCURRENCY" && ((CONCURRENCY >= 1)) || die "CONCURRENCY=$CONCURRENCY: set a whole number >= 1"
+is_uint "$RETRIES" && ((RETRIES >= 1)) || die "RETRIES=$RETRIES: set a whole number >= 1"
+is_uint "$BACKOFF_SECONDS" || die "BACKOFF_SECONDS=$BACKOFF_SECONDS: set a whole number of seconds"
+is_uint "$PULL_TIMEOUT" && ((PULL_TIMEOUT >= 1)) || die "PULL_TIMEOUT=$PULL_TIMEOUT: set seconds >= 1"
+[[ "$PIN_DIGESTS" == 0 || "$PIN_DIGESTS" == 1 ]] || die "PIN_DIGESTS=$PIN_DIGESTS: set 0 or 1"
+[[ "$REQUIRE_SIDECAR" == 0 || "$REQUIRE_SIDECAR" == 1 ]] || die "REQUIRE_SIDECAR=$REQUIRE_SIDECAR: set 0 or 1"
+[[ "$TLS_VERIFY" =~ ^(auto|true|false)$ ]] || die "TLS_VERIFY=$TLS_VERIFY: set auto, true or false"
+[[ -n "$REGISTRY_USERNAME" && -z "$REGISTRY_PASSWORD" ]] && die "REGISTRY_USERNAME is set but REGISTRY_PASSWORD is empty: set both or neither"
+[[ -z "$REGISTRY_USERNAME" && -n "$REGISTRY_PASSWORD" ]] && die "REGISTRY_PASSWORD is set but REGISTRY_USERNAME is empty: set both or neither"
+for tool in docker skopeo jq tar timeout sha256sum; do
+  command -v "$tool" >/dev/null || die "$tool not found on this host: install it (Debian package: ${tool/sha256sum/coreutils})"
+done
+docker info >/dev/null 2>&1 || die "the Docker engine does not answer on this host: start dockerd"
+
+mapfile -t images < <(printf '%s\n' "$IMAGES" | sed 's/[[:space:]]//g' | grep -v '^$' | sort -u)
+((${#images[@]})) || die "IMAGES is empty: pass the manifest's images, one per line"
+for image in "${images[@]}"; do
+  [[ "$image" != *@* ]] || die "image $image is pinned by digest in the dataset: use its tag (pinning is PIN_DIGESTS=1)"
+done
+mapfile -t offline_tasks < <(printf '%s\n' "$NO_NETWORK_TASKS" | sed 's/[[:space:]]//g' | grep -v '^$' | sort -u)
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/image_set.XXXXXX")
+chmod 700 "$work"
+cleanup() {
+  local pids
+  pids=$(jobs -pr)
+  [[ -z "$pids" ]] || kill $pids 2>/dev/null || true
+  wait 2>/dev/null || true
+  rm -rf -- "$work"
+}
+trap cleanup EXIT
+
+# --- image name handling: Docker Hub names get the mirror, the local tag is the normal form ---
+# prints "<registry>\t<repository path>\t<tag>"; registry "docker.io" means Docker Hub
+split_ref() {
+  local ref=$1 first rest registry path tag
+  first=${ref%%/*}
+  if [[ "$ref" == */* && ( "$first" == *.* || "$first" == *:* || "$first" == localhost ) ]]; then
+    registry=$first; rest=${ref#*/}
+  else
+    registry=docker.io; rest=$ref
+  fi
+  [[ "$registry" == index.docker.io ]] && registry=docker.io
+  if [[ "${rest##*/}" == *:* ]]; then tag=${rest##*:}; path=${rest%:*}; else tag=latest; path=$rest; fi
+  [[ "$registry" == docker.io && "$path" != */* ]] && path=library/$path
+  printf '%s\t%s\t%s\n' "$registry" "$path" "$tag"
+}
+
+# the name `docker images` shows for a reference (docker.io/ and library/ dropped, :latest added)
+local_name() {
+  local registry path tag
+  IFS=$'\t' read -r registry path tag < <(split_ref "$1")
+  if [[ "$registry" == docker.io ]]; then
+    path=${path#library/}
+    printf '%s:%s\n' "$path" "$tag"
+  else
+    printf '%s/%s:%s\n' "$registry" "$path" "$tag"
+  fi
+}
+
+# where the image is fetched from, without the tag: "host[/prefix]/path"
+source_repo() {
+  local registry path tag
+  IFS=$'\t' read -r registry path tag < <(split_ref "$1")
+  if [[ "$registry" == docker.io && -n "$MIRROR" ]]; then
+    printf '%s/%s\n' "${MIRROR%/}" "$path"
+  else
+    printf '%s/%s\n' "$registry" "$path"
+  fi
+}
+
+tls_flag() {  # $1 = source host; prints the skopeo TLS flag for it
+  local host=${1%%/*} verify=$TLS_VERIFY
+  if [[ "$verify" == auto ]]; then
+    verify=true
+    [[ "$host" == localhost || "$host" == localhost:* || "$host" == 127.* ]] && verify=false
+  fi
+  printf -- '--tls-verify=%s\n' "$verify"
+}
+
+# --- credentials: a private authfile for the registry we pull from, never on a command line ----
+skopeo_auth=()
+if [[ -n "$REGISTRY_USERNAME" ]]; then
+  auth_host=docker.io
+  [[ -n "$MIRROR" ]] && auth_host=${MIRROR%%/*}
+  authfile="$work/auth.json"
+  (umask 077; jq -n --arg host "$auth_host" --arg auth "$(printf '%s:%s' "$REGISTRY_USERNAME" "$REGISTRY_PASSWORD" | base64 -w0)" \
+    '{auths: {($host): {auth: $auth}}}' >"$authfile")
+  skopeo_auth=(--authfile "$authfile")
+fi
+
+# --- the egress-control sidecar: checked first, so a host that cannot run the offline tasks ----
+# --- fails in seconds, not after hours of pulling ------------------------------------------
+sidecar_status=not-needed
+if ((${#offline_tasks[@]})); then
+  if [[ -n "$HARBOR_PYTHON" ]]; then
+    [[ -x "$HARBOR_PYTHON" ]] || die "HARBOR_PYTHON=$HARBOR_PYTHON is not an executable: point it at the Harbor venv's python or leave it empty"
+    # Harbor names the sidecar by a hash of its build context and the engine's platform;
+    # asking Harbor's own code keeps the tag right when the wheel changes.
+    SIDECAR_IMAGE=$(HARBOR_TELEMETRY=0 "$HARBOR_PYTHON" - <<'PY'
+import subprocess
+from harbor.environments.docker import EGRESS_CONTROL_SIDECAR_CONTEXT_PATH as ctx
+from harbor.environments.docker.docker import DockerEnvironment as env
+from harbor.utils.container_cache import docker_build_context_hash
+platform = subprocess.run(["docker", "version", "--format", "{{.Server.Os}}/{{.Server.Arch}}"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+key = docker_build_context_hash(context=ctx, dockerfile_path=ctx / "Dockerfile", build_args={},
+                                platform=platform)
+print(f"{env._EGRESS_CONTROL_SIDECAR_DOCKER_NAME}--{key}")
+PY
+    ) || die "could not derive the sidecar tag with HARBOR_PYTHON=$HARBOR_PYTHON: is Harbor installed in that venv?"
+  fi
+  has_buildx=0
+  docker buildx version >/dev/null 2>&1 && has_buildx=1
+  if docker image inspect "$SIDECAR_IMAGE" >/dev/null 2>&1; then
+    sidecar_status=present
+    log "egress sidecar $SIDECAR_IMAGE present for ${#offline_tasks[@]} no-network tasks"
+  elif ((has_buildx)) && [[ -n "$HARBOR_PYTHON" ]]; then
+    log "building egress sidecar $SIDECAR_IMAGE with Harbor's own builder (docker buildx)"
+    HARBOR_TELEMETRY=0 timeout "$PULL_TIMEOUT" "$HARBOR_PYTHON" - >&2 <<'PY' || die "building the egress sidecar failed (see the build log under ~/.cache/harbor/docker_build/): Harbor needs its gost base image reachable; pre-load $SIDECAR_IMAGE or fix the engine's registry access"
+import asyncio
+from harbor.environments.docker import EGRESS_CONTROL_SIDECAR_CONTEXT_PATH as ctx
+from harbor.environments.docker.docker import DockerEnvironment as env
+from harbor.environments.docker.utils import default_docker_platform, ensure_docker_image_built
+async def main():
+    print(await ensure_docker_image_built(
+        docker_name=env._EGRESS_CONTROL_SIDECAR_DOCKER_NAME, docker_build_context=ctx,
+        dockerfile_path=ctx / "Dockerfile", build_args={}, platform=await default_docker_platform()))
+asyncio.run(main())
+PY
+    docker image inspect "$SIDECAR_IMAGE" >/dev/null 2>&1 || die "Harbor built the sidecar but $SIDECAR_IMAGE is not present: HARBOR_PYTHON belongs to another Harbor version?"
+    sidecar_status=built
+  elif ((has_buildx)); then
+    sidecar_status=build-at-launch
+    log "egress sidecar $SIDECAR_IMAGE absent; docker buildx is here, so Harbor will build it at launch (its gost base image must be reachable then); set HARBOR_PYTHON to build it now"
+  else
+    tasks_csv=$(IFS=,; printf '%s' "${offline_tasks[*]}")
+    msg="docker buildx is missing and the egress sidecar $SIDECAR_IMAGE is not present, so ${#offline_tasks[@]} no-network tasks would fail at launch: ${tasks_csv//,/, }; install the docker buildx plugin (and set HARBOR_PYTHON to pre-build it) or docker load that image"
+    ((REQUIRE_SIDECAR)) && die "$msg"
+    log "warning (REQUIRE_SIDECAR=0): $msg"
+    sidecar_status=missing
+  fi
+fi
+
+# --- what is already here: two engine calls in all, and no registry request ------------------
+declare -A local_id=() want_name=()
+while IFS=$'\t' read -r name id; do
+  local_id[$name]=$id
+done < <(docker images --no-trunc --format '{{.Repository}}:{{.Tag}}{{"\t"}}{{.ID}}')
+declare -A arch_of=()
+present_ids=()
+for image in "${images[@]}"; do
+  name=$(local_name "$image")
+  want_name[$image]=$name
+  [[ -n "${local_id[$name]:-}" ]] && present_ids+=("${local_id[$name]}")
+done
+if ((${#present_ids[@]})); then
+  while IFS=$'\t' read -r id arch os; do
+    arch_of[$id]="$os/$arch"
+  done < <(docker image inspect --format '{{.Id}}{{"\t"}}{{.Architecture}}{{"\t"}}{{.Os}}' "${present_ids[@]}")
+fi
+
+mkdir -p "$work/results" "$work/scratch"
+total=${#images[@]}
+to_pull=()
+for image in "${images[@]}"; do
+  id=${local_id[${want_name[$image]}]:-}
+  if [[ -n "$id" && "${arch_of[$id]:-}" == linux/amd64 ]]; then
+    printf 'ok\t%s\t%s\tpresent\n' "$image" "$id" >"$work/results/$(printf '%s' "$image" | sha256sum | cut -c1-16)"
+  else
+    [[ -n "$id" ]] && log "$image is present as ${arch_of[$id]:-unknown}, not linux/amd64: pulling it again"
+    to_pull+=("$image")
+  fi
+done
+ready_count() { grep -l '^ok' "$work"/results/* 2>/dev/null | wc -l; }
+log "$(ready_count)/$total ready; ${#to_pull[@]} to pull (concurrency $CONCURRENCY, $RETRIES attempts each)"
+
+# --- one image: manifest digest, copy by digest, load, tag, architecture check --------------
+pull_one() {
+  local image=$1 key src tls attempt=1 wait_s err digest archive config id arch name
+  key=$(printf '%s' "$image" | sha256sum | cut -c1-16)
+  name=${want_name[$image]}
+  src=$(source_repo "$image")
+  tls=$(tls_flag "$src")
+  local tag=${name##*:}
+  local dir="$work/scratch/$key"
+  mkdir -p "$dir"
+  archive="$dir/image.tar"
+  while :; do
+    rm -f -- "$archive" "$dir/manifest.raw"
+    if timeout "$PULL_TIMEOUT" skopeo inspect --raw "$tls" "${skopeo_auth[@]}" --retry-times 0 \
+         "docker://$src:$tag" >"$dir/manifest.raw" 2>"$dir/err" \
+       && digest="sha256:$(sha256sum "$dir/manifest.raw" | cut -d' ' -f1)" \
+       && timeout "$PULL_TIMEOUT" skopeo copy -q "--src-${tls#--}" "${skopeo_auth[@]}" --retry-times 0 \
+         --override-os linux --override-arch amd64 \
+         "docker://$src@$digest" "docker-archive:$archive" >/dev/null 2>"$dir/err"; then
+      break
+    fi
+    err=$(grep -v '^[[:space:]]*$' "$dir/err" | tail -n1 | cut -c1-300)
+    [[ -n "$err" ]] || err="timed out after ${PULL_TIMEOUT}s"
+    if ((attempt >= RETRIES)); then
+      printf 'fail\t%s\tcould not fetch %s after %d attempts: %s\n' "$image" "$src:$tag" "$attempt" "$err" >"$work/results/$key"
+      rm -rf -- "$dir"
+      return 0
+    fi
+    wait_s=$((BACKOFF_SECONDS * (1 << (attempt - 1))))
+    ((wait_s > 60)) && wait_s=60
+    log "retry $image: attempt $attempt/$RETRIES failed ($err); next in ${wait_s}s"
+    sleep "$wait_s"
+    attempt=$((attempt + 1))
+  done
+  config=$(tar -xOf "$archive" manifest.json | jq -r '.[0].Config')
+  # skopeo names the config "<hex>.json"; newer docker-save layouts use "blobs/sha256/<hex>"
+  config=${config%.json}
+  id="sha256:${config##*/}"
+  if ! docker load -q -i "$archive" >/dev/null 2>"$dir/err" || ! docker tag "$id" "$image" 2>>"$dir/err"; then
+    printf 'fail\t%s\tdocker load/tag of %s failed: %s\n' "$image" "$image" "$(tail -n1 "$dir/err")" >"$work/results/$key"
+    rm -rf -- "$dir"
+    return 0
+  fi
+  rm -rf -- "$dir"
+  arch=$(docker image inspect --format '{{.Os}}/{{.Architecture}}' "$image")
+  if [[ "$arch" != linux/amd64 ]]; then
+    # Leave nothing behind that a later run would take for a ready image.
+    docker rmi "$image" >/dev/null 2>&1 || true
+    printf 'fail\t%s\t%s is %s, not linux/amd64 (the registry has no amd64 variant): use an amd64 tag\n' \
+      "$image" "$image" "$arch" >"$work/results/$key"
+    return 0
+  fi
+  printf 'ok\t%s\t%s\tpulled\t%s\n' "$image" "$id" "$digest" >"$work/results/$key"
+  log "$(ready_count)/$total ready (pulled $image)"
+}
+
+for image in "${to_pull[@]}"; do
+  while (($(jobs -pr | wc -l) >= CONCURRENCY)); do wait -n || true; done
+  log "pulling $image ($(ready_count)/$total ready)"
+  pull_one "$image" &
+done
+wait
+
+# --- results, recorded digests, outputs ----------------------------------------------------
+mkdir -p "$STATE_DIR"
+state="$STATE_DIR/repo-digests.tsv"
+touch "$state"
+failures=()
+for image in "${images[@]}"; do
+  f="$work/results/$(printf '%s' "$image" | sha256sum | cut -c1-16)"
+  if [[ ! -s "$f" ]]; then
+    failures+=("$image: its pull worker died without a result")
+  elif [[ "$(cut -f1 "$f")" == fail ]]; then
+    failures+=("$(cut -f3- "$f")")
+  fi
+done
+# Merge the new registry digests (image, image id, digest) into the state, newest wins.
+{ cat "$state"; cat "$work"/results/* 2>/dev/null | awk -F'\t' '$1=="ok" && $4=="pulled" {print $2"\t"$3"\t"$5}'; } \
+  | awk -F'\t' '{row[$1]=$0} END {for (k in row) print row[k]}' | sort >"$state.tmp"
+mv "$state.tmp" "$state"
+
+if ((${#failures[@]})); then
+  for f in "${failures[@]}"; do log "$f"; done
+  die "$(ready_count)/$total images ready; ${#failures[@]} failed: ${failures[0]}$( ((${#failures[@]} > 1)) && printf ' (and %d more above)' $((${#failures[@]} - 1)) )"
+fi
+
+ready_tsv="$work/ready.tsv"
+cat "$work"/results/* | awk -F'\t' '$1=="ok" {print $2"\t"$3"\t"$4}' | sort >"$ready_tsv"
+# repo digest only where it belongs to the image ID present now (a re-tagged image has none)
+repo_tsv="$work/repo.tsv"
+awk -F'\t' 'NR==FNR {rd[$1"\t"$2]=$3; next} ($1"\t"$2) in rd {print $1"\t"rd[$1"\t"$2]}' \
+  "$state" "$ready_tsv" >"$repo_tsv"
+
+pinned_tsv="$work/pinned.tsv"
+: >"$pinned_tsv"
+if ((PIN_DIGESTS)); then
+  while IFS=$'\t' read -r image id _; do
+    digest=$(awk -F'\t' -v i="$image" '$1==i {print $2}' "$repo_tsv")
+    if [[ -z "$digest" ]]; then
+      # Present but never pulled by this script: the only source of its digest is the registry.
+      src=$(source_repo "$image")
+      name=${want_name[$image]}
+      timeout "$PULL_TIMEOUT" skopeo inspect --raw "$(tls_flag "$src")" "${skopeo_auth[@]}" \
+        "docker://$src:${name##*:}" >"$work/pin.raw" 2>"$work/pin.err" \
+        || die "PIN_DIGESTS=1: cannot read the registry digest of $image from $src: $(tail -n1 "$work/pin.err")"
+      digest="sha256:$(sha256sum "$work/pin.raw" | cut -d' ' -f1)"
+      log "warning: $image was present but not pulled here; pinned to the registry's current $digest, which may not be the local image"
+    fi
+    repo=${want_name[$image]%:*}
+    printf '%s\t%s@%s\n' "$image" "$repo" "$digest" >>"$pinned_tsv"
+  done <"$ready_tsv"
+fi
+
+pulled=$(awk -F'\t' '$3=="pulled"' "$ready_tsv" | wc -l)
+log "$total/$total ready ($pulled pulled, $((total - pulled)) already present)"
+tsv_obj() { jq -Rn '[inputs | split("\t") | {(.[0]): .[1]}] | add // {}' <"$1"; }
+jq -cn \
+  --argjson ready "$(wc -l <"$ready_tsv")" --argjson total "$total" --argjson pulled "$pulled" \
+  --argjson digests "$(tsv_obj <(cut -f1,2 "$ready_tsv"))" \
+  --argjson repo "$(tsv_obj "$repo_tsv")" --argjson pinned "$(tsv_obj "$pinned_tsv")" \
+  --argjson pin "$PIN_DIGESTS" --arg sstatus "$sidecar_status" --arg simage "$SIDECAR_IMAGE" \
+  '{ready: $ready, total: $total, pulled: $pulled, present: ($ready - $pulled), digests: $digests,
+    repo_digests: $repo, sidecar: {status: $sstatus, image: $simage}}
+   + (if $pin == 1 then {pinned: $pinned} else {} end)'
