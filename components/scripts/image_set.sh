@@ -5,7 +5,7 @@
 #   MIRROR              registry host[:port][/prefix] serving Docker Hub images: pull MIRROR/repo:tag,
 #                       tag locally as repo:tag. Images naming another registry are pulled as is. [none]
 #   CONCURRENCY         images pulled at the same time [4]
-#   RETRIES             attempts per image before it is reported as failed [5]
+#   RETRIES             retries per image after its first attempt, then it is reported as failed [4]
 #   BACKOFF_SECONDS     wait after the first failed attempt; doubles per attempt, at most 60 s [5]
 #   PULL_TIMEOUT        seconds allowed for one attempt (manifest read + copy) [1800]
 #   REGISTRY_USERNAME   user for the registry pulled from (MIRROR, else Docker Hub) [none]
@@ -44,7 +44,7 @@ set -euo pipefail
 IMAGES=${IMAGES:-}
 MIRROR=${MIRROR:-}
 CONCURRENCY=${CONCURRENCY:-4}
-RETRIES=${RETRIES:-5}
+RETRIES=${RETRIES:-4}
 BACKOFF_SECONDS=${BACKOFF_SECONDS:-5}
 PULL_TIMEOUT=${PULL_TIMEOUT:-1800}
 REGISTRY_USERNAME=${REGISTRY_USERNAME:-}
@@ -62,7 +62,8 @@ die() { printf 'image_set: %s\n' "$*" >&2; exit 1; }
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 is_uint "$CONCURRENCY" && ((CONCURRENCY >= 1)) || die "CONCURRENCY=$CONCURRENCY: set a whole number >= 1"
-is_uint "$RETRIES" && ((RETRIES >= 1)) || die "RETRIES=$RETRIES: set a whole number >= 1"
+is_uint "$RETRIES" || die "RETRIES=$RETRIES: set a whole number >= 0"
+attempts=$((RETRIES + 1))
 is_uint "$BACKOFF_SECONDS" || die "BACKOFF_SECONDS=$BACKOFF_SECONDS: set a whole number of seconds"
 is_uint "$PULL_TIMEOUT" && ((PULL_TIMEOUT >= 1)) || die "PULL_TIMEOUT=$PULL_TIMEOUT: set seconds >= 1"
 [[ "$PIN_DIGESTS" == 0 || "$PIN_DIGESTS" == 1 ]] || die "PIN_DIGESTS=$PIN_DIGESTS: set 0 or 1"
@@ -236,7 +237,7 @@ for image in "${images[@]}"; do
   fi
 done
 ready_count() { grep -l '^ok' "$work"/results/* 2>/dev/null | wc -l; }
-log "$(ready_count)/$total ready; ${#to_pull[@]} to pull (concurrency $CONCURRENCY, $RETRIES attempts each)"
+log "$(ready_count)/$total ready; ${#to_pull[@]} to pull (concurrency $CONCURRENCY, up to $attempts attempts each)"
 
 # --- one image: manifest digest, copy by digest, load, tag, architecture check --------------
 pull_one() {
@@ -261,14 +262,14 @@ pull_one() {
     fi
     err=$(grep -v '^[[:space:]]*$' "$dir/err" | tail -n1 | cut -c1-300)
     [[ -n "$err" ]] || err="timed out after ${PULL_TIMEOUT}s"
-    if ((attempt >= RETRIES)); then
+    if ((attempt >= attempts)); then
       printf 'fail\t%s\tcould not fetch %s after %d attempts: %s\n' "$image" "$src:$tag" "$attempt" "$err" >"$work/results/$key"
       rm -rf -- "$dir"
       return 0
     fi
     wait_s=$((BACKOFF_SECONDS * (1 << (attempt - 1))))
     ((wait_s > 60)) && wait_s=60
-    log "retry $image: attempt $attempt/$RETRIES failed ($err); next in ${wait_s}s"
+    log "retry $image: attempt $attempt/$attempts failed ($err); next in ${wait_s}s"
     sleep "$wait_s"
     attempt=$((attempt + 1))
   done

@@ -1,0 +1,152 @@
+"""ImageSet: every task image of the pinned dataset present on the Harbor host as linux/amd64.
+
+Seed step "Pull the 89 task images" as a resource: the manifest (components/manifest.py) is read
+on the machine running Pulumi, rendered into components/scripts/image_set.sh, and that script
+pulls what is missing (mirror, credentials, retries, bounded concurrency, architecture check)
+and reports each image's digest. The manifest's content hash is a trigger, so a new dataset
+commit that changes the images re-runs the script on the next `up`; the script itself skips
+images already present, so only the new ones are pulled.
+
+Harbor 0.21.0 runs tasks whose network policy is not public behind an egress-control sidecar
+image it builds with `docker buildx`; the script checks for it before pulling anything and,
+with `require_sidecar`, fails naming those tasks when the host can neither find nor build it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+
+from components.host import Host, host_script
+from components.manifest import ImageManifest
+
+# The tag Harbor 0.21.0 looks up for its sidecar on a linux/amd64 engine
+# (`harbor-prebuilt:harbor-docker-egress-control-sidecar--<blake2b of its build context>`).
+# Pass `harbor_python` to have the script derive it from the installed Harbor instead.
+HARBOR_0_21_0_SIDECAR_IMAGE = (
+    "harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RegistryCredentials:
+    """Login for the registry images are pulled from (the mirror, else Docker Hub)."""
+
+    username: str
+    password: pulumi.Input[str]  # a Pulumi secret (config.require_secret)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ImageSetArgs:
+    host: Host
+    manifest: ImageManifest
+    mirror: str | None = None
+    concurrency: int = 4
+    retries: int = 4
+    pull_timeout_sec: int = 1800
+    credentials: RegistryCredentials | None = None
+    pin_digests: bool = False
+    # False only for stacks that knowingly run no offline task (or accept their failure).
+    require_sidecar: bool = True
+    sidecar_image: str = HARBOR_0_21_0_SIDECAR_IMAGE
+    harbor_python: str | None = None
+    state_dir: str | None = None
+
+
+def _check(args: ImageSetArgs) -> None:
+    if not args.manifest.images:
+        raise ValueError("ImageSetArgs.manifest has no images: check the dataset path")
+    if args.concurrency < 1:
+        raise ValueError(f"ImageSetArgs.concurrency must be >= 1, got {args.concurrency}")
+    if args.retries < 0:
+        raise ValueError(f"ImageSetArgs.retries must be >= 0, got {args.retries}")
+    if args.pull_timeout_sec < 1:
+        raise ValueError(f"ImageSetArgs.pull_timeout_sec must be >= 1, got {args.pull_timeout_sec}")
+    if args.mirror is not None and ("://" in args.mirror or not args.mirror.strip("/")):
+        raise ValueError(
+            "ImageSetArgs.mirror must be host[:port][/prefix] without a scheme, "
+            f"got {args.mirror!r}"
+        )
+    if args.credentials is not None and not args.credentials.username:
+        raise ValueError("ImageSetArgs.credentials.username is empty")
+    for path_field in ("harbor_python", "state_dir"):
+        value = getattr(args, path_field)
+        if value is not None and not value.startswith("/"):
+            raise ValueError(f"ImageSetArgs.{path_field} must be an absolute path, got {value!r}")
+
+
+def script_env(args: ImageSetArgs) -> dict[str, pulumi.Input[str]]:
+    """The inputs of image_set.sh for these args (the password only as the given Input)."""
+    env: dict[str, pulumi.Input[str]] = {
+        "IMAGES": "\n".join(args.manifest.image_names),
+        "NO_NETWORK_TASKS": "\n".join(args.manifest.no_network_tasks),
+        "MIRROR": args.mirror or "",
+        "CONCURRENCY": str(args.concurrency),
+        "RETRIES": str(args.retries),
+        "PULL_TIMEOUT": str(args.pull_timeout_sec),
+        "PIN_DIGESTS": "1" if args.pin_digests else "0",
+        "REQUIRE_SIDECAR": "1" if args.require_sidecar else "0",
+        "SIDECAR_IMAGE": args.sidecar_image,
+    }
+    if args.harbor_python:
+        env["HARBOR_PYTHON"] = args.harbor_python
+    if args.state_dir:
+        env["STATE_DIR"] = args.state_dir
+    if args.credentials is not None:
+        env["REGISTRY_USERNAME"] = args.credentials.username
+        env["REGISTRY_PASSWORD"] = pulumi.Output.secret(args.credentials.password)
+    return env
+
+
+class ImageSet(pulumi.ComponentResource):
+    images_ready: pulumi.Output[int]
+    images_total: pulumi.Output[int]
+    image_digests: pulumi.Output[dict]
+    repo_digests: pulumi.Output[dict]
+    pinned_images: pulumi.Output[dict]
+    manifest: pulumi.Output[dict]
+    manifest_hash: pulumi.Output[str]
+    sidecar_status: pulumi.Output[str]
+
+    def __init__(self, name: str, args: ImageSetArgs, opts: pulumi.ResourceOptions | None = None):
+        super().__init__("benchstack:components:ImageSet", name, None, opts)
+        _check(args)
+        manifest_hash = args.manifest.content_hash()
+        run = host_script(
+            f"{name}-pull",
+            host=args.host,
+            script="image_set.sh",
+            env=script_env(args),
+            # A new dataset commit with other images re-runs the pull (config changes re-render
+            # the command and re-run it anyway). No delete script: removing task images on
+            # destroy would only cost the next `up` hours of pulling.
+            triggers=[manifest_hash],
+            secret_env=("REGISTRY_PASSWORD",),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        outputs = run.outputs
+        self.images_ready = outputs.apply(lambda o: int(o.get("ready", 0)))
+        self.images_total = outputs.apply(lambda o: int(o.get("total", 0)))
+        self.image_digests = outputs.apply(lambda o: dict(o.get("digests") or {}))
+        self.repo_digests = outputs.apply(lambda o: dict(o.get("repo_digests") or {}))
+        self.pinned_images = outputs.apply(lambda o: dict(o.get("pinned") or {}))
+        self.sidecar_status = outputs.apply(
+            lambda o: str((o.get("sidecar") or {}).get("status", ""))
+        )
+        self.manifest = pulumi.Output.from_input(args.manifest.as_dict())
+        self.manifest_hash = pulumi.Output.from_input(manifest_hash)
+        # For depends_on: the HarborJob must not launch before every image is here.
+        self.ready = run.command
+        self.register_outputs(
+            {
+                "images_ready": self.images_ready,
+                "images_total": self.images_total,
+                "image_digests": self.image_digests,
+                "repo_digests": self.repo_digests,
+                "pinned_images": self.pinned_images,
+                "manifest": self.manifest,
+                "manifest_hash": self.manifest_hash,
+                "sidecar_status": self.sidecar_status,
+            }
+        )
