@@ -1,0 +1,228 @@
+"""benchstack: the whole reproduction stack as one Pulumi graph.
+
+This file only loads the stack config and wires components; each component owns its checks.
+Destroy runs the graph backwards: job, router, workers, proxy bridge, daemon config — the
+seed's manual stop order.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+import pulumi
+
+from components import outputs as keys
+from components.config import PROJECT_DIR, HostConfig, StackConfig, load_pulumi_config
+from components.docker_daemon import DockerDaemonConfig, DockerDaemonConfigArgs
+from components.harbor_job import HarborJob, HarborJobArgs
+from components.host import Host
+from components.image_set import ImageSet, ImageSetArgs
+from components.manifest import load_manifest
+from components.proxy_bridge import ProxyBridge, ProxyBridgeArgs
+from components.router import Router, RouterArgs
+from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
+from components.tool_bundle import ToolBundle, ToolBundleArgs
+
+
+def host_of(cfg: HostConfig, ssh_private_key) -> Host:
+    return Host(
+        name=cfg.name,
+        address=cfg.address,
+        user=cfg.user,
+        port=cfg.port,
+        private_key=None if cfg.is_local else ssh_private_key,
+    )
+
+
+def local_path(cfg: StackConfig, path: str) -> str:
+    """A path in the stack file: relative ones are relative to the project directory."""
+    return path if PurePosixPath(path).is_absolute() else str(PROJECT_DIR / path)
+
+
+def main() -> None:
+    cfg, secrets = load_pulumi_config()
+    hosts = {h.name: host_of(h, secrets.ssh_private_key) for h in cfg.hosts}
+    harbor_cfg = cfg.harbor_host
+    harbor_host = hosts[harbor_cfg.name]
+    workspace = cfg.workspace.rstrip("/")
+
+    daemons = {
+        h.name: DockerDaemonConfig(
+            f"{h.name}-docker-daemon",
+            DockerDaemonConfigArgs(
+                host=hosts[h.name],
+                address_pools=[p.model_dump() for p in cfg.docker.address_pools],
+                daemon_json=cfg.docker.daemon_json,
+                restart_command=cfg.docker.restart_command,
+                allow_restart_with_running_containers=(
+                    cfg.docker.allow_restart_with_running_containers
+                ),
+                proof_networks=cfg.docker.proof_networks,
+            ),
+        )
+        for h in cfg.hosts
+    }
+
+    # --- serving plane (GPU stacks only) -------------------------------------------------
+    workers: list[SGLangWorker] = []
+    router: Router | None = None
+    if cfg.serving and cfg.model and cfg.router:
+        for h in cfg.gpu_hosts:
+            workers.append(
+                SGLangWorker(
+                    f"{h.name}-sglang",
+                    SGLangWorkerArgs(
+                        host=hosts[h.name],
+                        image=cfg.serving.image,
+                        image_archive=cfg.serving.image_archive,
+                        model_path=cfg.model.path,
+                        served_model_name=cfg.model.name,
+                        bind_host=h.reach_address,
+                        port=cfg.serving.port,
+                        tp_size=cfg.serving.tp_size,
+                        dp_size=cfg.serving.dp_size,
+                        context_length=cfg.serving.context_length,
+                        max_running_requests=cfg.serving.max_running_requests,
+                        max_mamba_cache_size=cfg.serving.max_mamba_cache_size,
+                        mem_fraction_static=cfg.serving.mem_fraction_static,
+                        reasoning_parser=cfg.serving.reasoning_parser,
+                        tool_call_parser=cfg.serving.tool_call_parser,
+                        max_total_tokens=cfg.serving.max_total_tokens,
+                        user=cfg.serving.user,
+                        health_timeout_s=cfg.serving.health_timeout_s,
+                        container_name=f"benchstack-sglang-{h.name}",
+                        workspace=workspace,
+                        s3_uri=cfg.model.s3_uri,
+                        s3_access_key_id=secrets.s3_access_key_id,
+                        s3_secret_access_key=secrets.s3_secret_access_key,
+                    ),
+                    opts=pulumi.ResourceOptions(depends_on=[daemons[h.name]]),
+                )
+            )
+        router = Router(
+            "router",
+            RouterArgs(
+                host=harbor_host,
+                image=cfg.router.image or cfg.serving.image,
+                bind_host=cfg.router.bind_host,
+                port=cfg.router.port,
+                worker_urls=[w.url for w in workers],
+                dp_aware=cfg.router.dp_aware,
+                policy=cfg.router.policy,
+                balance_abs_threshold=cfg.router.balance_abs_threshold,
+                balance_rel_threshold=cfg.router.balance_rel_threshold,
+                served_model_name=cfg.model.name,
+                user=cfg.serving.user,
+                container_name="benchstack-sglang-router",
+                health_timeout_s=cfg.router.health_timeout_s,
+                workspace=workspace,
+            ),
+            # The router is only useful once every worker reports the config we asked for.
+            opts=pulumi.ResourceOptions(depends_on=[*workers, daemons[harbor_cfg.name]]),
+        )
+
+    # --- the Harbor host's plane ----------------------------------------------------------
+    harbor_daemon = daemons[harbor_cfg.name]
+    manifest = load_manifest(local_path(cfg, cfg.dataset.manifest_path))
+    images = ImageSet(
+        "images",
+        ImageSetArgs(
+            host=harbor_host,
+            manifest=manifest,
+            mirror=cfg.images.mirror,
+            concurrency=cfg.images.concurrency,
+            retries=cfg.images.retries,
+            username=cfg.images.username,
+            password=secrets.registry_password,
+            pin_digests=cfg.images.pin_digests,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[harbor_daemon]),
+    )
+    canary = cfg.tools.canary_image or manifest.images[0].image
+    tools = ToolBundle(
+        "tools",
+        ToolBundleArgs(
+            host=harbor_host,
+            tools_dir=f"{workspace}/harbor-tools-amd64",
+            canary_image=canary,
+            asciinema_sha256=cfg.tools.asciinema_sha256,
+        ),
+        # The canary is one of the task images: prove the bundle where it will be used.
+        opts=pulumi.ResourceOptions(depends_on=[images]),
+    )
+    proxy: ProxyBridge | None = None
+    if cfg.proxy:
+        proxy = ProxyBridge(
+            "proxy",
+            ProxyBridgeArgs(
+                host=harbor_host,
+                upstream=cfg.proxy.upstream,
+                bridge_port=cfg.proxy.bridge_port,
+                state_dir=f"{workspace}/proxy-bridge",
+                bind_address=cfg.proxy.bind_address or "",
+                probe_image=canary,
+            ),
+            opts=pulumi.ResourceOptions(depends_on=[harbor_daemon, images]),
+        )
+
+    dataset = cfg.dataset
+    job_deps = [d for d in (router, images, tools, proxy) if d is not None]
+    job = HarborJob(
+        "job",
+        HarborJobArgs(
+            host=harbor_host,
+            workspace=workspace,
+            harbor_version=cfg.harbor.version,
+            wheel_sha256=cfg.harbor.wheel_sha256,
+            python=cfg.harbor.python,
+            dataset_git_url=dataset.repo,
+            dataset_commit=dataset.commit,
+            dataset_subdir=dataset.tasks_subdir,
+            dataset_path=(
+                local_path(cfg, dataset.path)
+                if dataset.path and harbor_cfg.is_local
+                else dataset.path
+            ),
+            expected_tasks=dataset.expected_tasks,
+            include=tuple(dataset.include),
+            exclude=tuple(dataset.exclude),
+            n_concurrent_trials=cfg.harbor.n_concurrent_trials,
+            agent=cfg.harbor.agent.name,
+            n_concurrent_agents=cfg.harbor.agent.n_concurrent,
+            model_name=f"openai/{cfg.model.name}" if cfg.model and cfg.needs_model else None,
+            api_base=router.router_url.apply(lambda url: f"{url}/v1") if router else None,
+            temperature=cfg.harbor.agent.temperature,
+            top_p=cfg.harbor.agent.top_p,
+            top_k=cfg.harbor.agent.top_k,
+            max_input_tokens=cfg.harbor.agent.max_input_tokens,
+            max_output_tokens=cfg.harbor.agent.max_output_tokens,
+            record_terminal_session=cfg.harbor.agent.record_terminal_session,
+            agent_timeout_multiplier=cfg.harbor.agent_timeout_multiplier,
+            agent_setup_timeout_multiplier=cfg.harbor.agent_setup_timeout_multiplier,
+            verifier_timeout_multiplier=cfg.harbor.verifier_timeout_multiplier,
+            tools_dir=tools.tools_dir,
+            proxy_url=proxy.proxy_url if proxy else None,
+            api_key=secrets.api_key,
+            job_name_prefix=cfg.harbor.job_name_prefix,
+            stop_timeout_s=cfg.harbor.stop_timeout_s,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=job_deps),
+    )
+
+    pulumi.export(keys.HARBOR_HOST, harbor_cfg.name)
+    pulumi.export(keys.ROUTER_URL, router.router_url if router else None)
+    pulumi.export(keys.WORKER_URLS, [w.url for w in workers])
+    pulumi.export(keys.JOB_NAME, job.job_name)
+    pulumi.export(keys.JOBS_DIR, job.jobs_dir)
+    pulumi.export(keys.JOB_DIR, job.job_dir)
+    pulumi.export(keys.JOB_LOG, job.job_log)
+    pulumi.export(keys.JOB_PID_FILE, job.pid_file)
+    pulumi.export(keys.DATASET_PATH, job.dataset_path)
+    pulumi.export(keys.TOOLS_DIR, tools.tools_dir)
+    pulumi.export(keys.PROXY_URL, proxy.proxy_url if proxy else None)
+    pulumi.export(keys.IMAGES_READY, images.images_ready)
+    pulumi.export(keys.IMAGE_DIGESTS, images.image_digests)
+    pulumi.export(keys.REFERENCE_SCORE, cfg.harbor.reference_score)
+
+
+main()

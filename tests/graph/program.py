@@ -1,0 +1,160 @@
+"""Run `__main__.py` for a stack file under Pulumi mocks and record what it declares.
+
+Mocks validate nothing: they record every registration (type, name, inputs) and every
+resource's options (parent, depends_on), and the tests assert on those records. The config
+comes from the stack file itself, never retyped in a test.
+"""
+
+from __future__ import annotations
+
+import json
+import runpy
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi.runtime
+from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from components.config import NAMESPACE, split_stack_file
+from tests.conftest import ROOT
+
+
+@dataclass
+class Registration:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    provider: str | None
+
+
+@dataclass
+class Declared:
+    resource: pulumi.Resource
+    type: str
+    name: str
+    depends_on: list[pulumi.Resource]
+    parent: pulumi.Resource | None
+
+
+@dataclass
+class ProgramRun:
+    registrations: list[Registration] = field(default_factory=list)
+    declared: list[Declared] = field(default_factory=list)
+    exports: dict[str, Any] = field(default_factory=dict)
+    export_outputs: dict[str, Any] = field(default_factory=dict)
+    secret_exports: dict[str, bool] = field(default_factory=dict)
+
+    def of_type(self, type_: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == type_]
+
+    def named(self, name: str) -> Registration:
+        matches = [r for r in self.registrations if r.name == name]
+        if len(matches) != 1:
+            raise AssertionError(f"{len(matches)} registrations named {name!r}")
+        return matches[0]
+
+    def component(self, name: str) -> Declared:
+        matches = [d for d in self.declared if d.name == name]
+        if len(matches) != 1:
+            raise AssertionError(f"{len(matches)} resources named {name!r}")
+        return matches[0]
+
+    def children(self, name: str) -> list[Declared]:
+        parent = self.component(name).resource
+        return [d for d in self.declared if d.parent is parent]
+
+
+class RecordingMocks(pulumi.runtime.Mocks):
+    def __init__(self, run: ProgramRun, stdout_for: Callable[[str, dict], str] | None = None):
+        self.run = run
+        self.stdout_for = stdout_for or (lambda name, inputs: "{}")
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        inputs = dict(args.inputs)
+        self.run.registrations.append(Registration(args.typ, args.name, inputs, args.provider))
+        outputs = dict(inputs)
+        if args.typ in ("command:local:Command", "command:remote:Command"):
+            outputs["stdout"] = self.stdout_for(args.name, inputs)
+            outputs["stderr"] = ""
+        if args.typ == "docker:index/remoteImage:RemoteImage":
+            outputs["imageId"] = f"sha256:{'0' * 64}"
+            outputs["repoDigest"] = f"{inputs.get('name', 'image')}@sha256:{'1' * 64}"
+        return [f"{args.name}-id", outputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "command:local:run":
+            return {"stdout": "{}", "stderr": "", "command": args.args.get("command", "")}
+        return {}
+
+
+def stack_config(stack: str, overrides: dict[str, Any] | None = None) -> dict[str, str]:
+    """The stack file's `benchstack:*` values as Pulumi passes them to a program (JSON)."""
+    values, secrets = split_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    values.update(overrides or {})
+    config = {f"{NAMESPACE}:{k}": json.dumps(v) for k, v in values.items()}
+    for key, value in secrets.items():
+        config[f"{NAMESPACE}:{key}"] = value if isinstance(value, str) else json.dumps(value)
+    return config
+
+
+def run_program(
+    stack: str,
+    *,
+    overrides: dict[str, Any] | None = None,
+    secrets: dict[str, str] | None = None,
+    stdout_for: Callable[[str, dict], str] | None = None,
+) -> ProgramRun:
+    """Evaluate __main__.py for `stack` under mocks; returns what it declared."""
+    run = ProgramRun()
+    pulumi_settings.reset_options()
+    pulumi.runtime.set_mocks(
+        RecordingMocks(run, stdout_for), project="benchstack", stack=stack, preview=False
+    )
+    config = stack_config(stack, overrides)
+    secret_keys = []
+    for key, value in (secrets or {}).items():
+        config[f"{NAMESPACE}:{key}"] = value
+        secret_keys.append(f"{NAMESPACE}:{key}")
+    pulumi.runtime.set_all_config(config, secret_keys)
+
+    original_init = pulumi.Resource.__init__
+
+    def recording_init(self, t, name, custom=False, props=None, opts=None, *args, **kwargs):
+        deps = list((opts.depends_on or []) if opts else [])
+        if not isinstance(deps, list):
+            deps = [deps]
+        parent = opts.parent if opts else None
+        run.declared.append(Declared(self, t, name, deps, parent))
+        original_init(self, t, name, custom, props, opts, *args, **kwargs)
+
+    def recording_export(name: str, value: Any) -> None:
+        run.export_outputs[name] = value
+
+    async def program() -> None:
+        runpy.run_path(str(ROOT / "__main__.py"), run_name="__main__")
+        for name, value in run.export_outputs.items():
+            output = pulumi.Output.from_input(value)
+            run.exports[name] = await output.future()
+            run.secret_exports[name] = await output.is_secret()
+
+    pulumi.Resource.__init__ = recording_init
+    original_export = pulumi.export
+    pulumi.export = recording_export
+    try:
+        # The same driver as @pulumi.runtime.test: waits for every queued registration.
+        _sync_await(run_pulumi_func(program))
+    finally:
+        pulumi.Resource.__init__ = original_init
+        pulumi.export = original_export
+    return run
+
+
+def manifest_size(stack: str) -> int:
+    values, _ = split_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    path = Path(values["dataset"]["manifest_path"])
+    return len(list((path if path.is_absolute() else ROOT / path).glob("*/task.toml")))
