@@ -16,7 +16,7 @@ from components.config import PROJECT_DIR, HostConfig, StackConfig, load_pulumi_
 from components.docker_daemon import DockerDaemonConfig, DockerDaemonConfigArgs
 from components.harbor_job import HarborJob, HarborJobArgs
 from components.host import Host
-from components.image_set import ImageSet, ImageSetArgs
+from components.image_set import ImageSet, ImageSetArgs, RegistryCredentials
 from components.manifest import load_manifest
 from components.proxy_bridge import ProxyBridge, ProxyBridgeArgs
 from components.router import Router, RouterArgs
@@ -132,8 +132,13 @@ def main() -> None:
             mirror=cfg.images.mirror,
             concurrency=cfg.images.concurrency,
             retries=cfg.images.retries,
-            username=cfg.images.username,
-            password=secrets.registry_password,
+            credentials=(
+                RegistryCredentials(
+                    username=cfg.images.username, password=secrets.registry_password
+                )
+                if cfg.images.username and secrets.registry_password is not None
+                else None
+            ),
             pin_digests=cfg.images.pin_digests,
         ),
         opts=pulumi.ResourceOptions(depends_on=[harbor_daemon]),
@@ -160,7 +165,8 @@ def main() -> None:
                 bridge_port=cfg.proxy.bridge_port,
                 state_dir=f"{workspace}/proxy-bridge",
                 bind_address=cfg.proxy.bind_address or "",
-                probe_image=canary,
+                check_image=canary,
+                check_url=cfg.proxy.check_url,
             ),
             opts=pulumi.ResourceOptions(depends_on=[harbor_daemon, images]),
         )

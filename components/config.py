@@ -185,6 +185,9 @@ class ProxyConfig(Model):
     bridge_port: int = Field(default=27891, ge=1, le=65535)
     # Default: the gateway of Docker's `bridge` network, read on the host.
     bind_address: str | None = None
+    # A URL a task container fetches through the bridge when it starts (the seed used
+    # https://example.com/); unset: only the listener and the upstream are checked.
+    check_url: str | None = None
 
     @field_validator("upstream")
     @classmethod
@@ -471,6 +474,12 @@ def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:
         s3_access_key_id=config.get_secret("s3AccessKeyId"),
         s3_secret_access_key=config.get_secret("s3SecretAccessKey"),
     )
+    if stack_config.images.username and secrets.registry_password is None:
+        raise ConfigError(
+            [f"{NAMESPACE}:registryPassword: {NAMESPACE}:images.username is set; set the password "
+             f"with `pulumi config set --secret {NAMESPACE}:registryPassword`"],
+            "stack config",
+        )
     return stack_config, secrets
 
 

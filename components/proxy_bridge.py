@@ -24,8 +24,10 @@ class ProxyBridgeArgs:
     state_dir: str
     # Empty: the gateway of Docker's `bridge` network, read on the host.
     bind_address: str = ""
-    # An image to prove a request from inside a container with; empty: listener check only.
-    probe_image: pulumi.Input[str] | None = None
+    # Prove a request from inside a container: an image with bash, and a URL that answers
+    # through the proxy. Without both, the listener and the upstream are still checked.
+    check_image: pulumi.Input[str] | None = None
+    check_url: str | None = None
 
 
 class ProxyBridge(pulumi.ComponentResource):
@@ -46,15 +48,16 @@ class ProxyBridge(pulumi.ComponentResource):
             "STATE_DIR": args.state_dir,
             "BIND_ADDRESS": args.bind_address,
         }
-        if args.probe_image is not None:
-            env["PROBE_IMAGE"] = args.probe_image
+        if args.check_image is not None and args.check_url:
+            env["CHECK_IMAGE"] = args.check_image
+            env["CHECK_URL"] = args.check_url
         run = host_script(
             f"{name}-socat",
             host=args.host,
             script="proxy_bridge.sh",
             env=env,
             delete_script="proxy_bridge.delete.sh",
-            delete_env={"STATE_DIR": args.state_dir, "BRIDGE_PORT": str(args.bridge_port)},
+            delete_env={"STATE_DIR": args.state_dir},
             opts=pulumi.ResourceOptions(parent=self),
         )
         default_url = f"http://host.docker.internal:{args.bridge_port}"

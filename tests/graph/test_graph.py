@@ -1,0 +1,142 @@
+"""The resource graph of every shipped stack file, evaluated under Pulumi mocks.
+
+Each test loads a `Pulumi.<stack>.yaml` as-is, runs `__main__.py`, and asserts on what was
+declared: which components, how many, their dependency edges, their children's parents, the
+stack outputs, and that secrets stay out of plain outputs.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from components import outputs as keys
+from components.config import load_stack_file
+from tests.conftest import ROOT
+from tests.graph.program import ProgramRun, run_program
+
+STACKS = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))
+SECRETS = {"apiKey": "sk-benchstack-test-SECRET", "sshPrivateKey": "-----KEY-SECRET-----"}
+
+COMPONENT = "benchstack:components:"
+
+
+@functools.cache
+def program(stack: str) -> ProgramRun:
+    return run_program(stack, secrets=SECRETS)
+
+
+def components(run: ProgramRun, kind: str):
+    return [d for d in run.declared if d.type == COMPONENT + kind]
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_component_counts(stack):
+    cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    run = program(stack)
+    expected = {
+        "DockerDaemonConfig": len(cfg.hosts),
+        "SGLangWorker": len(cfg.gpu_hosts),
+        "Router": 1 if cfg.gpu_hosts else 0,
+        "ImageSet": 1,
+        "ToolBundle": 1,
+        "ProxyBridge": 1 if cfg.proxy else 0,
+        "HarborJob": 1,
+    }
+    got = {kind: len(components(run, kind)) for kind in expected}
+    assert got == expected
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_child_has_a_component_parent(stack):
+    run = program(stack)
+    for declared in run.declared:
+        if declared.type.startswith(COMPONENT) or declared.type == "pulumi:pulumi:Stack":
+            continue
+        assert declared.parent is not None, f"{declared.type} {declared.name} has no parent"
+        assert declared.parent.__class__.__module__.startswith("components."), declared.name
+        parent_name = next(d.name for d in run.declared if d.resource is declared.parent)
+        assert declared.name.startswith(parent_name), (declared.name, parent_name)
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_dependency_edges(stack):
+    cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    run = program(stack)
+    daemons = {d.name: d.resource for d in components(run, "DockerDaemonConfig")}
+    harbor_daemon = daemons[f"{cfg.harbor_host.name}-docker-daemon"]
+
+    workers = components(run, "SGLangWorker")
+    for worker in workers:
+        host = worker.name.removesuffix("-sglang")
+        assert daemons[f"{host}-docker-daemon"] in worker.depends_on, worker.name
+
+    job = components(run, "HarborJob")[0]
+    needed = [c.resource for kind in ("ImageSet", "ToolBundle", "ProxyBridge", "Router")
+              for c in components(run, kind)]
+    for resource in needed:
+        assert resource in job.depends_on, type(resource).__name__
+
+    for router in components(run, "Router"):
+        for worker in workers:
+            assert worker.resource in router.depends_on
+
+    images = components(run, "ImageSet")[0]
+    assert harbor_daemon in images.depends_on
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_stack_outputs(stack):
+    cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    run = program(stack)
+    for key in (keys.ROUTER_URL, keys.WORKER_URLS, keys.HARBOR_HOST, keys.JOB_NAME,
+                keys.JOBS_DIR, keys.JOB_LOG, keys.TOOLS_DIR, keys.PROXY_URL, keys.JOB_DIR):
+        assert key in run.exports, key
+    assert run.exports[keys.HARBOR_HOST] == cfg.harbor_host.name
+    assert run.exports[keys.JOBS_DIR].startswith(cfg.workspace)
+    assert run.exports[keys.TOOLS_DIR].startswith(cfg.workspace)
+    if cfg.gpu_hosts:
+        assert run.exports[keys.ROUTER_URL] == f"http://127.0.0.1:{cfg.router.port}"
+        assert run.exports[keys.WORKER_URLS] == [
+            f"http://{h.reach_address}:{cfg.serving.port}" for h in cfg.gpu_hosts
+        ]
+    else:
+        assert run.exports[keys.ROUTER_URL] is None and run.exports[keys.WORKER_URLS] == []
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_secrets_stay_secret(stack):
+    run = program(stack)
+    for key, value in run.exports.items():
+        text = repr(value)
+        for secret in SECRETS.values():
+            assert secret not in text, f"output {key} carries a secret"
+        # An output derived from a secret is shown as [secret] to the audit: none may be.
+        assert run.secret_exports[key] is False, f"output {key} is tainted by a secret"
+    commands = run.of_type("command:local:Command") + run.of_type("command:remote:Command")
+    rendered = [c for c in commands if SECRETS["apiKey"] in str(c.inputs.get("create", ""))]
+    assert rendered, "the API key reaches the Harbor launch script"
+    for command in rendered:
+        assert command.inputs.get("logging") == "none", command.name
+
+
+def test_local_has_no_docker_provider_and_no_gpu_resources():
+    run = program("local")
+    assert [r for r in run.registrations if r.type.startswith("docker:")] == []
+    assert [r for r in run.registrations if r.type.startswith("pulumi:providers:docker")] == []
+    assert run.of_type("command:remote:Command") == []
+    assert components(run, "SGLangWorker") == [] and components(run, "Router") == []
+
+
+@pytest.mark.parametrize("stack", [s for s in STACKS if s != "local"])
+def test_gpu_stacks_name_a_docker_provider_per_host(stack):
+    run = program(stack)
+    providers = run.of_type("pulumi:providers:docker")
+    assert providers, "no explicit docker provider"
+    for provider in providers:
+        assert provider.inputs["host"].startswith("ssh://"), provider.inputs
+    for registration in run.registrations:
+        if registration.type.startswith("docker:"):
+            assert registration.provider, f"{registration.name} uses a default provider"
+    assert run.of_type("command:local:Command") == [], "a GPU stack ran a script locally"
