@@ -54,9 +54,7 @@ fi
 # --- Docker engine ----------------------------------------------------------------------
 if ! docker info >/dev/null 2>&1; then
   log "starting dockerd (log: $DOCKER_LOG)"
-  setsid nohup dockerd >>"$DOCKER_LOG" 2>&1 </dev/null &
-  for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
-  docker info >/dev/null 2>&1 || die "dockerd did not answer within 60 s; see $DOCKER_LOG"
+  DOCKERD_LOG=$DOCKER_LOG bash "$ROOT/tests/env/dockerd.sh" start || die "dockerd did not start; see $DOCKER_LOG"
 fi
 docker compose version >/dev/null || die "docker compose plugin does not run: $plugin"
 
