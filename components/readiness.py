@@ -1,0 +1,394 @@
+"""Readiness probes for the serving plane: SGLang workers and the router, over HTTP with httpx.
+
+This file is shipped to the hosts: `serving_probe.sh` writes it into a temporary file and runs it
+with a small venv that has httpx, so each probe runs where the network path matters (a worker's
+probe on its own host, the router's on the Harbor host, which also proves the private network
+from there to every worker). It imports nothing from the project and runs standalone:
+
+    python readiness.py worker --url http://10.0.0.11:30001 --expect '{"tp_size": 4}' --timeout 1800
+    python readiness.py router --url http://127.0.0.1:30000 --model Qwen/Qwen3.8-27B \
+        --worker-url http://10.0.0.11:30001 --worker-url http://10.0.0.12:30001 --timeout 600
+    python readiness.py reach --worker-url http://10.0.0.11:30001 --timeout 60
+    python readiness.py spec '{"mode": "worker", "url": ..., "expect": {...}, "timeout_s": 1800}'
+
+Progress goes to stderr; the result is ONE JSON object on the last stdout line. On failure the
+last stderr line says what is wrong (every mismatch at once) and the exit code is 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import httpx
+
+# The fields a worker must report as configured; anything else in /get_server_info is ignored.
+WORKER_FIELDS = (
+    "served_model_name",
+    "tp_size",
+    "dp_size",
+    "context_length",
+    "max_running_requests",
+    "max_mamba_cache_size",
+    "mem_fraction_static",
+    "reasoning_parser",
+    "tool_call_parser",
+    "max_total_tokens",
+)
+READY_PROMPT = "Reply with exactly READY."
+# connect is short (a dead host should fail fast and be retried by the loop); read is long
+# enough for a first chat completion on a cold server.
+DEFAULT_TIMEOUT = httpx.Timeout(10.0, connect=5.0, read=120.0)
+
+
+class ProbeError(Exception):
+    """A readiness failure; its message is the one line the user reads."""
+
+
+def log(message: str) -> None:
+    print(f"[readiness] {message}", file=sys.stderr, flush=True)
+
+
+def make_client(timeout: httpx.Timeout = DEFAULT_TIMEOUT) -> httpx.Client:
+    # Transport retries cover refused/reset connects (a server restarting); the callers' own
+    # bounded loops cover everything else (503 while loading, timeouts).
+    # trust_env=False: a host-wide HTTP proxy must not intercept private-network probes.
+    return httpx.Client(
+        timeout=timeout, transport=httpx.HTTPTransport(retries=3), trust_env=False
+    )
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"
+
+
+def wait_healthy(
+    client: httpx.Client,
+    base_url: str,
+    timeout_s: float,
+    *,
+    interval_s: float = 2.0,
+    progress_every_s: float = 30.0,
+    what: str = "server",
+    clock: Callable[[], float] = time.monotonic,
+) -> float:
+    """Poll `{base_url}/health` until 200 or `timeout_s`; returns the seconds waited."""
+    start = clock()
+    deadline = start + timeout_s
+    last = "no answer yet"
+    next_progress = start
+    while True:
+        try:
+            response = client.get(f"{base_url}/health")
+            if response.status_code == 200:
+                waited = clock() - start
+                log(f"{what} {base_url} healthy after {waited:.1f}s")
+                return waited
+            last = f"HTTP {response.status_code}"
+        except httpx.HTTPError as exc:
+            last = describe(exc)
+        now = clock()
+        if now >= deadline:
+            raise ProbeError(
+                f"{what} {base_url}/health not healthy after {timeout_s:g}s (last: {last}); "
+                "check the container log, or raise the health timeout if loading is just slow"
+            )
+        if now >= next_progress:
+            log(f"waiting for {what} {base_url}/health: {now - start:.0f}s/{timeout_s:g}s, "
+                f"last: {last}")
+            next_progress = now + progress_every_s
+        time.sleep(max(0.0, min(interval_s, deadline - now)))
+
+
+def get_json(client: httpx.Client, url: str, *, attempts: int = 3) -> object:
+    """GET a JSON document, retrying transient failures a bounded number of times."""
+    last = ""
+    for attempt in range(attempts):
+        try:
+            response = client.get(url)
+            if response.status_code == 200:
+                return response.json()
+            last = f"HTTP {response.status_code}: {response.text[:200]}"
+            if response.status_code == 404:
+                break
+        except (httpx.HTTPError, ValueError) as exc:
+            last = describe(exc)
+        time.sleep(min(2.0, 0.5 * (attempt + 1)))
+    raise ProbeError(f"GET {url} failed: {last}")
+
+
+def server_info(client: httpx.Client, base_url: str) -> dict:
+    # SGLang has served it as /get_server_info (the seed's) and, newer, /server_info.
+    errors = []
+    for path in ("/get_server_info", "/server_info"):
+        try:
+            info = get_json(client, f"{base_url}{path}")
+        except ProbeError as exc:
+            errors.append(str(exc))
+            continue
+        if not isinstance(info, dict):
+            raise ProbeError(f"{base_url}{path} did not return a JSON object")
+        return info
+    raise ProbeError("; ".join(errors))
+
+
+def same(want: object, got: object) -> bool:
+    if isinstance(want, bool) or isinstance(got, bool):
+        return want == got
+    if isinstance(want, int | float) and isinstance(got, int | float):
+        # 0.90 in the config and 0.9 from the server are the same setting.
+        return math.isclose(float(want), float(got), rel_tol=1e-9, abs_tol=1e-9)
+    return want == got
+
+
+def mismatches(expect: Mapping[str, object], info: Mapping[str, object]) -> list[str]:
+    """Every field of `expect` the server reports differently, as 'field is X, want Y'."""
+    found = []
+    for key, want in expect.items():
+        if key not in info:
+            found.append(f"{key} is missing, want {want!r}")
+        elif not same(want, info[key]):
+            found.append(f"{key} is {info[key]!r}, want {want!r}")
+    return found
+
+
+def check_worker(
+    url: str,
+    expect: Mapping[str, object],
+    timeout_s: float,
+    *,
+    interval_s: float = 2.0,
+    client: httpx.Client | None = None,
+) -> dict:
+    """Wait for a worker's /health, then prove /get_server_info reports what was asked."""
+    url = url.rstrip("/")
+    unknown = sorted(set(expect) - set(WORKER_FIELDS))
+    if unknown:
+        raise ProbeError(f"worker probe: unknown expected field(s) {', '.join(unknown)}")
+    with client or make_client() as http:
+        waited = wait_healthy(http, url, timeout_s, interval_s=interval_s, what="worker")
+        info = server_info(http, url)
+        wrong = mismatches(expect, info)
+        if wrong:
+            raise ProbeError(
+                f"worker {url} is not serving what the config asked: {'; '.join(wrong)}"
+            )
+        log(f"worker {url} reports the configured {', '.join(expect)}")
+        return {
+            "url": url,
+            "waited_s": round(waited, 1),
+            "server_info": {key: info.get(key) for key in WORKER_FIELDS if key in info},
+            "version": info.get("version"),
+        }
+
+
+def check_reach(worker_urls: Sequence[str], timeout_s: float, *, interval_s: float = 2.0) -> dict:
+    """Every worker answers /health from this host: proves the network path the router uses."""
+    failures = []
+    with make_client() as http:
+        for url in worker_urls:
+            try:
+                wait_healthy(http, url.rstrip("/"), timeout_s, interval_s=interval_s,
+                             what="worker")
+            except ProbeError as exc:
+                failures.append(str(exc))
+    if failures:
+        raise ProbeError(
+            f"{len(failures)} of {len(worker_urls)} worker(s) unreachable from this host: "
+            + " | ".join(failures)
+        )
+    return {"worker_urls": [url.rstrip("/") for url in worker_urls]}
+
+
+def _router_workers(http: httpx.Client, url: str) -> list[dict] | None:
+    try:
+        listing = get_json(http, f"{url}/workers", attempts=2)
+    except ProbeError:
+        return None  # older routers have no /workers: the chat completion still proves routing
+    workers = listing.get("workers") if isinstance(listing, dict) else None
+    return workers if isinstance(workers, list) else None
+
+
+def check_workers_registered(workers: list[dict], worker_urls: Sequence[str]) -> list[str]:
+    """Problems with the router's view of the workers: missing or unhealthy ones, by URL."""
+    problems = []
+    for expected in worker_urls:
+        base = expected.rstrip("/")
+        # A dp-aware router registers one entry per rank: `url@0`, `url@1`, ...
+        entries = [w for w in workers if str(w.get("url", "")).split("@")[0].rstrip("/") == base]
+        if not entries:
+            problems.append(f"{base} is not registered")
+            continue
+        sick = [str(w.get("url")) for w in entries if w.get("is_healthy") is False]
+        if sick:
+            problems.append(f"{', '.join(sick)} marked unhealthy")
+    return problems
+
+
+def chat(http: httpx.Client, url: str, model: str, *, attempts: int = 5) -> tuple[str, float]:
+    """One real chat completion through `url`; returns the reply text and its latency (ms)."""
+    body = {
+        "model": model,
+        "messages": [{"role": "user", "content": READY_PROMPT}],
+        "temperature": 0,
+        "max_tokens": 128,
+    }
+    last = ""
+    for attempt in range(attempts):
+        start = time.perf_counter()
+        try:
+            response = http.post(f"{url}/v1/chat/completions", json=body)
+            elapsed_ms = (time.perf_counter() - start) * 1000
+            if response.status_code == 200:
+                reply = response.json()
+                message = reply["choices"][0]["message"]
+                # A reasoning parser may move everything into reasoning_content.
+                text = message.get("content") or message.get("reasoning_content") or ""
+                if not text.strip():
+                    raise ProbeError(f"chat completion through {url} came back empty: {reply}")
+                return text.strip(), elapsed_ms
+            last = f"HTTP {response.status_code}: {response.text[:300]}"
+        except (httpx.HTTPError, ValueError, KeyError, IndexError, TypeError) as exc:
+            last = describe(exc)
+        log(f"chat completion through {url} failed (attempt {attempt + 1}/{attempts}): {last}")
+        time.sleep(min(5.0, 1.0 * (attempt + 1)))
+    raise ProbeError(f"chat completion through {url} failed after {attempts} attempts: {last}")
+
+
+def wait_registered(
+    http: httpx.Client, url: str, worker_urls: Sequence[str], deadline: float, interval_s: float
+) -> list[dict] | None:
+    """The router's worker list once every expected worker is registered and healthy."""
+    while True:
+        workers = _router_workers(http, url)
+        if workers is None:
+            return None
+        problems = check_workers_registered(workers, worker_urls)
+        if not problems:
+            return workers
+        if time.monotonic() >= deadline:
+            raise ProbeError(f"router {url} worker problems: {'; '.join(problems)}")
+        log(f"router {url}: {'; '.join(problems)}; waiting")
+        time.sleep(interval_s)
+
+
+def check_router(
+    url: str,
+    model: str,
+    worker_urls: Sequence[str],
+    timeout_s: float,
+    *,
+    interval_s: float = 2.0,
+    worker_timeout_s: float = 30.0,
+) -> dict:
+    """Workers reachable from here, router /health, /v1/models lists `model`, every worker
+    registered, and a real chat completion.
+
+    The workers are probed directly, not only through the router: with a worker gone, the router
+    keeps answering (it retries on the others) and reports it healthy until its next health
+    check (60 s by default), so only a direct probe names the dead worker.
+    """
+    url = url.rstrip("/")
+    start = time.monotonic()
+    if worker_urls:
+        check_reach(worker_urls, min(worker_timeout_s, timeout_s), interval_s=interval_s)
+    with make_client() as http:
+        wait_healthy(http, url, timeout_s, interval_s=interval_s, what="router")
+        listing = get_json(http, f"{url}/v1/models")
+        data = listing.get("data") if isinstance(listing, dict) else None
+        models = [str(m.get("id")) for m in data or [] if isinstance(m, dict)]
+        if model not in models:
+            raise ProbeError(
+                f"router {url}/v1/models lists {models or 'no models'}, not {model!r}: "
+                "check served_model_name on the workers"
+            )
+        workers = wait_registered(http, url, worker_urls, start + timeout_s, interval_s)
+        reply, latency_ms = chat(http, url, model)
+        log(f"router {url} answered {reply[:60]!r} in {latency_ms:.0f} ms")
+        return {
+            "router_url": url,
+            "waited_s": round(time.monotonic() - start, 1),
+            "models": models,
+            "worker_urls": [u.rstrip("/") for u in worker_urls],
+            "workers": sorted(str(w.get("url")) for w in workers) if workers is not None else None,
+            "reply": reply,
+            "reply_is_ready": reply.rstrip(".").strip().upper() == "READY",
+            "latency_ms": round(latency_ms, 1),
+        }
+
+
+def run_spec(spec: Mapping[str, object]) -> dict:
+    """The host script's entry point: one JSON spec, one result."""
+    mode = spec.get("mode")
+    timeout_s = float(spec.get("timeout_s", 600))
+    interval_s = float(spec.get("interval_s", 2.0))
+    if mode == "worker":
+        expect = spec.get("expect") or {}
+        if not isinstance(expect, dict):
+            raise ProbeError("probe spec: 'expect' must be an object")
+        return check_worker(str(spec["url"]), expect, timeout_s, interval_s=interval_s)
+    if mode == "router":
+        return check_router(
+            str(spec["url"]),
+            str(spec["model"]),
+            [str(u) for u in spec.get("worker_urls") or []],
+            timeout_s,
+            interval_s=interval_s,
+            worker_timeout_s=float(spec.get("worker_timeout_s", 30.0)),
+        )
+    if mode == "reach":
+        return check_reach([str(u) for u in spec.get("worker_urls") or []], timeout_s,
+                           interval_s=interval_s)
+    raise ProbeError(f"probe spec: unknown mode {mode!r} (worker, router or reach)")
+
+
+def parse_args(argv: Sequence[str]) -> dict:
+    parser = argparse.ArgumentParser(description="SGLang worker and router readiness probes")
+    sub = parser.add_subparsers(dest="mode", required=True)
+    worker = sub.add_parser("worker")
+    worker.add_argument("--url", required=True)
+    worker.add_argument("--expect", default="{}", help="JSON object of server_info fields")
+    router = sub.add_parser("router")
+    router.add_argument("--url", required=True)
+    router.add_argument("--model", required=True)
+    reach = sub.add_parser("reach")
+    for p in (router, reach):
+        p.add_argument("--worker-url", action="append", default=[], dest="worker_urls")
+    for p in (worker, router, reach):
+        p.add_argument("--timeout", type=float, default=600.0, dest="timeout_s")
+        p.add_argument("--interval", type=float, default=2.0, dest="interval_s")
+    spec = sub.add_parser("spec")
+    spec.add_argument("json")
+    args = parser.parse_args(argv)
+    if args.mode == "spec":
+        value = json.loads(args.json)
+        if not isinstance(value, dict):
+            raise ProbeError("probe spec must be a JSON object")
+        return value
+    values = vars(args)
+    if args.mode == "worker":
+        values["expect"] = json.loads(values["expect"])
+    return values
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        spec = parse_args(sys.argv[1:] if argv is None else argv)
+        result = run_spec(spec)
+    except ProbeError as exc:
+        print(f"readiness: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except (KeyError, ValueError) as exc:
+        print(f"readiness: bad probe arguments ({describe(exc)})", file=sys.stderr, flush=True)
+        return 2
+    print(json.dumps(result, sort_keys=True), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

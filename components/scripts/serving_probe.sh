@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs a serving readiness probe (components/readiness.py) on this host, with httpx.
+#
+# Inputs (environment):
+#   PROBE_SPEC       JSON object: what to probe, see readiness.py `run_spec` (required)
+#   READINESS_PY     the source text of components/readiness.py, rendered in by the
+#                    component: a script run through `bash -c` has no file beside it (required)
+#   PROBE_PYTHON     a python3 that already imports httpx; skips the probe venv (default: unset)
+#   PROBE_VENV       the cached probe venv (default: $HOME/.cache/benchstack/probe-httpx-$HTTPX_VERSION)
+#   HTTPX_VERSION    httpx pinned in the probe venv (default: 0.28.1)
+#   PROBE_PIP_ARGS   extra `pip install` arguments, e.g. an index mirror (default: unset)
+# Output: the probe's JSON result as the last stdout line.
+# Idempotent: the venv is built once (into a temporary directory, then renamed) and reused.
+set -euo pipefail
+
+die() { printf 'serving_probe: %s\n' "$*" >&2; exit 1; }
+log() { printf '[serving_probe] %s\n' "$*" >&2; }
+
+[[ -n "${PROBE_SPEC:-}" ]] || die "PROBE_SPEC is empty: pass the probe's JSON spec"
+[[ -n "${READINESS_PY:-}" ]] || die "READINESS_PY is empty: pass the source of components/readiness.py"
+HTTPX_VERSION=${HTTPX_VERSION:-0.28.1}
+PROBE_VENV=${PROBE_VENV:-$HOME/.cache/benchstack/probe-httpx-$HTTPX_VERSION}
+
+if [[ -n "${PROBE_PYTHON:-}" ]]; then
+  "$PROBE_PYTHON" -c 'import httpx' 2>/dev/null \
+    || die "PROBE_PYTHON=$PROBE_PYTHON cannot import httpx: unset it to use the probe venv"
+  python=$PROBE_PYTHON
+else
+  python=$PROBE_VENV/bin/python
+  if ! "$python" -c 'import httpx' >/dev/null 2>&1; then
+    command -v python3 >/dev/null || die "python3 not found on this host: install python3 and python3-venv"
+    log "building the probe venv $PROBE_VENV (httpx==$HTTPX_VERSION)"
+    mkdir -p "$(dirname "$PROBE_VENV")"
+    staging=$(mktemp -d "$PROBE_VENV.tmp.XXXXXX")
+    # A half-built venv must never be left where the next run would trust it.
+    trap 'rm -rf "$staging"' EXIT
+    python3 -m venv "$staging" >&2 \
+      || die "python3 -m venv failed: install the python3-venv package on this host"
+    # shellcheck disable=SC2086  # PROBE_PIP_ARGS is a list of words on purpose
+    timeout 300 "$staging/bin/pip" install -q --disable-pip-version-check ${PROBE_PIP_ARGS:-} \
+      "httpx==$HTTPX_VERSION" >&2 \
+      || die "pip could not install httpx==$HTTPX_VERSION: check the host's pip index/proxy or set PROBE_PIP_ARGS"
+    rm -rf "$PROBE_VENV"
+    # A renamed venv keeps a working bin/python (only its scripts' shebangs go stale, and
+    # nothing here runs them).
+    mv "$staging" "$PROBE_VENV"
+    trap - EXIT
+    "$python" -c 'import httpx' || die "probe venv $PROBE_VENV is broken: remove it and re-run"
+  fi
+fi
+
+probe=$(mktemp --suffix=.py)
+trap 'rm -f "$probe"' EXIT
+printf '%s\n' "$READINESS_PY" >"$probe"
+"$python" "$probe" spec "$PROBE_SPEC"

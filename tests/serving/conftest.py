@@ -1,0 +1,170 @@
+"""Serving-plane fixtures: stand-in SGLang workers and the real sglang-router on loopback.
+
+Every process a test starts is stopped in a finalizer, also when the test fails.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from components.host import render
+from tests.conftest import ROOT, ScriptResult
+
+STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
+READINESS = ROOT / "components" / "readiness.py"
+PYTHON = Path(sys.executable)
+MODEL = "Qwen/Qwen3.8-27B"
+# The seed's layout: what a healthy worker reports and the probe expects.
+SEED_EXPECT = {
+    "served_model_name": MODEL,
+    "tp_size": 4,
+    "dp_size": 2,
+    "context_length": 262144,
+    "max_running_requests": 5,
+    "max_mamba_cache_size": 25,
+    "mem_fraction_static": 0.90,
+    "reasoning_parser": "qwen3",
+    "tool_call_parser": "qwen3_coder",
+}
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def wait_listening(host: str, port: int, proc: subprocess.Popen, timeout: float = 15) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited early ({proc.returncode}): {proc.args}")
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            if sock.connect_ex((host, port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listening on {host}:{port} after {timeout}s: {proc.args}")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@dataclass
+class Standin:
+    host: str
+    port: int
+    proc: subprocess.Popen
+    request_log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def requests(self, path: str | None = None) -> list[dict]:
+        import json
+
+        if not self.request_log.exists():
+            return []
+        lines = [json.loads(x) for x in self.request_log.read_text().splitlines() if x.strip()]
+        return [r for r in lines if path is None or r["path"] == path]
+
+    def stop(self) -> None:
+        stop(self.proc)
+
+
+@dataclass
+class Processes:
+    tmp_path: Path
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    def standin(self, *args: str, host: str = "127.0.0.1") -> Standin:
+        port = free_port(host)
+        log = self.tmp_path / f"standin-{host}-{port}.jsonl"
+        proc = subprocess.Popen(
+            [str(PYTHON), str(STANDIN), "--host", host, "--port", str(port),
+             "--request-log", str(log), *args],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        self.procs.append(proc)
+        wait_listening(host, port, proc)
+        return Standin(host, port, proc, log)
+
+    def router(self, worker_urls: list[str], *extra: str) -> str:
+        """The real sglang-router with the seed's flags, on a loopback port; returns its URL."""
+        port = free_port()
+        log = (self.tmp_path / f"router-{port}.log").open("w")
+        proc = subprocess.Popen(
+            [str(PYTHON), "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
+             "--port", str(port), "--worker-urls", *worker_urls, "--dp-aware",
+             "--policy", "cache_aware", "--balance-abs-threshold", "1",
+             "--balance-rel-threshold", "1.2", *extra],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "NO_COLOR": "1"},
+        )
+        self.procs.append(proc)
+        wait_listening("127.0.0.1", port, proc, timeout=60)
+        return f"http://127.0.0.1:{port}"
+
+    def close(self) -> None:
+        for proc in reversed(self.procs):
+            stop(proc)
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    procs = Processes(tmp_path)
+    try:
+        yield procs
+    finally:
+        procs.close()
+
+
+def run_probe(spec: dict, timeout: float = 120, **env: str) -> ScriptResult:
+    """serving_probe.sh exactly as the host seam runs it: rendered with its inputs, under bash."""
+    import json
+
+    inputs = {
+        "PROBE_SPEC": json.dumps(spec),
+        "READINESS_PY": READINESS.read_text(),
+        "PROBE_PYTHON": str(PYTHON),
+        **env,
+    }
+    if env.get("PROBE_PYTHON") == "":
+        inputs.pop("PROBE_PYTHON")
+    proc = subprocess.run(
+        ["bash", "-c", render("serving_probe.sh", inputs)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+    return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def chat(url: str, content: str = "Reply with exactly READY.") -> httpx.Response:
+    return httpx.post(
+        f"{url}/v1/chat/completions",
+        json={"model": MODEL, "messages": [{"role": "user", "content": content}],
+              "temperature": 0, "max_tokens": 128},
+        timeout=30,
+    )

@@ -1,0 +1,163 @@
+"""Readiness probes for real: serving_probe.sh as the host seam runs it, against stand-in
+SGLang workers and the real sglang-router (PyPI 0.3.2) on loopback."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.serving.conftest import MODEL, SEED_EXPECT, Processes, chat, free_port, run_probe
+
+pytestmark = pytest.mark.real
+
+
+def worker_spec(url: str, timeout_s: float = 20, **expect: object) -> dict:
+    return {"mode": "worker", "url": url, "expect": {**SEED_EXPECT, **expect},
+            "timeout_s": timeout_s, "interval_s": 0.2}
+
+
+def test_worker_ready_after_loading_reports_configured_fields(processes: Processes) -> None:
+    worker = processes.standin("--healthy-after", "1.5")
+    result = run_probe(worker_spec(worker.url))
+    assert result.returncode == 0, result.stderr
+    out = result.outputs
+    assert out["url"] == worker.url
+    assert out["waited_s"] >= 1.0  # it really waited through the 503s of "loading"
+    assert out["server_info"]["tp_size"] == 4
+    assert out["server_info"]["dp_size"] == 2
+    assert out["server_info"]["mem_fraction_static"] == 0.9
+    assert "503" in result.stderr  # progress names the last status while waiting
+    # The probe asked the worker itself, /health until ready, then the server info.
+    paths = [r["path"] for r in worker.requests()]
+    assert "/health" in paths and "/get_server_info" in paths
+
+
+def test_worker_reporting_tp_size_2_fails_naming_every_mismatch(processes: Processes) -> None:
+    worker = processes.standin("--tp-size", "2", "--max-mamba-cache-size", "12")
+    result = run_probe(worker_spec(worker.url))
+    assert result.returncode == 1
+    assert worker.url in result.reason
+    assert "tp_size is 2, want 4" in result.reason
+    assert "max_mamba_cache_size is 12, want 25" in result.reason
+    # Fields that match are not blamed.
+    assert "dp_size" not in result.reason
+    assert result.stdout.strip() == ""
+
+
+def test_mem_fraction_written_090_matches_09(processes: Processes) -> None:
+    worker = processes.standin("--mem-fraction-static", "0.9")
+    result = run_probe(worker_spec(worker.url, mem_fraction_static=0.90))
+    assert result.returncode == 0, result.stderr
+
+
+def test_worker_never_healthy_fails_within_the_bound(processes: Processes) -> None:
+    worker = processes.standin("--never-healthy")
+    start = time.monotonic()
+    result = run_probe(worker_spec(worker.url, timeout_s=3))
+    elapsed = time.monotonic() - start
+    assert result.returncode == 1
+    assert elapsed < 20
+    assert f"{worker.url}/health not healthy after 3s" in result.reason
+    assert "last: HTTP 503" in result.reason
+    assert "waiting for worker" in result.stderr  # progress while it waited
+
+
+def test_nothing_listening_names_the_connection_error() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    result = run_probe(worker_spec(url, timeout_s=1.5))
+    assert result.returncode == 1
+    assert "not healthy after 1.5s" in result.reason
+    assert "ConnectError" in result.reason
+
+
+def test_router_healthy_path_through_the_real_router(processes: Processes) -> None:
+    a = processes.standin(host="127.0.0.1")
+    b = processes.standin(host="127.0.0.2")
+    router = processes.router([a.url, b.url])
+    spec = {"mode": "router", "url": router, "model": MODEL, "worker_urls": [a.url, b.url],
+            "timeout_s": 60, "interval_s": 0.5}
+    result = run_probe(spec)
+    assert result.returncode == 0, result.stderr
+    out = result.outputs
+    assert out["router_url"] == router
+    assert MODEL in out["models"]
+    assert out["reply"] == "READY" and out["reply_is_ready"] is True
+    # dp-aware: the router asked each worker's server info and made one entry per DP rank.
+    assert out["workers"] == sorted(f"{w.url}@{r}" for w in (a, b) for r in range(2))
+    completions = a.requests("/v1/chat/completions") + b.requests("/v1/chat/completions")
+    assert len(completions) == 1
+    body = completions[0]["body"]
+    assert body["messages"] == [{"role": "user", "content": "Reply with exactly READY."}]
+    assert body["data_parallel_rank"] in (0, 1)
+
+
+def test_router_lists_a_different_model_fails_naming_both(processes: Processes) -> None:
+    a = processes.standin("--served-model-name", "other/model")
+    router = processes.router([a.url])
+    spec = {"mode": "router", "url": router, "model": MODEL, "worker_urls": [a.url],
+            "timeout_s": 20, "interval_s": 0.5}
+    result = run_probe(spec)
+    assert result.returncode == 1
+    assert "other/model" in result.reason and MODEL in result.reason
+
+
+def test_one_worker_down_behind_the_router(processes: Processes) -> None:
+    a = processes.standin(host="127.0.0.1")
+    b = processes.standin(host="127.0.0.2")
+    router = processes.router([a.url, b.url])
+    ready = run_probe({"mode": "router", "url": router, "model": MODEL,
+                       "worker_urls": [a.url, b.url], "timeout_s": 60, "interval_s": 0.5})
+    assert ready.returncode == 0, ready.stderr
+    b.stop()
+
+    # What the router says: still healthy, b still listed healthy (its health check runs every
+    # 60 s), and requests still answer: it retries them on a.
+    assert httpx.get(f"{router}/health", timeout=10).status_code == 200
+    listed = httpx.get(f"{router}/workers", timeout=10).json()["workers"]
+    assert {w["url"] for w in listed if w["is_healthy"]} >= {f"{b.url}@0", f"{b.url}@1"}
+    before = len(a.requests("/v1/chat/completions"))
+    for i in range(4):
+        response = chat(router, f"Reply {i} with exactly READY.")
+        assert response.status_code == 200
+    assert len(a.requests("/v1/chat/completions")) == before + 4
+
+    # What the readiness says: the dead worker by URL, from the router's host.
+    result = run_probe({"mode": "router", "url": router, "model": MODEL,
+                        "worker_urls": [a.url, b.url], "timeout_s": 60,
+                        "worker_timeout_s": 2, "interval_s": 0.2})
+    assert result.returncode == 1
+    assert "1 of 2 worker(s) unreachable" in result.reason
+    assert f"{b.url}/health" in result.reason
+    assert a.url + "/health" not in result.reason
+
+
+def test_router_started_with_a_worker_down_reports_it_unregistered(processes: Processes) -> None:
+    a = processes.standin(host="127.0.0.1")
+    dead = f"http://127.0.0.2:{free_port('127.0.0.2')}"
+    router = processes.router([a.url, dead])
+    result = run_probe({"mode": "router", "url": router, "model": MODEL,
+                        "worker_urls": [a.url, dead], "timeout_s": 4,
+                        "worker_timeout_s": 1, "interval_s": 0.2})
+    assert result.returncode == 1
+    assert dead in result.reason
+
+
+def test_probe_venv_failure_leaves_nothing_behind(tmp_path: Path) -> None:
+    venv = tmp_path / "probe-venv"
+    # --no-index: pip may not look anywhere, so the install fails without any network.
+    result = run_probe(worker_spec("http://127.0.0.1:1"), PROBE_PYTHON="",
+                       PROBE_VENV=str(venv), PROBE_PIP_ARGS="--no-index", HOME=str(tmp_path))
+    assert result.returncode == 1
+    assert "pip could not install httpx==0.28.1" in result.reason
+    assert not venv.exists()
+    # Not even the staging directory of the half-built venv.
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("probe-venv")] == []
+
+
+def test_bad_probe_python_is_named() -> None:
+    result = run_probe(worker_spec("http://127.0.0.1:1"), PROBE_PYTHON="/bin/false")
+    assert result.returncode == 1
+    assert "PROBE_PYTHON=/bin/false cannot import httpx" in result.reason
