@@ -1,0 +1,199 @@
+"""Archive a job dir and its audit reports to S3, resumably and verifiably.
+
+Layout under s3://bucket/prefix/: the job's files at their relative paths (so the prefix can be
+audited like a job dir), the reports under `_audit/`, and `_audit/manifest.json` holding the
+sha256 and size of every other file. Each object carries its sha256 in metadata and is sent
+with Content-MD5, so the store rejects a corrupted upload. A file whose object already has the
+same sha256 is skipped, which makes a second run finish an interrupted one. After uploading,
+every object is checked (size, ETag = MD5, sha256 metadata) before the manifest is written:
+a manifest therefore means "complete and verified".
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from audit.s3 import S3Uri
+
+log = logging.getLogger(__name__)
+
+REPORT_DIR = "_audit"
+MANIFEST = f"{REPORT_DIR}/manifest.json"
+SHA_META = "sha256"
+_CHUNK = 1024 * 1024
+
+
+class ArchiveError(RuntimeError):
+    """The archive could not be completed or verified; the message says which file."""
+
+
+@dataclass(frozen=True)
+class Item:
+    key_rel: str
+    path: Path | None
+    data: bytes | None
+    size: int
+    sha256: str
+    md5: str
+
+    @classmethod
+    def from_file(cls, rel: str, path: Path) -> Item:
+        sha, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
+        with path.open("rb") as fh:
+            while block := fh.read(_CHUNK):
+                sha.update(block)
+                md5.update(block)
+                size += len(block)
+        return cls(rel, path, None, size, sha.hexdigest(), md5.hexdigest())
+
+    @classmethod
+    def from_bytes(cls, rel: str, data: bytes) -> Item:
+        return cls(
+            rel,
+            None,
+            data,
+            len(data),
+            hashlib.sha256(data).hexdigest(),
+            hashlib.md5(data, usedforsecurity=False).hexdigest(),
+        )
+
+
+@dataclass(frozen=True)
+class ArchiveResult:
+    destination: str
+    files: int
+    uploaded: int
+    skipped: int
+    verified: int
+    bytes_uploaded: int
+    manifest: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def archive_job(
+    job_dir: Path,
+    dest: S3Uri,
+    client: Any,
+    reports: dict[str, bytes],
+    workers: int = 8,
+) -> ArchiveResult:
+    """Upload job_dir and `reports` ({file name: bytes}) to dest, verify, write the manifest."""
+    job_dir = Path(job_dir)
+    if not job_dir.is_dir():
+        raise ArchiveError(f"job dir {job_dir} does not exist or is not a directory")
+    _check_bucket(client, dest)
+    items = [
+        Item.from_file(p.relative_to(job_dir).as_posix(), p)
+        for p in sorted(job_dir.rglob("*"))
+        if p.is_file() and not p.relative_to(job_dir).as_posix().startswith(f"{REPORT_DIR}/")
+    ]
+    items += [Item.from_bytes(f"{REPORT_DIR}/{name}", data) for name, data in reports.items()]
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        present = list(pool.map(lambda it: _has_same(client, dest, it), items))
+        todo = [it for it, same in zip(items, present, strict=True) if not same]
+        log.info(
+            "archive: %d files, %d already there, %d to upload",
+            len(items),
+            len(items) - len(todo),
+            len(todo),
+        )
+        list(pool.map(lambda it: _put(client, dest, it), todo))
+        bad = [msg for msg in pool.map(lambda it: _verify(client, dest, it), items) if msg]
+    if bad:
+        raise ArchiveError(f"verification failed for {len(bad)} file(s), first: {bad[0]}")
+
+    manifest = {
+        "job": job_dir.name,
+        "files": {it.key_rel: {"sha256": it.sha256, "size": it.size} for it in items},
+    }
+    body = json.dumps(manifest, indent=1, sort_keys=True).encode()
+    man = Item.from_bytes(MANIFEST, body)
+    if not _has_same(client, dest, man):
+        _put(client, dest, man)
+    if msg := _verify(client, dest, man):
+        raise ArchiveError(f"verification failed for the manifest: {msg}")
+    return ArchiveResult(
+        destination=str(dest),
+        files=len(items),
+        uploaded=len(todo),
+        skipped=len(items) - len(todo),
+        verified=len(items),
+        bytes_uploaded=sum(it.size for it in todo),
+        manifest=f"s3://{dest.bucket}/{dest.key(MANIFEST)}",
+    )
+
+
+def _check_bucket(client: Any, dest: S3Uri) -> None:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    try:
+        client.head_bucket(Bucket=dest.bucket)
+    except ClientError as exc:
+        code = exc.response.get("Error", {}).get("Code", "")
+        raise ArchiveError(
+            f"bucket {dest.bucket!r} is not usable ({code or exc}): create it or fix the "
+            "s3:// URI and credentials"
+        ) from exc
+    except BotoCoreError as exc:
+        raise ArchiveError(f"cannot reach S3 for bucket {dest.bucket!r}: {exc}") from exc
+
+
+def _head(client: Any, dest: S3Uri, item: Item) -> dict | None:
+    from botocore.exceptions import ClientError
+
+    try:
+        return client.head_object(Bucket=dest.bucket, Key=dest.key(item.key_rel))
+    except ClientError as exc:
+        if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+            return None
+        raise
+
+
+def _has_same(client: Any, dest: S3Uri, item: Item) -> bool:
+    head = _head(client, dest, item)
+    return (
+        bool(head)
+        and (head.get("Metadata") or {}).get(SHA_META) == item.sha256
+        and head.get("ContentLength") == item.size
+    )
+
+
+def _put(client: Any, dest: S3Uri, item: Item) -> None:
+    md5_b64 = base64.b64encode(bytes.fromhex(item.md5)).decode()
+    kwargs = dict(
+        Bucket=dest.bucket,
+        Key=dest.key(item.key_rel),
+        ContentMD5=md5_b64,
+        ContentLength=item.size,
+        Metadata={SHA_META: item.sha256},
+    )
+    if item.data is not None:
+        client.put_object(Body=item.data, **kwargs)
+        return
+    with item.path.open("rb") as fh:  # type: ignore[union-attr]
+        client.put_object(Body=fh, **kwargs)
+
+
+def _verify(client: Any, dest: S3Uri, item: Item) -> str | None:
+    head = _head(client, dest, item)
+    where = f"s3://{dest.bucket}/{dest.key(item.key_rel)}"
+    if head is None:
+        return f"{where} is missing after upload"
+    if head.get("ContentLength") != item.size:
+        return f"{where} has {head.get('ContentLength')} bytes, expected {item.size}"
+    etag = str(head.get("ETag", "")).strip('"')
+    if "-" not in etag and etag != item.md5:
+        return f"{where} ETag {etag} does not match the local MD5 {item.md5}"
+    if (head.get("Metadata") or {}).get(SHA_META) != item.sha256:
+        return f"{where} sha256 metadata does not match the local file"
+    return None

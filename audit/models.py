@@ -1,0 +1,139 @@
+"""Pydantic models of the Harbor 0.21.0 result files the audit reads.
+
+Every model ignores unknown fields (Harbor adds fields between versions) and every field is
+optional: a trial killed mid-way writes partial files, and a missing field must show up as
+"no evidence", never as a crash. Timestamps come in two forms (naive local time in the job's
+result.json, UTC with `Z` elsewhere), so they are kept as strings and parsed by `parse_time`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict
+
+
+class _Tolerant(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class ExceptionInfo(_Tolerant):
+    exception_type: str | None = None
+    exception_message: str | None = None
+    exception_traceback: str | None = None
+    occurred_at: str | None = None
+
+
+class VerifierResult(_Tolerant):
+    rewards: dict[str, float | None] | None = None
+
+
+class AgentResult(_Tolerant):
+    n_input_tokens: int | None = None
+    n_cache_tokens: int | None = None
+    n_output_tokens: int | None = None
+    cost_usd: float | None = None
+
+
+class AgentInfo(_Tolerant):
+    name: str | None = None
+    version: str | None = None
+
+
+class Span(_Tolerant):
+    started_at: str | None = None
+    finished_at: str | None = None
+
+    def seconds(self) -> float | None:
+        start, end = parse_time(self.started_at), parse_time(self.finished_at)
+        if start is None or end is None or (start.tzinfo is None) != (end.tzinfo is None):
+            return None
+        return max(0.0, (end - start).total_seconds())
+
+
+PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
+
+
+class TrialResult(_Tolerant):
+    """A trial's result.json (Harbor's TrialResult, the fields the audit needs)."""
+
+    task_name: str | None = None
+    trial_name: str | None = None
+    task_id: dict[str, object] | None = None
+    agent_info: AgentInfo | None = None
+    agent_result: AgentResult | None = None
+    verifier_result: VerifierResult | None = None
+    exception_info: ExceptionInfo | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    environment_setup: Span | None = None
+    agent_setup: Span | None = None
+    agent_execution: Span | None = None
+    verifier: Span | None = None
+
+    @property
+    def reward(self) -> float | None:
+        """The `reward` key, or the only key of a single-key reward.json; None when ungraded."""
+        rewards = self.verifier_result.rewards if self.verifier_result else None
+        if not rewards:
+            return None
+        if "reward" in rewards:
+            return rewards["reward"]
+        if len(rewards) == 1:
+            return next(iter(rewards.values()))
+        return None
+
+    @property
+    def filter_name(self) -> str | None:
+        """The name Harbor's `-i/--include-task-name` filter matches for this task.
+
+        For a local dataset that is the task dir's name, not `[task].name` from task.toml
+        (TB 2.1 tasks are named `terminal-bench/<dir>`), so it comes from `task_id`.
+        """
+        tid = self.task_id or {}
+        if isinstance(tid.get("org"), str) and isinstance(tid.get("name"), str):
+            return f"{tid['org']}/{tid['name']}"
+        path = tid.get("path")
+        if isinstance(path, str) and path.strip("/"):
+            return path.rstrip("/").rsplit("/", 1)[-1]
+        return None
+
+    def phase_seconds(self) -> dict[str, float | None]:
+        return {
+            phase: (span.seconds() if (span := getattr(self, phase)) else None) for phase in PHASES
+        }
+
+
+class JobStats(_Tolerant):
+    n_completed_trials: int | None = None
+    n_errored_trials: int | None = None
+    n_cancelled_trials: int | None = None
+    n_input_tokens: int | None = None
+    n_cache_tokens: int | None = None
+    n_output_tokens: int | None = None
+
+
+class JobResult(_Tolerant):
+    """The job's result.json. `finished_at` stays null when the job was interrupted."""
+
+    id: str | None = None
+    started_at: str | None = None
+    updated_at: str | None = None
+    finished_at: str | None = None
+    n_total_trials: int | None = None
+    stats: JobStats | None = None
+
+
+class JobConfig(_Tolerant):
+    job_name: str | None = None
+    n_attempts: int | None = None
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """Parse both timestamp forms Harbor writes: naive local time and UTC ending in `Z`."""
+    if not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None

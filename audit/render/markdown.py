@@ -1,0 +1,66 @@
+"""Markdown report: the summary, categories, adjudications, reruns and every non-passing trial."""
+
+from __future__ import annotations
+
+from audit.render.text import headline, reward
+from audit.report import Report
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render(report: Report) -> str:
+    out = [f"# Audit of `{report.job.name}`", ""]
+    out += ["| | |", "|---|---|"]
+    out += [f"| {k} | {_cell(v)} |" for k, v in headline(report)]
+    out += ["", f"> **Scoring rule.** {report.scoring_rule}", ""]
+
+    out += ["## Outcomes by category", "", "| category | trials |", "|---|---:|"]
+    out += [f"| {c} | {n} |" for c, n in report.categories.items()]
+
+    out += ["", "## Adjudications", ""]
+    if report.adjudications:
+        out += ["| task | decision | raw outcome | reason |", "|---|---|---|---|"]
+        out += [
+            f"| {_cell(a.task)} | {a.decision} | {_cell(', '.join(a.raw_outcome))} | "
+            f"{_cell(a.reason)} |"
+            for a in report.adjudications
+        ]
+    else:
+        out.append("None: the adjusted score equals the raw score.")
+
+    out += ["", "## Rerun (infra)", ""]
+    if report.rerun:
+        out += [f"- `{t}`" for t in report.rerun]
+        out += ["", "Harbor task filters:", "", "```", " ".join(report.rerun_args), "```"]
+    else:
+        out.append("No trial was classified infra.")
+
+    out += ["", "## Trials that did not pass cleanly", ""]
+    rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
+    if rows:
+        out += [
+            "| task | trial | reward | exception | category | signature | counted as |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for t in rows:
+            out.append(
+                f"| {_cell(t.task)} | {_cell(t.trial)} | {reward(t.reward)} | "
+                f"{t.exception or ''} | {t.category} | {t.signature or ''} | {t.counted_as} |"
+            )
+        out.append("")
+        for t in rows:
+            out += [f"### {t.trial}", "", f"*{t.category}* / `{t.signature}`: {t.explanation}", ""]
+            if t.adjudication:
+                adj = t.adjudication
+                out += [f"**Adjudicated {adj['decision']}:** {adj['reason']}", ""]
+            if t.evidence:
+                out += ["```text", *t.evidence, "```", ""]
+    else:
+        out.append("Every trial passed.")
+
+    if report.problems:
+        out += ["", "## Evidence problems", ""]
+        out += [f"- {_cell(p)}" for p in report.problems]
+    return "\n".join(out).rstrip() + "\n"

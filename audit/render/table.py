@@ -1,0 +1,70 @@
+"""Terminal report with rich: summary, categories, adjudications and the non-passing trials."""
+
+from __future__ import annotations
+
+import io
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from audit.render.text import headline, reward
+from audit.report import Report
+
+_STYLE = {
+    "passed": "green",
+    "agent_error": "red",
+    "agent_timeout": "yellow",
+    "verifier_timeout": "magenta",
+    "infra": "bold cyan",
+    "cancelled": "dim",
+    "insufficient_evidence": "bold yellow",
+}
+
+
+def render(report: Report, width: int | None = None) -> str:
+    buf = io.StringIO()
+    console = Console(file=buf, width=width or 120, force_terminal=False, color_system=None)
+
+    summary = Table(title=f"Audit of {report.job.name}", show_header=False)
+    summary.add_column(style="bold")
+    summary.add_column()
+    for key, value in headline(report):
+        summary.add_row(key, escape(value))
+    console.print(summary)
+    console.print(f"Scoring rule: {escape(report.scoring_rule)}")
+
+    cats = Table(title="Outcomes by category")
+    cats.add_column("category")
+    cats.add_column("trials", justify="right")
+    for cat, n in report.categories.items():
+        cats.add_row(f"[{_STYLE[cat]}]{cat}[/]", str(n))
+    console.print(cats)
+
+    if report.adjudications:
+        adj = Table(title="Adjudications (change the adjusted score only)")
+        for col in ("task", "decision", "raw outcome", "reason"):
+            adj.add_column(col, overflow="fold")
+        for a in report.adjudications:
+            adj.add_row(escape(a.task), a.decision, ", ".join(a.raw_outcome), escape(a.reason))
+        console.print(adj)
+
+    rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
+    if rows:
+        trials = Table(title="Trials that did not pass cleanly")
+        for col in ("task", "reward", "exception", "category", "signature", "counted", "evidence"):
+            trials.add_column(col, overflow="fold")
+        for t in rows:
+            trials.add_row(
+                escape(t.task),
+                reward(t.reward),
+                t.exception or "",
+                f"[{_STYLE[t.category]}]{t.category}[/]",
+                t.signature or "",
+                t.counted_as,
+                escape(t.evidence[0]) if t.evidence else "",
+            )
+        console.print(trials)
+    for problem in report.problems:
+        console.print(f"[yellow]evidence problem:[/] {escape(problem)}", highlight=False)
+    return buf.getvalue()

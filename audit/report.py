@@ -1,0 +1,309 @@
+"""Build the audit report of one job: classified trials, raw and adjusted scores, reruns.
+
+Scoring rule (stated in every report): the raw score counts trials with reward 1 over all
+trials. The adjusted score is the raw score with the user's adjudications applied and nothing
+else: `pass`/`fail` set a trial's outcome, `exclude` removes its task from the denominator.
+Trials classified `infra` are never flipped automatically; they are listed under `rerun`.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from audit import layout as L
+from audit.adjudications import Adjudication
+from audit.classify import CATEGORIES, PASS_REWARD, classify
+from audit.evidence import TrialEvidence
+from audit.models import PHASES, JobConfig, JobResult, parse_time
+from audit.rules import CompiledRule, load_rules
+
+log = logging.getLogger(__name__)
+
+SCORING_RULE = (
+    "raw = trials with reward 1 / all trials. adjusted = raw with the adjudications applied and "
+    "nothing else: pass/fail set a trial's outcome, exclude removes the task from the "
+    "denominator. Trials classified infra are NOT counted as passed automatically: they are "
+    "listed under rerun until a rerun or an adjudication settles them."
+)
+
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Score(_Out):
+    passed: int
+    total: int
+    score: float | None
+
+
+class AdjustedScore(Score):
+    excluded: list[str]
+
+
+class Reference(_Out):
+    score: float | None
+    difference: float | None
+
+
+class Tokens(_Out):
+    input: int = 0
+    cache: int = 0
+    output: int = 0
+
+
+class AdjudicationOut(_Out):
+    task: str
+    decision: str
+    reason: str
+    trials: list[str]
+    raw_outcome: list[str]
+
+
+class TrialRow(_Out):
+    task: str
+    task_name: str | None
+    trial: str
+    reward: float | None
+    exception: str | None
+    category: str
+    signature: str | None
+    phase: str | None
+    explanation: str
+    evidence: list[str]
+    problems: list[str]
+    adjudication: dict[str, str] | None
+    counted_as: str
+    started_at: str | None
+    finished_at: str | None
+    durations: dict[str, float | None]
+    tokens: Tokens
+
+
+class JobInfo(_Out):
+    name: str
+    location: str
+    started_at: str | None
+    finished_at: str | None
+    finished: bool
+    wall_seconds: float | None
+    wall_source: str | None
+    n_trials: int
+    n_planned: int | None
+
+
+class Report(_Out):
+    job: JobInfo
+    raw: Score
+    adjusted: AdjustedScore
+    reference: Reference
+    categories: dict[str, int]
+    rerun: list[str]
+    rerun_args: list[str]
+    tokens: Tokens
+    adjudications: list[AdjudicationOut]
+    scoring_rule: str
+    problems: list[str]
+    trials: list[TrialRow]
+
+
+def pct(passed: int, total: int) -> float | None:
+    return round(100.0 * passed / total, 2) if total else None
+
+
+def build_report(
+    layout: L.JobLayout,
+    adjudications: list[Adjudication] | None = None,
+    reference_score: float | None = None,
+    rules: list[CompiledRule] | None = None,
+    workers: int = 1,
+) -> Report:
+    """Read, classify and score a whole job. Raises ValueError only for unusable inputs."""
+    layout.check_is_job()
+    rules = rules if rules is not None else load_rules()
+    problems: list[str] = []
+    job_result = _read_model(layout, L.JOB_RESULT, JobResult, problems)
+    job_config = _read_model(layout, L.JOB_CONFIG, JobConfig, problems)
+
+    trial_dirs, others = layout.trial_dirs()
+    for other in others:
+        problems.append(f"{other}/ is not a trial dir (<task>__<id>); ignored")
+
+    def one(trial_dir: str) -> TrialRow:
+        ev = TrialEvidence.load(layout, trial_dir)
+        return _row(ev, classify(ev, rules))
+
+    if workers > 1 and len(trial_dirs) > 1:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            rows = list(pool.map(one, trial_dirs))
+    else:
+        rows = [one(d) for d in trial_dirs]
+
+    planned = job_result.n_total_trials if job_result else None
+    missing = max(0, (planned or 0) - len(rows))
+    if missing:
+        problems.append(
+            f"{missing} of {planned} planned trials have no trial dir: the job did not finish "
+            "(`harbor job resume -p <job dir>` runs them); they count as not passed"
+        )
+    if job_result is not None and job_result.finished_at is None:
+        problems.append(
+            "job result.json has finished_at: null: the job was interrupted or is still running"
+        )
+
+    _apply_adjudications(rows, adjudications or [], layout.location)
+    raw_passed = sum(1 for r in rows if r.reward is not None and r.reward >= PASS_REWARD)
+    raw_total = len(rows) + missing
+    excluded_rows = [r for r in rows if r.counted_as == "excluded"]
+    adj_passed = sum(1 for r in rows if r.counted_as == "pass")
+    adj_total = raw_total - len(excluded_rows)
+    adjusted = AdjustedScore(
+        passed=adj_passed,
+        total=adj_total,
+        score=pct(adj_passed, adj_total),
+        excluded=sorted({r.task for r in excluded_rows}),
+    )
+    difference = (
+        round(adjusted.score - reference_score, 2)
+        if adjusted.score is not None and reference_score is not None
+        else None
+    )
+    categories = {c: 0 for c in CATEGORIES}
+    for r in rows:
+        categories[r.category] += 1
+    rerun = sorted({r.task for r in rows if r.category == "infra"})
+    tokens = Tokens(
+        input=sum(r.tokens.input for r in rows),
+        cache=sum(r.tokens.cache for r in rows),
+        output=sum(r.tokens.output for r in rows),
+    )
+    for r in rows:
+        problems.extend(r.problems)
+    return Report(
+        job=_job_info(layout, job_result, job_config, rows, planned),
+        raw=Score(passed=raw_passed, total=raw_total, score=pct(raw_passed, raw_total)),
+        adjusted=adjusted,
+        reference=Reference(score=reference_score, difference=difference),
+        categories=categories,
+        rerun=rerun,
+        rerun_args=[arg for task in rerun for arg in ("-i", task)],
+        tokens=tokens,
+        adjudications=_adjudication_summary(rows, adjudications or []),
+        scoring_rule=SCORING_RULE,
+        problems=problems,
+        trials=rows,
+    )
+
+
+def _read_model(layout: L.JobLayout, rel: str, model: type[BaseModel], problems: list[str]):
+    raw = layout.read_text(rel)
+    if raw is None:
+        problems.append(f"{rel} is missing")
+        return None
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as exc:
+        problems.append(f"{rel} is corrupt ({exc.errors()[0]['msg']})")
+        return None
+
+
+def _row(ev: TrialEvidence, c) -> TrialRow:
+    result = ev.result
+    info = result.exception_info if result else None
+    agent = result.agent_result if result else None
+    task = (result.filter_name if result else None) or L.task_of(ev.trial_dir)
+    return TrialRow(
+        task=task,
+        task_name=result.task_name if result else None,
+        trial=ev.trial_dir,
+        reward=result.reward if result else None,
+        exception=info.exception_type if info else None,
+        category=c.category,
+        signature=c.signature,
+        phase=c.phase,
+        explanation=c.explanation,
+        evidence=c.evidence,
+        problems=list(ev.problems),
+        adjudication=None,
+        counted_as="pass" if result and (result.reward or 0) >= PASS_REWARD else "fail",
+        started_at=result.started_at if result else None,
+        finished_at=result.finished_at if result else None,
+        durations=result.phase_seconds() if result else {p: None for p in PHASES},
+        tokens=Tokens(
+            input=(agent.n_input_tokens or 0) if agent else 0,
+            cache=(agent.n_cache_tokens or 0) if agent else 0,
+            output=(agent.n_output_tokens or 0) if agent else 0,
+        ),
+    )
+
+
+def _apply_adjudications(rows: list[TrialRow], adjudications: list[Adjudication], where: str):
+    by_name: dict[str, list[TrialRow]] = {}
+    for r in rows:
+        by_name.setdefault(r.task, []).append(r)
+        if r.task_name and r.task_name != r.task:
+            by_name.setdefault(r.task_name, []).append(r)
+    for adj in adjudications:
+        targets = by_name.get(adj.task)
+        if not targets:
+            sample = ", ".join(sorted({r.task for r in rows})[:5])
+            raise ValueError(
+                f"adjudication for task {adj.task!r} matches no trial in {where} "
+                f"(task names here look like: {sample}); fix the task name in the "
+                "adjudications file"
+            )
+        for r in targets:
+            r.adjudication = {"decision": adj.decision, "reason": adj.reason}
+            r.counted_as = {"pass": "pass", "fail": "fail", "exclude": "excluded"}[adj.decision]
+
+
+def _adjudication_summary(rows, adjudications) -> list[AdjudicationOut]:
+    out = []
+    for adj in adjudications:
+        hit = [r for r in rows if adj.task in (r.task, r.task_name)]
+        out.append(
+            AdjudicationOut(
+                task=adj.task,
+                decision=adj.decision,
+                reason=adj.reason,
+                trials=[r.trial for r in hit],
+                raw_outcome=[
+                    "pass"
+                    if r.reward is not None and r.reward >= PASS_REWARD
+                    else ("no reward" if r.reward is None else f"reward {r.reward:g}")
+                    for r in hit
+                ],
+            )
+        )
+    return out
+
+
+def _job_info(layout, job_result, job_config, rows, planned) -> JobInfo:
+    started = job_result.started_at if job_result else None
+    finished = job_result.finished_at if job_result else None
+    wall, source = None, None
+    s, f = parse_time(started), parse_time(finished)
+    if s and f and (s.tzinfo is None) == (f.tzinfo is None):
+        wall, source = (f - s).total_seconds(), "job result.json started_at..finished_at"
+    else:
+        # Job timestamps are naive local time and finished_at is null after an interrupt, so
+        # fall back to the trials' own UTC timestamps: first start to last finish.
+        starts = [t for r in rows if (t := parse_time(r.started_at)) and t.tzinfo]
+        ends = [t for r in rows if (t := parse_time(r.finished_at)) and t.tzinfo]
+        if starts and ends:
+            wall, source = (max(ends) - min(starts)).total_seconds(), "trial timestamps"
+    name = (job_config.job_name if job_config else None) or layout.name
+    return JobInfo(
+        name=name,
+        location=layout.location,
+        started_at=started,
+        finished_at=finished,
+        finished=finished is not None,
+        wall_seconds=round(wall, 1) if wall is not None else None,
+        wall_source=source,
+        n_trials=len(rows),
+        n_planned=planned,
+    )

@@ -1,0 +1,78 @@
+"""Find the job to audit from a Pulumi stack's outputs (`pulumi stack output --json`).
+
+The key names come from `components/outputs.py`, the one contract shared with the Pulumi
+program; this module never spells a key itself.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+from components import outputs as K
+
+
+class StackError(ValueError):
+    """The stack outputs could not be read or do not name a job."""
+
+
+@dataclass(frozen=True)
+class StackJob:
+    job_dir: str
+    reference_score: float | None
+    harbor_host: str | None
+
+
+def read_stack_outputs(stack: str, timeout: float = 120) -> dict:
+    pulumi = shutil.which("pulumi")
+    if pulumi is None:
+        raise StackError(
+            "the pulumi CLI is not on PATH: install it, or pass the job dir (or its s3:// URI) "
+            "instead of --stack"
+        )
+    try:
+        proc = subprocess.run(
+            [pulumi, "stack", "output", "--json", "--stack", stack],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise StackError(
+            f"`pulumi stack output --stack {stack}` took over {timeout:.0f} s"
+        ) from exc
+    if proc.returncode != 0:
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        reason = lines[-1].strip() if lines else f"exit code {proc.returncode}"
+        raise StackError(f"`pulumi stack output --stack {stack}` failed: {reason}")
+    try:
+        data = json.loads(proc.stdout)
+    except json.JSONDecodeError as exc:
+        raise StackError(
+            f"`pulumi stack output --stack {stack}` did not print JSON: {exc}"
+        ) from exc
+    if not isinstance(data, dict):
+        raise StackError(f"`pulumi stack output --stack {stack}` printed {type(data).__name__}")
+    return data
+
+
+def job_from_outputs(outputs: dict, stack: str) -> StackJob:
+    job_dir = outputs.get(K.JOB_DIR)
+    if not job_dir:
+        jobs_dir, job_name = outputs.get(K.JOBS_DIR), outputs.get(K.JOB_NAME)
+        if not (jobs_dir and job_name):
+            raise StackError(
+                f"stack {stack!r} has no {K.JOB_DIR!r} output and not both {K.JOBS_DIR!r} and "
+                f"{K.JOB_NAME!r}: has the HarborJob been deployed (`pulumi up`)?"
+            )
+        job_dir = f"{str(jobs_dir).rstrip('/')}/{job_name}"
+    ref = outputs.get(K.REFERENCE_SCORE)
+    try:
+        reference = float(ref) if ref not in (None, "") else None
+    except (TypeError, ValueError) as exc:
+        raise StackError(f"stack output {K.REFERENCE_SCORE!r} is not a number: {ref!r}") from exc
+    host = outputs.get(K.HARBOR_HOST)
+    return StackJob(str(job_dir), reference, str(host) if host else None)
