@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# DockerDaemonConfig delete: undo what daemon_config.sh did, from the values it recorded, and
+# restart the engine under the same rule (not while containers run, unless allowed).
+#   ORIGINAL=file       put BACKUP back (if the backup is gone: drop only our key)
+#   ORIGINAL=absent     drop our key; remove the file when nothing else is left (no file, as found)
+#   ORIGINAL=unchanged  the pools were there before benchstack: nothing to undo
+# When daemon.json no longer holds ADDRESS_POOLS_JSON (restored already, or changed by someone
+# since), it is left alone: a second delete is a no-op.
+#
+# Inputs (environment, with defaults; the first four come from daemon_config.sh's outputs):
+#   DAEMON_JSON         engine config file                         (/etc/docker/daemon.json)
+#   ORIGINAL            file | absent | unchanged                  (unchanged)
+#   BACKUP              backup path recorded at create time        ("")
+#   ADDRESS_POOLS_JSON  the pools create installed     ([{"base":"172.18.0.0/15","size":24}])
+#   DOCKER_HOST, RESTART_CMD, ALLOW_RESTART_WITH_RUNNING (0), READY_TIMEOUT (90): as for create
+# Outputs (last stdout line, JSON): restored (bool: daemon.json changed back), restarted (bool),
+#   daemon_json, original
+set -euo pipefail
+
+DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
+ORIGINAL=${ORIGINAL:-unchanged}
+BACKUP=${BACKUP:-}
+ADDRESS_POOLS_JSON=${ADDRESS_POOLS_JSON:-'[{"base":"172.18.0.0/15","size":24}]'}
+ALLOW_RESTART_WITH_RUNNING=${ALLOW_RESTART_WITH_RUNNING:-0}
+READY_TIMEOUT=${READY_TIMEOUT:-90}
+if [[ -z "${RESTART_CMD:-}" ]]; then
+  if [[ -d /run/systemd/system ]]; then RESTART_CMD="systemctl restart docker"
+  elif [[ -x /etc/init.d/docker ]]; then RESTART_CMD="service docker restart"
+  else RESTART_CMD=""; fi
+fi
+
+log() { printf '[daemon_config.delete] %s\n' "$*" >&2; }
+die() { printf 'daemon_config.delete: %s\n' "$*" >&2; exit 1; }
+priv() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo -n "$@"; fi; }
+out() {
+  jq -cn --argjson restored "$1" --argjson restarted "$2" --arg d "$DAEMON_JSON" --arg o "$ORIGINAL" \
+    '{restored: $restored, restarted: $restarted, daemon_json: $d, original: $o}'
+}
+
+case "$ORIGINAL" in file | absent | unchanged) ;; *) die "ORIGINAL='$ORIGINAL' must be file, absent or unchanged" ;; esac
+POOLS=$(jq -ce 'map({base, size})' <<<"$ADDRESS_POOLS_JSON" 2>/dev/null) \
+  || die "ADDRESS_POOLS_JSON is not a JSON list of {base, size}: $ADDRESS_POOLS_JSON"
+
+if [[ "$ORIGINAL" == unchanged ]]; then
+  log "the pools predate benchstack: nothing to undo"
+  out false false; exit 0
+fi
+if ! priv test -e "$DAEMON_JSON"; then
+  log "$DAEMON_JSON is gone: nothing to undo"
+  out false false; exit 0
+fi
+CURRENT=$(priv cat "$DAEMON_JSON") || die "cannot read DAEMON_JSON=$DAEMON_JSON: run as root or allow sudo -n"
+jq -e 'type == "object"' <<<"$CURRENT" >/dev/null 2>&1 \
+  || die "DAEMON_JSON=$DAEMON_JSON is not a JSON object any more: fix it by hand (backup: ${BACKUP:-none})"
+if [[ "$(jq -c '(.["default-address-pools"] // []) | map({base, size})' <<<"$CURRENT")" != "$POOLS" ]]; then
+  log "$DAEMON_JSON does not hold the pools benchstack set: left alone"
+  out false false; exit 0
+fi
+
+docker info >/dev/null 2>&1 || die "Docker engine not answering at ${DOCKER_HOST:-the default socket}: start it or fix DOCKER_HOST"
+[[ -n "$RESTART_CMD" ]] || die "no way to restart the engine here (no systemd, no /etc/init.d/docker): set RESTART_CMD"
+running=$(docker ps --format '{{.Names}}' | sort | paste -sd, -)
+if [[ -n "$running" && "$ALLOW_RESTART_WITH_RUNNING" != 1 ]]; then
+  die "containers are running ($running): a restart would stop them; stop them or set ALLOW_RESTART_WITH_RUNNING=1"
+fi
+
+TMP=$(priv mktemp "$DAEMON_JSON.benchstack.XXXXXX") || die "cannot write next to DAEMON_JSON=$DAEMON_JSON"
+trap 'priv rm -f "$TMP"' EXIT
+if [[ "$ORIGINAL" == file ]] && [[ -n "$BACKUP" ]] && priv test -f "$BACKUP"; then
+  priv cp -p "$BACKUP" "$TMP"
+  priv mv -f "$TMP" "$DAEMON_JSON"
+  log "restored $DAEMON_JSON from $BACKUP"
+else
+  [[ "$ORIGINAL" == file ]] && log "backup '${BACKUP}' is gone: removing only default-address-pools"
+  rest=$(jq 'del(.["default-address-pools"])' <<<"$CURRENT")
+  if [[ "$ORIGINAL" == absent && "$(jq -c . <<<"$rest")" == "{}" ]]; then
+    priv rm -f "$DAEMON_JSON"
+    log "removed $DAEMON_JSON (there was none before)"
+  else
+    printf '%s\n' "$rest" | priv tee "$TMP" >/dev/null
+    priv chmod 0644 "$TMP"
+    priv mv -f "$TMP" "$DAEMON_JSON"
+    log "removed default-address-pools from $DAEMON_JSON"
+  fi
+fi
+
+log "restarting the engine: $RESTART_CMD"
+priv bash -c "$RESTART_CMD" >&2 || die "'$RESTART_CMD' failed after restoring $DAEMON_JSON: restart the engine by hand"
+deadline=$((SECONDS + READY_TIMEOUT))
+until docker info >/dev/null 2>&1; do
+  ((SECONDS < deadline)) || die "the engine did not answer within ${READY_TIMEOUT}s after restoring $DAEMON_JSON: see the engine log"
+  sleep 0.5
+done
+out true true

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# A throwaway second dockerd for the daemon-config tests, in its own network namespace, with its
+# own config file, data root, exec root, pidfile, socket and bridges, so the main engine (which
+# other tests use at the same time) is never touched. Usage: testengine.sh start|stop|restart
+#
+# Inputs (environment, all required): TE_NS (network namespace, created by the caller),
+# TE_DIR (config file daemon.json, data root, log), TE_RUN (short path: exec root, pidfile,
+# socket; unix socket paths are limited to ~108 bytes).
+set -euo pipefail
+: "${TE_NS:?}" "${TE_DIR:?}" "${TE_RUN:?}"
+PIDFILE="$TE_RUN/dockerd.pid"
+
+stop() {
+  local pid
+  pid=$(cat "$PIDFILE" 2>/dev/null) || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+  kill -KILL "$pid" 2>/dev/null || true
+  sleep 0.5
+}
+
+start() {
+  # --iptables/--ip-masq off: the namespace needs no NAT, and the host's tables stay untouched.
+  # Detached with every descriptor redirected so the caller's pipes close.
+  # nsenter, not `ip netns exec`: the latter remounts /sys, which hides the cgroup mounts.
+  nsenter --net="/run/netns/$TE_NS" setsid dockerd \
+    --config-file "$TE_DIR/daemon.json" --data-root "$TE_DIR/data" --exec-root "$TE_RUN/exec" \
+    --pidfile "$PIDFILE" -H "unix://$TE_RUN/docker.sock" --iptables=false --ip-masq=false \
+    </dev/null >>"$TE_DIR/dockerd.log" 2>&1 &
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  restart) stop; start ;;
+  *) echo "usage: testengine.sh start|stop|restart" >&2; exit 2 ;;
+esac
