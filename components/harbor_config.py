@@ -59,7 +59,9 @@ class DatasetSpec(_Strict):
         if self.commit and len(self.commit) != 40:
             raise ValueError(f"dataset.commit: give the full 40-hex commit, got {self.commit!r}")
         if self.path and not self.path.startswith("/"):
-            raise ValueError(f"dataset.path must be absolute (Harbor stores it verbatim): {self.path}")
+            raise ValueError(
+                f"dataset.path must be absolute (Harbor stores it verbatim): {self.path}"
+            )
         return self
 
 
@@ -86,7 +88,8 @@ class JobSettings(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSettings:
-        if self.n_concurrent_agents is not None and self.n_concurrent_agents > self.n_concurrent_trials:
+        agents = self.n_concurrent_agents
+        if agents is not None and agents > self.n_concurrent_trials:
             raise ValueError(
                 f"job.n_concurrent_agents ({self.n_concurrent_agents}) must not exceed "
                 f"job.n_concurrent_trials ({self.n_concurrent_trials}): Harbor refuses it"

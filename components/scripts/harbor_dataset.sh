@@ -10,6 +10,7 @@
 #   DATASET_PATH     a task directory already on the host (instead of a clone)    ("")
 #   GIT_URL          repository to clone (when DATASET_PATH is empty)             ("")
 #   COMMIT           40-hex commit to check out                                   ("")
+#   CLONE_DIR        where the clone goes        (WORKSPACE/datasets/<repo name>-<commit[:12]>)
 #   SUBDIR           the tasks' directory inside the repository                   (tasks)
 #   EXPECTED_TASKS   number of task.toml files expected (89 for TB 2.1)           (required)
 #   INCLUDE, EXCLUDE task-name globs, space separated (the job's filters)         ("")
@@ -41,10 +42,10 @@ else
   [[ "$COMMIT" =~ ^[0-9a-f]{40}$ ]] || die "COMMIT must be a full 40-hex commit, got '$COMMIT'"
   command -v git >/dev/null || die "git is not installed on this host: install git"
   name=$(basename "${GIT_URL%/}" .git)
-  clone="$WORKSPACE/datasets/$name-${COMMIT:0:12}"
+  clone=${CLONE_DIR:-$WORKSPACE/datasets/$name-${COMMIT:0:12}}
   if [[ "$(git -C "$clone" rev-parse HEAD 2>/dev/null)" != "$COMMIT" ]]; then
     log "cloning $GIT_URL at $COMMIT"
-    mkdir -p "$WORKSPACE/datasets"
+    mkdir -p "$(dirname "$clone")"
     rm -rf "$clone.partial"
     # A failed clone must not leave a half-written dir behind.
     trap 'rm -rf "$clone.partial"' EXIT

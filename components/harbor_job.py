@@ -1,0 +1,407 @@
+"""HarborJob: the benchmark job itself, from a pinned Harbor install to a running (or resumed) job.
+
+The seed's "Install Harbor", "Download and pin Terminal-Bench 2.1", "Create the Harbor and
+Docker Compose configs", "Run the full-run preflight", "Launch", and "Stop the experiment
+correctly" as one component. Children (host scripts in `components/scripts/`, run through the
+host seam), in dependency order:
+
+    install (harbor_install.sh)  ─┐
+    dataset (harbor_dataset.sh)  ─┼─> configs (harbor_configs.sh) -> preflight -> launch
+                                  ┘                                    (harbor_preflight.sh)
+    launch: harbor_launch.sh; its delete is harbor_stop.sh (SIGTERM, bounded wait, leftovers)
+
+Job names. The name is `<job_name_prefix>-<digest of the rendered job config and compose
+override>`. An unchanged config gives the same name, so the same job dir is resumed; a changed
+config (another api_base, concurrency, tool bundle path...) gives a new name and a new job, which
+Harbor requires anyway (it refuses to resume a job dir with a different config). A fixed
+`job_name` can be given instead; the preflight then refuses it if its dir holds another config.
+
+Resume (why there is a status probe). A Command only re-runs when its inputs or triggers
+change, but "Harbor died and the job is unfinished" is a change on the host, not in the program.
+So at program time (every `up` and `preview`) a read-only probe, `harbor_status.sh`, runs on the
+Harbor host (through `command.local.run`, over `ssh` for remote hosts) and returns the job's
+state and a launch token:
+
+- absent       -> token "start" (first launch);
+- running      -> the token recorded by the launch that started the live process;
+- finished     -> the same recorded token;
+- interrupted  -> (process gone, no `finished_at`) a new token derived from the recorded token
+                  and the dead PID.
+
+The token is a trigger of the launch command. While Harbor runs or after it finished, the probe
+returns exactly the token stored in the state, so a second `up` changes nothing. After an
+interruption (SIGKILL, host reboot, `pulumi destroy` of the job only) the token differs, the
+launch is replaced (`delete_before_replace`: first the stop script removes the leftovers of the
+dead trials, then the launch script finds the job dir and runs `harbor job resume -p JOB_DIR`,
+which re-runs cancelled and half-written trials). Each interruption yields one resume.
+
+Destroy never deletes results: the job dir, the log and the PID file stay on the host.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import pulumi
+import pulumi_command as command
+
+from components.harbor_config import (
+    DatasetSpec,
+    JobSettings,
+    config_digest,
+    expectations_json,
+    preflight_expectations,
+    render_compose_override,
+    render_job_config,
+)
+from components.host import Host, content_hash, host_script, parse_outputs, render
+
+HARBOR_0_21_0_SHA256 = "c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21"
+
+
+@dataclass(frozen=True, kw_only=True)
+class HarborJobArgs:
+    """Where and what Harbor runs. Plain values decide the job; Inputs come from other layers."""
+
+    host: Host
+    workspace: str
+    python: str
+    harbor_version: str = "0.21.0"
+    wheel_sha256: str = HARBOR_0_21_0_SHA256
+    # A wheel already on the host; None: `pip download` it there.
+    wheel_path: str | None = None
+    # The dataset: a git repository at a commit, or a directory on the Harbor host.
+    dataset_git_url: str | None = None
+    dataset_commit: str | None = None
+    dataset_subdir: str = "tasks"
+    dataset_path: str | None = None
+    expected_tasks: int
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    # The job settings (see components/harbor_config.py:JobSettings).
+    agent: str = "terminus-2"
+    n_concurrent_trials: int = 4
+    n_concurrent_agents: int | None = None
+    n_attempts: int = 1
+    model_name: str | None = None
+    api_base: pulumi.Input[str] | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    max_input_tokens: int | None = None
+    max_output_tokens: int | None = None
+    record_terminal_session: bool = True
+    agent_timeout_multiplier: float | None = None
+    agent_setup_timeout_multiplier: float | None = None
+    verifier_timeout_multiplier: float | None = None
+    environment_build_timeout_multiplier: float | None = None
+    # "none": task containers get no network at all (the tool bundle must carry the tools).
+    container_network: str = "default"
+    # From the other layers.
+    tools_dir: pulumi.Input[str] | None = None
+    proxy_url: pulumi.Input[str] | None = None
+    api_key: pulumi.Input[str] = "EMPTY"
+    job_name_prefix: str = "benchstack"
+    job_name: str | None = None
+    stop_timeout_s: int = 600
+    start_timeout_s: int = 600
+    nofile: int = 65536
+
+
+def _settings(args: HarborJobArgs) -> tuple[DatasetSpec, JobSettings]:
+    """The args as validated models; a bad value raises ValueError naming the field."""
+    if not PurePosixPath(args.workspace).is_absolute():
+        raise ValueError(f"HarborJobArgs.workspace must be absolute, got {args.workspace!r}")
+    if args.stop_timeout_s < 30:
+        raise ValueError("HarborJobArgs.stop_timeout_s must be >= 30 (one wave of trial teardowns)")
+    if args.job_name is not None and not args.job_name.replace("-", "").replace("_", "").isalnum():
+        raise ValueError(f"HarborJobArgs.job_name {args.job_name!r}: use letters, digits, - and _")
+    dataset = DatasetSpec(
+        git_url=args.dataset_git_url,
+        commit=args.dataset_commit,
+        subdir=args.dataset_subdir,
+        path=args.dataset_path,
+        expected_tasks=args.expected_tasks,
+        include=tuple(args.include),
+        exclude=tuple(args.exclude),
+    )
+    job = JobSettings(
+        agent=args.agent,
+        n_concurrent_trials=args.n_concurrent_trials,
+        n_concurrent_agents=args.n_concurrent_agents,
+        n_attempts=args.n_attempts,
+        model_name=args.model_name,
+        temperature=args.temperature,
+        top_p=args.top_p,
+        top_k=args.top_k,
+        max_input_tokens=args.max_input_tokens,
+        max_output_tokens=args.max_output_tokens,
+        record_terminal_session=args.record_terminal_session,
+        agent_timeout_multiplier=args.agent_timeout_multiplier,
+        agent_setup_timeout_multiplier=args.agent_setup_timeout_multiplier,
+        verifier_timeout_multiplier=args.verifier_timeout_multiplier,
+        environment_build_timeout_multiplier=args.environment_build_timeout_multiplier,
+        container_network=args.container_network,
+    )
+    if job.uses_model and args.api_base is None:
+        raise ValueError("HarborJobArgs.api_base is required for the terminus-2 agent")
+    return dataset, job
+
+
+def dataset_dir(workspace: str, dataset: DatasetSpec) -> str:
+    """Where the task dirs are on the host (a clone is named after the repository and commit)."""
+    if dataset.path:
+        return dataset.path.rstrip("/")
+    repo = PurePosixPath(dataset.git_url.rstrip("/")).name.removesuffix(".git")
+    return f"{workspace}/datasets/{repo}-{dataset.commit[:12]}"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """Everything derived from the resolved inputs, computed once inside one apply."""
+
+    job_name: str
+    config_yaml: str
+    compose_yaml: str
+    config_path: str
+    compose_path: str
+    expected: str
+
+
+def _ssh_wrap(host: Host, script_command: str, private_key: str | None) -> str:
+    """Run a rendered script on a remote host with the local ssh client (for the probe)."""
+    target = f"{host.user}@{host.address}" if host.user else host.address
+    ssh = (
+        f"ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout="
+        f"{host.per_dial_timeout} -o ConnectionAttempts=3 -p {host.port}"
+    )
+    remote = shlex.quote(script_command)
+    if private_key:
+        # The key only lives in a private temp file for the duration of the call.
+        return (
+            "set -euo pipefail; key=$(mktemp); trap 'rm -f \"$key\"' EXIT; chmod 600 \"$key\"; "
+            f"printf '%s\\n' {shlex.quote(private_key)} >\"$key\"; "
+            f"{ssh} -i \"$key\" {shlex.quote(target)} {remote}"
+        )
+    return f"{ssh} {shlex.quote(target)} {remote}"
+
+
+def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
+    """The job's state and launch token, read on the host now (see the module docstring)."""
+
+    def command_text(values: list) -> str:
+        env_values, key = values
+        text = render("harbor_status.sh", env_values)
+        return text if host.is_local else _ssh_wrap(host, text, key)
+
+    text = pulumi.Output.all(env, host.private_key if not host.is_local else None).apply(
+        command_text
+    )
+    result = command.local.run_output(command=text)
+    return result.stdout.apply(parse_outputs)
+
+
+class HarborJob(pulumi.ComponentResource):
+    """A Harbor job on the Harbor host: installed, pinned, checked, launched; stopped on destroy."""
+
+    job_name: pulumi.Output[str]
+    jobs_dir: pulumi.Output[str]
+    job_dir: pulumi.Output[str]
+    job_log: pulumi.Output[str]
+    pid_file: pulumi.Output[str]
+    dataset_path: pulumi.Output[str]
+    harbor_bin: pulumi.Output[str]
+    job_state: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: HarborJobArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("benchstack:components:HarborJob", name, None, opts)
+        dataset, job = _settings(args)
+        host = args.host
+        workspace = args.workspace.rstrip("/")
+        jobs_dir = f"{workspace}/results"
+        log_dir = f"{workspace}/logs"
+        config_dir = f"{workspace}/configs"
+        tasks_dir = dataset_dir(workspace, dataset)
+        if dataset.git_url:
+            tasks_dir = f"{tasks_dir}/{dataset.subdir}"
+
+        # The job needs whatever the caller depends on (router, images, tool bundle, proxy
+        # bridge) before any of its steps runs, not just before the component "completes".
+        given = opts.depends_on if opts and opts.depends_on else []
+        outer = list(given) if isinstance(given, list | tuple) else [given]
+
+        def child(*after: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self, depends_on=[*outer, *after], **extra)
+
+        install = host_script(
+            f"{name}-install",
+            host=host,
+            script="harbor_install.sh",
+            env={
+                "WORKSPACE": workspace,
+                "HARBOR_VERSION": args.harbor_version,
+                "WHEEL_SHA256": args.wheel_sha256,
+                "PYTHON": args.python,
+                "WHEEL": args.wheel_path or "",
+            },
+            opts=child(),
+        )
+        dataset_run = host_script(
+            f"{name}-dataset",
+            host=host,
+            script="harbor_dataset.sh",
+            env={
+                "WORKSPACE": workspace,
+                "DATASET_PATH": dataset.path or "",
+                "GIT_URL": dataset.git_url or "",
+                "COMMIT": dataset.commit or "",
+                "CLONE_DIR": "" if dataset.path else dataset_dir(workspace, dataset),
+                "SUBDIR": dataset.subdir,
+                "EXPECTED_TASKS": str(dataset.expected_tasks),
+                "INCLUDE": " ".join(dataset.include),
+                "EXCLUDE": " ".join(dataset.exclude),
+            },
+            opts=child(),
+        )
+
+        def render_all(values: list) -> Rendered:
+            api_base, tools_dir, proxy_url = values
+            config_yaml = render_job_config(
+                job,
+                jobs_dir=jobs_dir,
+                dataset_path=tasks_dir,
+                dataset=dataset,
+                api_base=api_base,
+            )
+            compose_yaml = render_compose_override(job, tools_dir=tools_dir, proxy_url=proxy_url)
+            job_name = args.job_name or (
+                f"{args.job_name_prefix}-{config_digest(config_yaml, compose_yaml)}"
+            )
+            compose_path = f"{config_dir}/{job_name}.compose.yaml"
+            expected = expectations_json(
+                preflight_expectations(
+                    job,
+                    dataset_path=tasks_dir,
+                    dataset=dataset,
+                    api_base=api_base,
+                    compose_path=compose_path,
+                )
+            )
+            return Rendered(
+                job_name=job_name,
+                config_yaml=config_yaml,
+                compose_yaml=compose_yaml,
+                config_path=f"{config_dir}/{job_name}.job.yaml",
+                compose_path=compose_path,
+                expected=expected,
+            )
+
+        rendered = pulumi.Output.all(args.api_base, args.tools_dir, args.proxy_url).apply(
+            render_all
+        )
+        job_name = rendered.apply(lambda r: r.job_name)
+        config_path = rendered.apply(lambda r: r.config_path)
+        compose_path = rendered.apply(lambda r: r.compose_path)
+        config_hash = rendered.apply(lambda r: content_hash(r.config_yaml, r.compose_yaml))
+
+        configs = host_script(
+            f"{name}-configs",
+            host=host,
+            script="harbor_configs.sh",
+            env={
+                "CONFIG_PATH": config_path,
+                "COMPOSE_PATH": compose_path,
+                "JOB_CONFIG_YAML": rendered.apply(lambda r: r.config_yaml),
+                "COMPOSE_YAML": rendered.apply(lambda r: r.compose_yaml),
+            },
+            triggers=[config_hash],
+            opts=child(dataset_run.command),
+        )
+        default_bin = f"{workspace}/harbor-{args.harbor_version}/bin/harbor"
+        harbor_bin = install.outputs.apply(lambda out: out.get("harbor_bin") or default_bin)
+        preflight = host_script(
+            f"{name}-preflight",
+            host=host,
+            script="harbor_preflight.sh",
+            env={
+                "HARBOR_BIN": harbor_bin,
+                "JOB_CONFIG": config_path,
+                "COMPOSE_PATH": compose_path,
+                "JOB_NAME": job_name,
+                "JOBS_DIR": jobs_dir,
+                "EXPECTED": rendered.apply(lambda r: r.expected),
+                "RESOLVED_OUT": job_name.apply(lambda n: f"{log_dir}/{n}.resolved-config.json"),
+            },
+            # A new install or dataset must be checked again, even with the same config text.
+            triggers=[config_hash, args.wheel_sha256, tasks_dir],
+            opts=child(configs.command, install.command, dataset_run.command),
+        )
+
+        status_env = pulumi.Output.all(job_name).apply(
+            lambda v: {"JOB_NAME": v[0], "JOBS_DIR": jobs_dir, "LOG_DIR": log_dir}
+        )
+        status = probe_job_status(host, status_env)
+        token = status.apply(lambda s: str(s.get("token") or "start"))
+        stop_env = {
+            "JOB_NAME": job_name,
+            "JOBS_DIR": jobs_dir,
+            "LOG_DIR": log_dir,
+            "N_CONCURRENT": str(job.n_concurrent_trials),
+            "STOP_TIMEOUT_S": str(args.stop_timeout_s),
+        }
+        launch = host_script(
+            f"{name}-launch",
+            host=host,
+            script="harbor_launch.sh",
+            env={
+                "HARBOR_BIN": harbor_bin,
+                "JOB_CONFIG": config_path,
+                "COMPOSE_PATH": compose_path,
+                "JOB_NAME": job_name,
+                "JOBS_DIR": jobs_dir,
+                "LOG_DIR": log_dir,
+                "OPENAI_API_KEY": args.api_key,
+                "LAUNCH_TOKEN": token,
+                "START_TIMEOUT_S": str(args.start_timeout_s),
+                "NOFILE": str(args.nofile),
+                "RESOLVED_SHA256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
+            },
+            delete_script="harbor_stop.sh",
+            delete_env=stop_env,
+            triggers=[job_name, token],
+            secret_env=("OPENAI_API_KEY",),
+            # Replacing a launch means another job or a resume: the old Harbor must be stopped
+            # (and its dead trials' containers removed) before the new one starts.
+            opts=child(preflight.command, delete_before_replace=True),
+        )
+
+        # Paths are known from the config alone; tying them to the launch makes a consumer of
+        # job_dir (e.g. the audit) wait for Harbor to have started.
+        def after_launch(value: pulumi.Input[str]) -> pulumi.Output[str]:
+            return pulumi.Output.all(launch.command.id, value).apply(lambda v: v[1])
+
+        self.job_name = job_name
+        self.jobs_dir = pulumi.Output.from_input(jobs_dir)
+        self.job_dir = after_launch(job_name.apply(lambda n: f"{jobs_dir}/{n}"))
+        self.job_log = job_name.apply(lambda n: f"{log_dir}/{n}.log")
+        self.pid_file = job_name.apply(lambda n: f"{log_dir}/{n}.pid")
+        self.dataset_path = dataset_run.outputs.apply(lambda o: o.get("dataset_path") or tasks_dir)
+        self.harbor_bin = harbor_bin
+        self.job_state = status.apply(lambda s: str(s.get("state") or "unknown"))
+        self.register_outputs(
+            {
+                "job_name": self.job_name,
+                "jobs_dir": self.jobs_dir,
+                "job_dir": self.job_dir,
+                "job_log": self.job_log,
+                "pid_file": self.pid_file,
+                "dataset_path": self.dataset_path,
+                "harbor_bin": self.harbor_bin,
+                "job_state": self.job_state,
+            }
+        )
+
