@@ -1,0 +1,235 @@
+"""Live progress of a Harbor job: `python -m components.progress JOB_DIR [--once|--wait] [--json]`.
+
+Reads only the job directory (seed: "Monitor progress"): the job `result.json` for the planned
+trial count and the running/pending counters, and every trial's `result.json` for rewards and
+errors (the job file does not carry per-trial results). Shows trials done/total, rewards so far,
+errors by type, elapsed time and an estimate of the remaining time.
+
+- default: a live bar, refreshed until interrupted (Ctrl-C) or the job finishes;
+- `--once`: one snapshot and exit; `--json`: the snapshot as one JSON object on stdout;
+- `--wait`: keep polling until the job has `finished_at` (exit 0), or until `--timeout`
+  (exit 2); with `--json` only the final snapshot is printed.
+
+Exit 1 when JOB_DIR is not a Harbor job dir. Files being rewritten mid-read are skipped for
+that refresh, not fatal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
+from rich.table import Table
+
+# Harbor marks interrupted trials with this; they are re-run on resume, so not "done".
+CANCELLED = "CancelledError"
+
+
+@dataclass
+class Snapshot:
+    job_dir: str
+    job_name: str
+    total: int
+    done: int
+    running: int
+    pending: int
+    cancelled: int
+    errored: int
+    rewards: dict[str, int] = field(default_factory=dict)
+    mean_reward: float | None = None
+    errors: dict[str, int] = field(default_factory=dict)
+    started_at: str | None = None
+    finished_at: str | None = None
+    elapsed_s: float | None = None
+    eta_s: float | None = None
+
+    @property
+    def finished(self) -> bool:
+        return self.finished_at is not None
+
+    def as_json(self) -> dict:
+        return asdict(self) | {"finished": self.finished}
+
+
+def _read_json(path: Path) -> dict | None:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    """Harbor mixes naive local times (`started_at`) and UTC with a `Z` (hooks)."""
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.astimezone()
+
+
+def _reward_key(value: float) -> str:
+    return str(float(value))
+
+
+def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
+    """The job's progress now; raises FileNotFoundError if `job_dir` is not a job dir."""
+    job = _read_json(job_dir / "result.json")
+    config = _read_json(job_dir / "config.json")
+    if job is None and config is None:
+        raise FileNotFoundError(f"{job_dir} has neither result.json nor config.json: not a job dir")
+    job = job or {}
+    stats = job.get("stats") or {}
+    lock = _read_json(job_dir / "lock.json") or {}
+    total = int(job.get("n_total_trials") or len(lock.get("trials") or []))
+
+    rewards: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    reward_values: list[float] = []
+    done = cancelled = 0
+    for trial_result in sorted(job_dir.glob("*/result.json")):
+        trial = _read_json(trial_result)
+        if trial is None or "trial_name" not in trial:
+            continue
+        exception = (trial.get("exception_info") or {}).get("exception_type")
+        if exception == CANCELLED:
+            cancelled += 1
+            continue
+        done += 1
+        if exception:
+            errors[exception] += 1
+        reward = ((trial.get("verifier_result") or {}).get("rewards") or {}).get("reward")
+        if isinstance(reward, int | float):
+            rewards[_reward_key(reward)] += 1
+            reward_values.append(float(reward))
+        else:
+            rewards["none"] += 1
+            # Harbor's mean counts an ungraded trial as 0.
+            reward_values.append(0.0)
+
+    started = _parse_time(job.get("started_at"))
+    finished = _parse_time(job.get("finished_at"))
+    now = now or datetime.now(UTC)
+    elapsed = ((finished or now) - started).total_seconds() if started else None
+    eta = None
+    if finished:
+        eta = 0.0
+    elif elapsed is not None and done and total > done:
+        eta = elapsed / done * (total - done)
+    running = int(stats.get("n_running_trials") or 0)
+    return Snapshot(
+        job_dir=str(job_dir),
+        job_name=(config or {}).get("job_name") or job_dir.name,
+        total=max(total, done),
+        done=done,
+        running=running,
+        pending=int(stats.get("n_pending_trials") or max(total - done - running, 0)),
+        cancelled=cancelled,
+        errored=sum(errors.values()),
+        rewards=dict(sorted(rewards.items())),
+        mean_reward=(sum(reward_values) / len(reward_values)) if reward_values else None,
+        errors=dict(errors.most_common()),
+        started_at=job.get("started_at"),
+        finished_at=job.get("finished_at"),
+        elapsed_s=round(elapsed, 1) if elapsed is not None else None,
+        eta_s=round(eta, 1) if eta is not None else None,
+    )
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    return f"{seconds // 3600}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
+
+
+def render(snap: Snapshot) -> Table:
+    """The live view: a bar and two small tables (rewards, errors)."""
+    bar = Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.completed}/{task.total} trials"),
+    )
+    bar.add_task(snap.job_name, total=max(snap.total, 1), completed=snap.done)
+    grid = Table.grid(padding=(0, 2))
+    grid.add_row(bar)
+    mean = "-" if snap.mean_reward is None else f"{snap.mean_reward:.3f}"
+    state = "finished" if snap.finished else f"running {snap.running}, pending {snap.pending}"
+    grid.add_row(
+        f"{state} | elapsed {_duration(snap.elapsed_s)} | "
+        f"remaining ~{_duration(snap.eta_s)} | mean reward {mean}"
+    )
+    rewards = ", ".join(f"{k}: {v}" for k, v in snap.rewards.items()) or "none yet"
+    grid.add_row(f"rewards  {rewards}")
+    errors = ", ".join(f"{k}: {v}" for k, v in snap.errors.items()) or "none"
+    grid.add_row(f"errors   {errors}")
+    if snap.cancelled:
+        grid.add_row(f"cancelled (re-run on resume): {snap.cancelled}")
+    return grid
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m components.progress", description=__doc__)
+    parser.add_argument("job_dir", type=Path, help="the Harbor job directory (JOBS_DIR/JOB_NAME)")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--once", action="store_true", help="print one snapshot and exit")
+    mode.add_argument("--wait", action="store_true", help="poll until the job finishes")
+    parser.add_argument("--json", action="store_true", help="print the snapshot as JSON")
+    parser.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
+    parser.add_argument("--timeout", type=float, default=None, help="give up --wait after this")
+    args = parser.parse_args(argv)
+
+    try:
+        snap = snapshot(args.job_dir)
+    except FileNotFoundError as error:
+        print(f"progress: {error}", file=sys.stderr)
+        return 1
+    deadline = time.monotonic() + args.timeout if args.timeout else None
+    console = Console(stderr=args.json)
+
+    def poll() -> Snapshot:
+        try:
+            return snapshot(args.job_dir)
+        except FileNotFoundError:
+            return snap  # the dir is being rewritten: keep the last view
+
+    if args.json and not args.wait:
+        print(json.dumps(snap.as_json()))
+        return 0
+    if args.once:
+        console.print(render(snap))
+        return 0
+    timed_out = False
+    with Live(render(snap), console=console, refresh_per_second=4, transient=args.json) as live:
+        try:
+            while not snap.finished:
+                if deadline is not None and time.monotonic() >= deadline:
+                    timed_out = True
+                    break
+                time.sleep(args.interval)
+                snap = poll()
+                live.update(render(snap))
+        except KeyboardInterrupt:
+            pass
+    if args.json:
+        print(json.dumps(snap.as_json()))
+    if timed_out:
+        print(f"progress: job not finished after {args.timeout:.0f}s", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
