@@ -86,20 +86,20 @@ class _Compiled:
 
     def find(self, ev: TrialEvidence) -> list[Match]:
         """Distinct matching lines across the condition's sources, up to min_matches + a few."""
-        found: dict[tuple[str, int], Match] = {}
+        found: dict[tuple[int, int], Match] = {}
         need = max(self.condition.min_matches, MAX_EVIDENCE_LINES)
-        for source in self.condition.sources:
-            for chunk in ev.source(source):
-                for regex in self.regexes:
-                    for m in regex.finditer(chunk.text):
-                        line_no = chunk.text.count("\n", 0, m.start()) + 1
-                        key = (chunk.where(line_no), line_no)
-                        if key in found:
-                            continue
-                        found[key] = Match(chunk.where(line_no), _line_at(chunk.text, m.start()))
-                        if len(found) >= need:
-                            return list(found.values())
-        return list(found.values())
+        chunks = [c for source in self.condition.sources for c in ev.source(source)]
+        for index, chunk in enumerate(chunks):
+            for regex in self.regexes:
+                for m in regex.finditer(chunk.text):
+                    line_no = chunk.text.count("\n", 0, m.start()) + 1
+                    if (index, line_no) not in found:
+                        text = _line_at(chunk.text, m.start())
+                        found[(index, line_no)] = Match(chunk.where(line_no), text)
+            if len(found) >= need:
+                break
+        # Report in file order, not pattern order: the first lines tell the story.
+        return [found[k] for k in sorted(found)]
 
 
 @dataclass(frozen=True)
