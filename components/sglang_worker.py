@@ -1,0 +1,366 @@
+"""SGLangWorker: one SGLang server container per GPU host, ready only when it serves the config.
+
+The seed's "Prepare the SGLang image and model" and "Launch the two SGLang workers": the image
+(pulled, or loaded from an archive), the checkpoint (optionally staged from S3, then checked
+complete), the container with the seed's `docker run` options and `sglang serve` flags, and a
+readiness probe on the host that waits for /health and compares /get_server_info with the
+config, naming every mismatch.
+
+Children, in order: [stage] -> check -> image -> container -> ready. Destroy runs them
+backwards; the container is stopped with the seed's 30 s grace.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import pulumi
+import pulumi_docker as docker
+
+from components.host import Host, content_hash, host_script
+
+log = logging.getLogger(__name__)
+
+READINESS_SOURCE = Path(__file__).resolve().parent / "readiness.py"
+# The seed's `docker run` options, shared with the router where they coincide.
+WORKER_STOP_TIMEOUT_S = 30
+MEMLOCK_UNLIMITED = -1
+STACK_BYTES = 67108864
+CONTAINER_ENV = ("HOME=/tmp", "HF_HOME=/tmp/huggingface")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SGLangWorkerArgs:
+    host: Host
+    image: str
+    image_archive: str | None = None
+    model_path: str
+    served_model_name: str
+    bind_host: str
+    port: int = 30001
+    tp_size: int
+    dp_size: int
+    context_length: int
+    max_running_requests: int
+    max_mamba_cache_size: int | None = None
+    mem_fraction_static: float
+    reasoning_parser: str | None = None
+    tool_call_parser: str | None = None
+    max_total_tokens: int | None = None
+    user: str
+    health_timeout_s: int = 1800
+    container_name: str
+    # Where the probe venv lives on the host (default: under $HOME/.cache).
+    workspace: str | None = None
+    # Staging from S3: s3://bucket/prefix; the credentials are Pulumi secrets.
+    s3_uri: str | None = None
+    s3_access_key_id: pulumi.Input[str] | None = None
+    s3_secret_access_key: pulumi.Input[str] | None = None
+    s3_endpoint_url: str | None = None
+    s3_region: str = "us-east-1"
+    # The docker provider shells out to the local `ssh`: a key file path or the ssh agent.
+    ssh_key_path: str | None = None
+    # A python with httpx on the host, instead of the probe venv (air-gapped hosts).
+    probe_python: str | None = None
+    # Extra `sglang serve` flags, appended as given (an escape hatch, e.g. --enable-metrics).
+    extra_server_args: Sequence[str] = ()
+
+    @property
+    def container_model_path(self) -> str:
+        return f"/models/{PurePosixPath(self.model_path).name}"
+
+
+def _check(args: SGLangWorkerArgs) -> None:
+    def bad(field: str, why: str) -> ValueError:
+        return ValueError(f"SGLangWorkerArgs.{field}: {why}")
+
+    for field in ("tp_size", "dp_size", "context_length", "max_running_requests"):
+        if getattr(args, field) < 1:
+            raise bad(field, f"must be >= 1, got {getattr(args, field)}")
+    if not 0 < args.mem_fraction_static <= 1:
+        raise bad("mem_fraction_static", f"must be in (0, 1], got {args.mem_fraction_static}")
+    if not 0 < args.port < 65536:
+        raise bad("port", f"not a TCP port: {args.port}")
+    if not PurePosixPath(args.model_path).is_absolute():
+        raise bad("model_path", f"must be an absolute path on {args.host.name}: {args.model_path}")
+    uid, sep, gid = args.user.partition(":")
+    if not (uid.isdigit() and sep and gid.isdigit()):
+        raise bad("user", f"must be 'uid:gid' (numbers), got {args.user!r}")
+    if args.bind_host in ("", "0.0.0.0"):
+        raise bad("bind_host", "must be the host's private IP the router reaches it on")
+    if args.health_timeout_s < 1:
+        raise bad("health_timeout_s", "must be >= 1")
+    if args.s3_uri is not None and not args.s3_uri.startswith("s3://"):
+        raise bad("s3_uri", f"must be s3://bucket/prefix, got {args.s3_uri!r}")
+
+
+def _num(value: float) -> str:
+    # 0.90 and 0.9 are the same flag value; `g` keeps ints as "4", not "4.0".
+    return format(value, "g")
+
+
+def serve_argv(args: SGLangWorkerArgs) -> list[str]:
+    """The container command: the seed's `sglang serve` flags from the layout."""
+    argv = [
+        "sglang", "serve",
+        "--model-path", args.container_model_path,
+        "--served-model-name", args.served_model_name,
+        "--host", args.bind_host,
+        "--port", str(args.port),
+        "--tp-size", str(args.tp_size),
+        "--dp-size", str(args.dp_size),
+        "--context-length", str(args.context_length),
+        "--max-running-requests", str(args.max_running_requests),
+    ]
+    if args.max_mamba_cache_size is not None:
+        argv += ["--max-mamba-cache-size", str(args.max_mamba_cache_size)]
+    argv += ["--mem-fraction-static", _num(args.mem_fraction_static)]
+    if args.reasoning_parser:
+        argv += ["--reasoning-parser", args.reasoning_parser]
+    if args.tool_call_parser:
+        argv += ["--tool-call-parser", args.tool_call_parser]
+    # The seed leaves it out: SGLang sizes the KV pool from free GPU memory.
+    if args.max_total_tokens is not None:
+        argv += ["--max-total-tokens", str(args.max_total_tokens)]
+    argv += list(args.extra_server_args)
+    return argv
+
+
+def expected_server_info(args: SGLangWorkerArgs) -> dict:
+    """What /get_server_info must report: exactly what the flags asked for."""
+    expect: dict = {
+        "served_model_name": args.served_model_name,
+        "tp_size": args.tp_size,
+        "dp_size": args.dp_size,
+        "context_length": args.context_length,
+        "max_running_requests": args.max_running_requests,
+        "mem_fraction_static": args.mem_fraction_static,
+    }
+    optional = {
+        "max_mamba_cache_size": args.max_mamba_cache_size,
+        "reasoning_parser": args.reasoning_parser,
+        "tool_call_parser": args.tool_call_parser,
+        "max_total_tokens": args.max_total_tokens,
+    }
+    expect.update({k: v for k, v in optional.items() if v is not None})
+    return expect
+
+
+def docker_provider(name: str, host: Host, ssh_key_path: str | None,
+                    parent: pulumi.Resource) -> docker.Provider:
+    """One explicit provider per host (default providers are disabled in Pulumi.yaml).
+
+    pulumi-docker reaches `ssh://user@host` by running the local `ssh` binary, which cannot take
+    key material, only a file or an agent. Writing the secret key to a stable path would leave
+    it on disk in plain text, so the key comes from the user's ssh-agent (`ssh-add`) or from a
+    key file they already keep (`ssh_key_path`). BatchMode makes a missing key fail at once
+    instead of waiting for a password prompt nobody sees.
+    """
+    ssh_opts = None
+    if not host.is_local:
+        ssh_opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={host.per_dial_timeout}",
+                    "-o", "ServerAliveInterval=30"]
+        if ssh_key_path:
+            ssh_opts += ["-i", ssh_key_path, "-o", "IdentitiesOnly=yes"]
+    return docker.Provider(
+        f"{name}-docker",
+        host=host.docker_host,
+        ssh_opts=ssh_opts,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def image_reference(
+    name: str,
+    *,
+    host: Host,
+    image: str,
+    image_archive: str | None,
+    provider: docker.Provider,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> pulumi.Output[str]:
+    """The image's id (sha256:...) on `host`: containers reference it, never a tag string, so
+    a tag that moves upstream can never swap the image under a running benchmark."""
+    if "@sha256:" not in image and image_archive is None:
+        pulumi.log.warn(
+            f"{name}: image {image!r} is a tag; pin it as name@sha256:<digest> so that a later "
+            "host or rerun gets the same image"
+        )
+    if image_archive is not None:
+        load = host_script(
+            f"{name}-image-load",
+            host=host,
+            script="serving_image_load.sh",
+            env={"IMAGE_ARCHIVE": image_archive, "IMAGE": image},
+            triggers=[image_archive, image],
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+        )
+        return load.outputs.apply(lambda out: str(out["image_id"]))
+    pulled = docker.RemoteImage(
+        f"{name}-image",
+        name=image,
+        # Several containers share it, and a destroy must not delete a 20 GB image that other
+        # stacks (or the next up) use.
+        keep_locally=True,
+        platform="linux/amd64",
+        opts=pulumi.ResourceOptions(
+            parent=parent, provider=provider, depends_on=list(depends_on)
+        ),
+    )
+    return pulled.image_id
+
+
+def probe_env(
+    spec: pulumi.Input[str], workspace: str | None, probe_python: str | None
+) -> dict[str, pulumi.Input[str]]:
+    env: dict[str, pulumi.Input[str]] = {
+        "PROBE_SPEC": spec,
+        "READINESS_PY": READINESS_SOURCE.read_text(),
+    }
+    if workspace:
+        env["PROBE_VENV"] = f"{workspace.rstrip('/')}/.benchstack/probe-httpx-0.28.1"
+    if probe_python:
+        env["PROBE_PYTHON"] = probe_python
+    return env
+
+
+class SGLangWorker(pulumi.ComponentResource):
+    """An SGLang server on one GPU host; `url` resolves only once it serves the config."""
+
+    url: pulumi.Output[str]
+    server_info: pulumi.Output[dict]
+    container_id: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: SGLangWorkerArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("benchstack:components:SGLangWorker", name, None, opts)
+        _check(args)
+        host = args.host
+
+        provider = docker_provider(name, host, args.ssh_key_path, self)
+
+        # --- the checkpoint: optional staging from S3, then proof it is complete -----------
+        model_deps: list[pulumi.Resource] = []
+        if args.s3_uri:
+            stage_env: dict[str, pulumi.Input[str]] = {
+                "S3_URI": args.s3_uri,
+                "MODEL_PATH": args.model_path,
+                "AWS_DEFAULT_REGION": args.s3_region,
+            }
+            if args.s3_endpoint_url:
+                stage_env["S3_ENDPOINT_URL"] = args.s3_endpoint_url
+            if args.s3_access_key_id is not None:
+                stage_env["AWS_ACCESS_KEY_ID"] = args.s3_access_key_id
+            if args.s3_secret_access_key is not None:
+                stage_env["AWS_SECRET_ACCESS_KEY"] = args.s3_secret_access_key
+            if args.workspace:
+                stage_env["STAGE_VENV"] = (
+                    f"{args.workspace.rstrip('/')}/.benchstack/stage-boto3-1.44.8"
+                )
+            stage = host_script(
+                f"{name}-model-stage",
+                host=host,
+                script="model_stage.sh",
+                env=stage_env,
+                triggers=[args.s3_uri, args.model_path],
+                secret_env=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            model_deps.append(stage.command)
+        check = host_script(
+            f"{name}-model-check",
+            host=host,
+            script="model_check.sh",
+            env={"MODEL_PATH": args.model_path, "MODEL_USER": args.user},
+            triggers=[args.model_path, args.user],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=model_deps),
+        )
+
+        image_id = image_reference(
+            name,
+            host=host,
+            image=args.image,
+            image_archive=args.image_archive,
+            provider=provider,
+            parent=self,
+        )
+
+        argv = serve_argv(args)
+        container = docker.Container(
+            f"{name}-container",
+            name=args.container_name,
+            image=image_id,
+            command=argv,
+            gpus="all",
+            # Host network: the router reaches the worker on the host's private IP; host IPC:
+            # NCCL between the TP ranks needs the host's shared memory. Both read back from
+            # the engine as "host" (tests/serving/test_container_readback_real.py), so neither
+            # is in ignore_changes: the perpetual diffs pulumi-docker is known for come from
+            # values the engine rewrites ("bridge"/"default", "container:<name>" -> id, a tag
+            # -> an image id), and none of those is used here.
+            network_mode="host",
+            ipc_mode="host",
+            ulimits=[
+                docker.ContainerUlimitArgs(
+                    name="memlock", soft=MEMLOCK_UNLIMITED, hard=MEMLOCK_UNLIMITED
+                ),
+                docker.ContainerUlimitArgs(name="stack", soft=STACK_BYTES, hard=STACK_BYTES),
+            ],
+            user=args.user,
+            envs=list(CONTAINER_ENV),
+            volumes=[
+                docker.ContainerVolumeArgs(
+                    host_path=args.model_path,
+                    container_path=args.container_model_path,
+                    read_only=True,
+                )
+            ],
+            # `docker stop --time 30` in the seed: stop_timeout is what the engine uses,
+            # destroy_grace_seconds what pulumi-docker passes when it stops it on destroy.
+            stop_timeout=WORKER_STOP_TIMEOUT_S,
+            destroy_grace_seconds=WORKER_STOP_TIMEOUT_S,
+            must_run=True,
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=provider,
+                depends_on=[check.command],
+                # The name and the port are fixed: a replacement created before the old
+                # container is deleted fails with "name already in use" / "address in use".
+                delete_before_replace=True,
+            ),
+        )
+
+        url = f"http://{args.bind_host}:{args.port}"
+        spec = json.dumps(
+            {
+                "mode": "worker",
+                "url": url,
+                "expect": expected_server_info(args),
+                "timeout_s": args.health_timeout_s,
+                "interval_s": 5,
+            },
+            sort_keys=True,
+        )
+        ready = host_script(
+            f"{name}-ready",
+            host=host,
+            script="serving_probe.sh",
+            env=probe_env(spec, args.workspace, args.probe_python),
+            # A new container (replacement, new image) must be proven again.
+            triggers=[container.id, content_hash(READINESS_SOURCE.read_text())],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[container]),
+        )
+
+        # The URL resolves through the probe: whatever uses it (the router) waits for it.
+        self.url = ready.outputs.apply(lambda _out: url)
+        self.server_info = ready.outputs.apply(lambda out: dict(out.get("server_info") or {}))
+        self.container_id = container.id
+        self.register_outputs(
+            {"url": self.url, "server_info": self.server_info, "container_id": self.container_id}
+        )

@@ -1,0 +1,447 @@
+"""SGLangWorker and Router under Pulumi mocks: the declared containers, flag by flag.
+
+Mocks validate nothing: they record (type, name, inputs) and each resource's options, and the
+tests assert on those records. Layout values come from the stack files, never retyped.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import pulumi
+import pulumi.runtime
+import pytest
+from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from components.config import StackConfig, load_stack_file
+from components.host import Host
+from components.router import Router, RouterArgs
+from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
+from tests.conftest import ROOT
+
+IMAGE_ID = "sha256:" + "ab" * 32
+
+
+@dataclass
+class Record:
+    type: str
+    name: str
+    inputs: dict[str, Any]
+    opts: pulumi.ResourceOptions | None = None
+    resource: pulumi.Resource | None = None
+
+
+@dataclass
+class Recorded:
+    records: list[Record] = field(default_factory=list)
+
+    def named(self, name: str) -> Record:
+        found = [r for r in self.records if r.name == name and r.type != "component"]
+        assert len(found) == 1, f"{len(found)} registrations named {name!r}"
+        return found[0]
+
+    def resource(self, name: str) -> pulumi.Resource:
+        found = [r.resource for r in self.records if r.name == name and r.resource is not None]
+        assert len(found) == 1, f"{len(found)} resources named {name!r}"
+        return found[0]
+
+    def opts(self, name: str) -> pulumi.ResourceOptions:
+        found = [r.opts for r in self.records if r.name == name and r.type == "component"]
+        assert len(found) == 1
+        return found[0] or pulumi.ResourceOptions()
+
+    def of_type(self, type_: str) -> list[Record]:
+        return [r for r in self.records if r.type == type_]
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self, recorded: Recorded) -> None:
+        self.recorded = recorded
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        inputs = dict(args.inputs)
+        self.recorded.records.append(Record(args.typ, args.name, inputs))
+        outputs = dict(inputs)
+        if args.typ == "docker:index/remoteImage:RemoteImage":
+            outputs["imageId"] = IMAGE_ID
+        if args.typ.startswith("command:"):
+            outputs["stdout"] = stdout_for(args.name, inputs)
+            outputs["stderr"] = ""
+        return [f"{args.name}-id", outputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+
+
+def is_secret(value: object) -> bool:
+    """Mocks see a secret input as Pulumi's wrapped form, not as the plain value."""
+    return isinstance(value, dict) and SECRET_SIG in value
+
+
+def exported(create: str | dict, key: str) -> str:
+    """The value a rendered host script exports for `key` (what the script will see)."""
+    if is_secret(create):
+        create = create["value"]
+    script = shlex.split(create)[2]
+    # The seam renders `export KEY=<shlex-quoted value>` lines first, then the script text.
+    lexer = shlex.shlex(script, posix=True)
+    lexer.whitespace_split = True
+    while lexer.get_token() == "export":
+        name, _, value = lexer.get_token().partition("=")
+        if name == key:
+            return value
+    raise AssertionError(f"{key} is not exported by the rendered script")
+
+
+def stdout_for(name: str, inputs: dict) -> str:
+    if name.endswith("-image-load"):
+        return json.dumps({"image_id": "sha256:" + "cd" * 32, "architecture": "amd64"})
+    if name.endswith("-ready"):
+        spec = json.loads(exported(inputs["create"], "PROBE_SPEC"))
+        if spec["mode"] == "worker":
+            return json.dumps({"url": spec["url"], "server_info": spec["expect"]})
+        return json.dumps({"router_url": spec["url"], "reply": "READY"})
+    return "{}"
+
+
+def declare(build) -> Recorded:
+    """Run `build()` in a fresh Pulumi program under mocks; wait for every registration."""
+    recorded = Recorded()
+    pulumi_settings.reset_options()
+    pulumi.runtime.set_mocks(Mocks(recorded), project="benchstack", stack="test", preview=False)
+    original_init = pulumi.Resource.__init__
+
+    def recording_init(self, t, name, custom=False, props=None, opts=None, *args, **kwargs):
+        recorded.records.append(Record("component", name, {}, opts, self))
+        original_init(self, t, name, custom, props, opts, *args, **kwargs)
+
+    async def program() -> None:
+        outputs = build()
+        for value in outputs or []:
+            await pulumi.Output.from_input(value).future()
+
+    pulumi.Resource.__init__ = recording_init
+    try:
+        _sync_await(run_pulumi_func(program))
+    finally:
+        pulumi.Resource.__init__ = original_init
+    return recorded
+
+
+def stack(name: str) -> StackConfig:
+    return load_stack_file(ROOT / f"Pulumi.{name}.yaml")
+
+
+def host_of(cfg: StackConfig, host_name: str) -> Host:
+    h = next(h for h in cfg.hosts if h.name == host_name)
+    return Host(name=h.name, address=h.address, user=h.user, port=h.port)
+
+
+def worker_args(cfg: StackConfig, host_name: str, **changes: Any) -> SGLangWorkerArgs:
+    """The stack file's layout as SGLangWorkerArgs, the way __main__.py maps it."""
+    h = next(h for h in cfg.hosts if h.name == host_name)
+    s = cfg.serving
+    args = SGLangWorkerArgs(
+        host=host_of(cfg, host_name), image=s.image, image_archive=s.image_archive,
+        model_path=cfg.model.path, served_model_name=cfg.model.name, bind_host=h.reach_address,
+        port=s.port, tp_size=s.tp_size, dp_size=s.dp_size, context_length=s.context_length,
+        max_running_requests=s.max_running_requests, max_mamba_cache_size=s.max_mamba_cache_size,
+        mem_fraction_static=s.mem_fraction_static, reasoning_parser=s.reasoning_parser,
+        tool_call_parser=s.tool_call_parser, max_total_tokens=s.max_total_tokens, user=s.user,
+        health_timeout_s=s.health_timeout_s, container_name=f"benchstack-sglang-{h.name}",
+        workspace=cfg.workspace,
+    )
+    return replace(args, **changes)
+
+
+def router_args(cfg: StackConfig, worker_urls: list, **changes: Any) -> RouterArgs:
+    r = cfg.router
+    args = RouterArgs(
+        host=host_of(cfg, cfg.harbor_host.name), image=r.image or cfg.serving.image,
+        bind_host=r.bind_host, port=r.port, worker_urls=worker_urls, dp_aware=r.dp_aware,
+        policy=r.policy, balance_abs_threshold=r.balance_abs_threshold,
+        balance_rel_threshold=r.balance_rel_threshold, served_model_name=cfg.model.name,
+        user=cfg.serving.user, container_name="benchstack-sglang-router",
+        health_timeout_s=r.health_timeout_s, workspace=cfg.workspace,
+    )
+    return replace(args, **changes)
+
+
+def seed_argv(host_ip: str, tp: int, dp: int) -> list[str]:
+    """The seed's `sglang serve` line for this layout (Launch the two SGLang workers)."""
+    return [
+        "sglang", "serve",
+        "--model-path", "/models/Qwen3.8-27B",
+        "--served-model-name", "Qwen/Qwen3.8-27B",
+        "--host", host_ip,
+        "--port", "30001",
+        "--tp-size", str(tp),
+        "--dp-size", str(dp),
+        "--context-length", "262144",
+        "--max-running-requests", "5",
+        "--max-mamba-cache-size", "25",
+        "--mem-fraction-static", "0.9",
+        "--reasoning-parser", "qwen3",
+        "--tool-call-parser", "qwen3_coder",
+    ]
+
+
+def assert_seed_run_options(inputs: dict, cfg: StackConfig) -> None:
+    """The seed's `docker run` options for a worker, one by one."""
+    assert inputs["gpus"] == "all"
+    assert inputs["networkMode"] == "host"
+    assert inputs["ipcMode"] == "host"
+    assert inputs["ulimits"] == [
+        {"name": "memlock", "soft": -1, "hard": -1},
+        {"name": "stack", "soft": 67108864, "hard": 67108864},
+    ]
+    assert inputs["user"] == cfg.serving.user == "1000:1000"
+    assert inputs["envs"] == ["HOME=/tmp", "HF_HOME=/tmp/huggingface"]
+    assert inputs["volumes"] == [
+        {"hostPath": cfg.model.path, "containerPath": "/models/Qwen3.8-27B", "readOnly": True}
+    ]
+    assert inputs["stopTimeout"] == 30
+    assert inputs["destroyGraceSeconds"] == 30
+    assert inputs["mustRun"] is True
+
+
+@pytest.mark.parametrize(
+    ("stack_name", "host_name", "ip", "tp", "dp"),
+    [("a100", "worker-a", "10.0.0.11", 4, 2), ("a100", "worker-b", "10.0.0.12", 4, 2),
+     ("h100", "h100", "10.0.0.21", 2, 4)],
+)
+def test_worker_container_flag_by_flag(stack_name, host_name, ip, tp, dp) -> None:
+    cfg = stack(stack_name)
+    name = f"{host_name}-sglang"
+    rec = declare(lambda: [SGLangWorker(name, worker_args(cfg, host_name)).url])
+    container = rec.named(f"{name}-container")
+    inputs = container.inputs
+    assert inputs["name"] == f"benchstack-sglang-{host_name}"
+    assert inputs["command"] == seed_argv(ip, tp, dp)
+    assert "--max-total-tokens" not in inputs["command"]
+    assert_seed_run_options(inputs, cfg)
+    # The image by id, never the tag string.
+    assert inputs["image"] == IMAGE_ID
+    image = rec.named(f"{name}-image").inputs
+    assert image["name"] == cfg.serving.image
+    assert image["keepLocally"] is True
+    assert image["platform"] == "linux/amd64"
+    provider = rec.named(f"{name}-docker").inputs
+    assert provider["host"] == f"ssh://bench@{ip}"
+    assert "BatchMode=yes" in provider["sshOpts"]
+
+
+def test_worker_options_order_and_readiness_spec() -> None:
+    cfg = stack("a100")
+    rec = declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a")).url])
+    container_opts = rec.opts("w-container")
+    assert container_opts.delete_before_replace is True
+    assert container_opts.provider is rec.resource("w-docker")
+    assert rec.resource("w-model-check") in container_opts.depends_on
+    assert rec.resource("w-container") in rec.opts("w-ready").depends_on
+    for child in ("w-docker", "w-model-check", "w-image", "w-container", "w-ready"):
+        assert rec.opts(child).parent is rec.resource("w")
+
+    check = rec.named("w-model-check").inputs
+    assert exported(check["create"], "MODEL_PATH") == cfg.model.path
+    assert exported(check["create"], "MODEL_USER") == "1000:1000"
+
+    ready = rec.named("w-ready").inputs
+    spec = json.loads(exported(ready["create"], "PROBE_SPEC"))
+    assert spec["mode"] == "worker"
+    assert spec["url"] == "http://10.0.0.11:30001"
+    assert spec["timeout_s"] == cfg.serving.health_timeout_s
+    assert spec["expect"] == {
+        "served_model_name": "Qwen/Qwen3.8-27B", "tp_size": 4, "dp_size": 2,
+        "context_length": 262144, "max_running_requests": 5, "max_mamba_cache_size": 25,
+        "mem_fraction_static": 0.9, "reasoning_parser": "qwen3", "tool_call_parser": "qwen3_coder",
+    }
+    source = (ROOT / "components" / "readiness.py").read_text()
+    assert exported(ready["create"], "READINESS_PY") == source
+    assert exported(ready["create"], "PROBE_VENV").startswith(cfg.workspace)
+
+
+def test_worker_outputs() -> None:
+    cfg = stack("a100")
+    results: dict = {}
+
+    def build():
+        w = SGLangWorker("w", worker_args(cfg, "worker-b"))
+        return [
+            w.url.apply(lambda v: results.__setitem__("url", v)),
+            w.server_info.apply(lambda v: results.__setitem__("server_info", v)),
+            w.container_id.apply(lambda v: results.__setitem__("container_id", v)),
+        ]
+
+    declare(build)
+    assert results["url"] == "http://10.0.0.12:30001"
+    assert results["server_info"]["tp_size"] == 4
+    assert results["container_id"] == "w-container-id"
+
+
+def test_max_total_tokens_only_when_configured() -> None:
+    cfg = stack("a100")
+    rec = declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a",
+                                                          max_total_tokens=300000)).url])
+    command = rec.named("w-container").inputs["command"]
+    assert command[-2:] == ["--max-total-tokens", "300000"]
+    spec = json.loads(exported(rec.named("w-ready").inputs["create"], "PROBE_SPEC"))
+    assert spec["expect"]["max_total_tokens"] == 300000
+
+
+def test_unset_optional_flags_are_left_out() -> None:
+    cfg = stack("a100")
+    args = worker_args(cfg, "worker-a", max_mamba_cache_size=None, reasoning_parser=None,
+                       tool_call_parser=None)
+    rec = declare(lambda: [SGLangWorker("w", args).url])
+    command = rec.named("w-container").inputs["command"]
+    for flag in ("--max-mamba-cache-size", "--reasoning-parser", "--tool-call-parser"):
+        assert flag not in command
+    spec = json.loads(exported(rec.named("w-ready").inputs["create"], "PROBE_SPEC"))
+    assert set(spec["expect"]).isdisjoint({"max_mamba_cache_size", "reasoning_parser",
+                                           "tool_call_parser"})
+
+
+def test_image_archive_route_uses_the_loaded_image_id() -> None:
+    cfg = stack("a100")
+    args = worker_args(cfg, "worker-a", image_archive="/data/sglang.tar")
+    rec = declare(lambda: [SGLangWorker("w", args).url])
+    assert not rec.of_type("docker:index/remoteImage:RemoteImage")
+    load = rec.named("w-image-load").inputs
+    assert exported(load["create"], "IMAGE_ARCHIVE") == "/data/sglang.tar"
+    assert exported(load["create"], "IMAGE") == cfg.serving.image
+    assert rec.named("w-container").inputs["image"] == "sha256:" + "cd" * 32
+
+
+def test_s3_staging_runs_before_the_check_with_secret_credentials() -> None:
+    cfg = stack("a100")
+    args = worker_args(
+        cfg, "worker-a", s3_uri="s3://models/qwen/Qwen3.8-27B",
+        s3_access_key_id=pulumi.Output.secret("AKIA-TEST"),
+        s3_secret_access_key=pulumi.Output.secret("very-secret"),
+    )
+    rec = declare(lambda: [SGLangWorker("w", args).url])
+    stage = rec.named("w-model-stage").inputs
+    assert exported(stage["create"], "S3_URI") == "s3://models/qwen/Qwen3.8-27B"
+    assert exported(stage["create"], "AWS_SECRET_ACCESS_KEY") == "very-secret"
+    assert is_secret(stage["create"])  # never in plain state
+    assert stage["logging"] == "none"  # nor in the logs
+    assert rec.resource("w-model-stage") in rec.opts("w-model-check").depends_on
+
+
+def test_no_s3_no_staging() -> None:
+    cfg = stack("a100")
+    rec = declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a")).url])
+    assert not [r for r in rec.records if r.name == "w-model-stage"]
+
+
+@pytest.mark.parametrize(
+    ("change", "field_name"),
+    [({"tp_size": 0}, "tp_size"), ({"user": "bench"}, "user"),
+     ({"model_path": "models/q"}, "model_path"), ({"mem_fraction_static": 1.5},
+                                                  "mem_fraction_static"),
+     ({"bind_host": "0.0.0.0"}, "bind_host"), ({"s3_uri": "models/q"}, "s3_uri")],
+)
+def test_bad_worker_args_name_the_field(change, field_name) -> None:
+    cfg = stack("a100")
+    with pytest.raises(ValueError, match=f"SGLangWorkerArgs.{field_name}"):
+        declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a", **change)).url])
+
+
+@pytest.mark.parametrize("stack_name", ["a100", "h100"])
+def test_router_container_flag_by_flag(stack_name) -> None:
+    cfg = stack(stack_name)
+    urls = [f"http://{h.reach_address}:{cfg.serving.port}" for h in cfg.gpu_hosts]
+
+    def build():
+        workers = [SGLangWorker(f"{h.name}-sglang", worker_args(cfg, h.name))
+                   for h in cfg.gpu_hosts]
+        router = Router("router", router_args(cfg, [w.url for w in workers]))
+        return [router.router_url, router.worker_urls]
+
+    rec = declare(build)
+    inputs = rec.named("router-container").inputs
+    assert inputs["command"] == [
+        "python3", "-m", "sglang_router.launch_router",
+        "--host", "127.0.0.1", "--port", "30000",
+        "--worker-urls", *urls,
+        "--dp-aware", "--policy", "cache_aware",
+        "--balance-abs-threshold", "1", "--balance-rel-threshold", "1.2",
+    ]
+    assert inputs["name"] == "benchstack-sglang-router"
+    assert inputs["networkMode"] == "host"
+    assert "ipcMode" not in inputs
+    assert inputs["ulimits"] == [{"name": "nofile", "soft": 65536, "hard": 65536}]
+    assert inputs["user"] == "1000:1000"
+    assert inputs["envs"] == ["HOME=/tmp"]
+    assert inputs["stopTimeout"] == 180
+    assert inputs["destroyGraceSeconds"] == 180
+    assert inputs["image"] == IMAGE_ID
+    opts = rec.opts("router-container")
+    assert opts.delete_before_replace is True
+    assert rec.resource("router-reach") in opts.depends_on
+    assert rec.resource("router-container") in rec.opts("router-ready").depends_on
+
+    reach = json.loads(exported(rec.named("router-reach").inputs["create"], "PROBE_SPEC"))
+    assert reach == {"mode": "reach", "worker_urls": urls, "timeout_s": 60}
+    ready = json.loads(exported(rec.named("router-ready").inputs["create"], "PROBE_SPEC"))
+    assert ready["mode"] == "router"
+    assert ready["url"] == "http://127.0.0.1:30000"
+    assert ready["model"] == "Qwen/Qwen3.8-27B"
+    assert ready["worker_urls"] == urls
+    assert ready["timeout_s"] == cfg.router.health_timeout_s
+    harbor = cfg.harbor_host
+    assert rec.named("router-docker").inputs["host"] == f"ssh://{harbor.user}@{harbor.address}"
+
+
+def test_router_outputs_and_policy_flags() -> None:
+    cfg = stack("a100")
+    results: dict = {}
+
+    def build():
+        r = Router("r", router_args(cfg, ["http://10.0.0.11:30001/", "http://10.0.0.12:30001"],
+                                    dp_aware=False, policy="round_robin",
+                                    balance_rel_threshold=1.5, model_path=cfg.model.path))
+        return [r.router_url.apply(lambda v: results.__setitem__("router_url", v)),
+                r.worker_urls.apply(lambda v: results.__setitem__("worker_urls", v))]
+
+    rec = declare(build)
+    assert results == {"router_url": "http://127.0.0.1:30000",
+                       "worker_urls": ["http://10.0.0.11:30001", "http://10.0.0.12:30001"]}
+    command = rec.named("r-container").inputs["command"]
+    assert "--dp-aware" not in command
+    assert command[command.index("--policy") + 1] == "round_robin"
+    assert command[command.index("--balance-rel-threshold") + 1] == "1.5"
+    assert rec.named("r-container").inputs["volumes"] == [
+        {"hostPath": cfg.model.path, "containerPath": "/models/Qwen3.8-27B", "readOnly": True}
+    ]
+
+
+@pytest.mark.parametrize(
+    ("change", "field_name"),
+    [({"worker_urls": []}, "worker_urls"), ({"policy": "fastest"}, "policy"),
+     ({"balance_rel_threshold": 0.5}, "balance_rel_threshold"), ({"user": "root"}, "user")],
+)
+def test_bad_router_args_name_the_field(change, field_name) -> None:
+    cfg = stack("a100")
+    args = router_args(cfg, ["http://10.0.0.11:30001"])
+    with pytest.raises(ValueError, match=f"RouterArgs.{field_name}"):
+        declare(lambda: [Router("r", replace(args, **change)).router_url])
+
+
+def test_local_host_uses_the_unix_socket_without_ssh() -> None:
+    cfg = stack("a100")
+    local = Host(name="local", address="local")
+    rec = declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a", host=local)).url])
+    provider = rec.named("w-docker").inputs
+    assert provider["host"] == "unix:///var/run/docker.sock"
+    assert "sshOpts" not in provider
+    assert rec.named("w-ready").type == "command:local:Command"
