@@ -225,9 +225,24 @@ class ImageFactory:
             docker("rmi", "-f", *refs, check=False)
 
 
+@pytest.fixture(scope="session")
+def registry(
+    tmp_path_factory: pytest.TempPathFactory, docker_engine: None
+) -> Iterator[LocalRegistry]:
+    """One private registry for the tests that do not break it (the canary's big layer is then
+    uploaded once and mounted across repositories); tests count request deltas."""
+    reg = LocalRegistry(root=tmp_path_factory.mktemp("registry"))
+    reg.start()
+    try:
+        yield reg
+    finally:
+        reg.stop()
+
+
 @pytest.fixture
-def registry(tmp_path: Path, docker_engine: None) -> Iterator[LocalRegistry]:
-    reg = LocalRegistry(root=tmp_path / "registry")
+def own_registry(tmp_path: Path, docker_engine: None) -> Iterator[LocalRegistry]:
+    """A registry for one test alone: stopped, restarted or locked by that test."""
+    reg = LocalRegistry(root=tmp_path / "own-registry")
     reg.root.mkdir()
     reg.start()
     try:

@@ -1,0 +1,308 @@
+"""image_set.sh for real: own docker-registry on loopback as the mirror, the real Docker engine.
+
+Each test pushes its own canary-derived images under a unique prefix and removes what it
+loaded. Faults: the registry stopped mid-set, an image that does not exist, an arm64 image,
+a login-protected registry, a host without docker buildx for offline tasks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from components.image_set import HARBOR_0_21_0_SIDECAR_IMAGE
+from components.manifest import load_manifest
+from tests.conftest import HARBOR_VENV, SCRIPTS, TB21_TASKS, docker, run_script
+from tests.images.conftest import ImageFactory, LocalRegistry
+
+pytestmark = pytest.mark.real
+
+
+def env_for(registry: LocalRegistry, images: list[str], tmp_path: Path, **extra: str) -> dict:
+    return {
+        "IMAGES": "\n".join(images),
+        "MIRROR": registry.addr,
+        "STATE_DIR": str(tmp_path / "state"),
+        "BACKOFF_SECONDS": "0",
+        "RETRIES": "1",
+        **extra,
+    }
+
+
+def test_pulls_tags_records_digests_then_rerun_makes_no_registry_request(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path
+) -> None:
+    digests = {test_images.name(s): test_images.push(s) for s in ("alpha:1", "beta:2", "gamma:3")}
+    names = sorted(digests)
+    env = env_for(registry, names, tmp_path, CONCURRENCY="2", PIN_DIGESTS="1")
+
+    first = run_script("image_set.sh", env)
+    assert first.returncode == 0, first.stderr
+    out = first.outputs
+    assert (out["ready"], out["total"], out["pulled"], out["present"]) == (3, 3, 3, 0)
+    for name in names:
+        # Tagged under the plain name although pulled from MIRROR/name.
+        assert out["digests"][name] == test_images.local_id(name.split("/", 1)[1])
+        assert docker("image", "inspect", "-f", "{{.Architecture}}", name).stdout.strip() == "amd64"
+        assert out["repo_digests"][name] == digests[name]
+        assert out["pinned"][name] == f"{name.rsplit(':', 1)[0]}@{digests[name]}"
+    assert "3/3 ready" in first.stderr
+
+    before = len(registry.requests())
+    again = run_script("image_set.sh", env)
+    assert again.returncode == 0, again.stderr
+    assert len(registry.requests()) == before, "an all-present re-run must not ask the registry"
+    assert (again.outputs["pulled"], again.outputs["present"]) == (0, 3)
+    assert again.outputs["digests"] == out["digests"]
+    # The registry digests were recorded at pull time: pinning needs no request either.
+    assert again.outputs["pinned"] == out["pinned"]
+
+    # A new dataset commit with one more image pulls only that one.
+    new = test_images.name("delta:4")
+    digests[new] = test_images.push("delta:4")
+    before = len(registry.requests())
+    grown = run_script("image_set.sh", {**env, "IMAGES": "\n".join([*names, new])})
+    assert grown.returncode == 0, grown.stderr
+    assert (grown.outputs["pulled"], grown.outputs["present"], grown.outputs["ready"]) == (1, 3, 4)
+    paths = [line.split(" ", 1)[1] for line in registry.requests()[before:]]
+    assert paths and all(
+        p == "/v2/" or p.startswith(f"/v2/{test_images.prefix}/delta/") for p in paths
+    ), paths
+
+
+def test_registry_stopped_mid_set_is_finished_by_the_retries(
+    own_registry: LocalRegistry, canary_image: str, tmp_path: Path
+) -> None:
+    registry = own_registry
+    test_images = ImageFactory(registry=registry, canary=canary_image)
+    try:
+        _stop_mid_set(registry, test_images, tmp_path)
+    finally:
+        test_images.cleanup()
+
+
+def _stop_mid_set(registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path) -> None:
+    names = [test_images.name(f"img{i}:1") for i in range(4)]
+    for name in names:
+        test_images.push(name.split("/", 1)[1])
+    env = {
+        **os.environ,
+        **env_for(registry, names, tmp_path, CONCURRENCY="1", RETRIES="6", BACKOFF_SECONDS="1"),
+    }
+    proc = subprocess.Popen(
+        ["bash", str(SCRIPTS / "image_set.sh")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stderr_lines: list[str] = []
+    first_ready = threading.Event()
+
+    def read_stderr() -> None:
+        for line in proc.stderr:
+            stderr_lines.append(line)
+            if "1/4 ready (pulled" in line:
+                first_ready.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    try:
+        assert first_ready.wait(120), "".join(stderr_lines)
+        registry.stop()
+        time.sleep(4)
+        registry.start()
+        stdout, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(10)
+    stderr = "".join(stderr_lines)
+    assert proc.returncode == 0, stderr
+    assert "retry " in stderr, "the outage should have cost at least one retry:\n" + stderr
+    out = json.loads(stdout.strip().splitlines()[-1])
+    assert (out["ready"], out["pulled"]) == (4, 4)
+    assert all(test_images.local_id(n.split("/", 1)[1]) for n in names)
+
+
+def test_missing_image_fails_naming_it_after_the_configured_retries(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path
+) -> None:
+    good = test_images.name("present:1")
+    test_images.push("present:1")
+    missing = test_images.name("nosuch:1")
+    result = run_script("image_set.sh", env_for(registry, [good, missing], tmp_path, RETRIES="2"))
+    assert result.returncode != 0
+    assert missing in result.reason and "after 3 attempts" in result.reason, result.stderr
+    assert result.stderr.count(f"retry {missing}") == 2
+    assert "1/2 images ready" in result.reason
+    # The good image of the same set was still pulled: the next run only retries the missing one.
+    assert test_images.local_id("present:1")
+    assert not any(line.strip().startswith("{") for line in result.stdout.splitlines())
+
+
+def test_arm64_image_is_rejected_naming_it_and_not_left_behind(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path
+) -> None:
+    test_images.push_arm64("armed:1", tmp_path)
+    arm = test_images.name("armed:1")
+    result = run_script("image_set.sh", env_for(registry, [arm], tmp_path))
+    assert result.returncode != 0
+    assert arm in result.reason and "linux/arm64" in result.reason, result.stderr
+    assert test_images.local_id("armed:1") is None
+
+
+def test_credentials_from_an_authfile_never_printed(
+    tmp_path: Path, canary_image: str, docker_engine: None
+) -> None:
+    password = "s3cret-Pa55-" + os.urandom(4).hex()
+    reg = LocalRegistry(root=tmp_path / "authreg", htpasswd=("bench", password))
+    reg.root.mkdir()
+    reg.start()
+    images = ImageFactory(registry=reg, canary=canary_image, login=("bench", password))
+    try:
+        images.push("locked:1")
+        name = images.name("locked:1")
+        scratch = tmp_path / "scratch"
+        scratch.mkdir()
+        base = env_for(reg, [name], tmp_path, TMPDIR=str(scratch))
+
+        anonymous = run_script("image_set.sh", base)
+        assert anonymous.returncode != 0 and name in anonymous.reason
+        assert "unauthorized" in anonymous.reason.lower() or "401" in anonymous.reason
+
+        wrong = run_script(
+            "image_set.sh", {**base, "REGISTRY_USERNAME": "bench", "REGISTRY_PASSWORD": "nope"}
+        )
+        assert wrong.returncode != 0
+
+        ok = run_script(
+            "image_set.sh", {**base, "REGISTRY_USERNAME": "bench", "REGISTRY_PASSWORD": password}
+        )
+        assert ok.returncode == 0, ok.stderr
+        assert ok.outputs["ready"] == 1 and images.local_id("locked:1")
+        for result in (anonymous, wrong, ok):
+            assert password not in result.stdout + result.stderr
+        # The private authfile went with the scratch dir.
+        assert list(scratch.iterdir()) == []
+
+        half = run_script("image_set.sh", {**base, "REGISTRY_USERNAME": "bench"})
+        assert half.returncode != 0 and "REGISTRY_PASSWORD" in half.reason
+    finally:
+        images.cleanup()
+        reg.stop()
+
+
+# --- the egress-control sidecar for no-network tasks ---------------------------------------
+
+
+@pytest.fixture
+def docker_shim(tmp_path: Path) -> Path:
+    """A PATH dir whose `docker` answers `buildx` as told and passes everything else on."""
+    real = subprocess.run(["which", "docker"], capture_output=True, text=True, check=True)
+    shim_dir = tmp_path / "shim"
+    shim_dir.mkdir()
+    shim = shim_dir / "docker"
+    shim.write_text(
+        "#!/usr/bin/env bash\n"
+        'if [[ "${1:-}" == buildx ]]; then exit "${SHIM_BUILDX_RC:-1}"; fi\n'
+        f'exec {real.stdout.strip()} "$@"\n'
+    )
+    shim.chmod(0o755)
+    return shim_dir
+
+
+def test_no_buildx_and_no_sidecar_fails_before_pulling_naming_the_21_tasks(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path, docker_shim: Path
+) -> None:
+    offline = load_manifest(TB21_TASKS).no_network_tasks
+    assert len(offline) == 21
+    test_images.push("one:1")
+    before = len(registry.requests())
+    env = env_for(
+        registry,
+        [test_images.name("one:1")],
+        tmp_path,
+        NO_NETWORK_TASKS="\n".join(offline),
+        SIDECAR_IMAGE=f"{test_images.prefix}/sidecar:absent",
+        PATH=f"{docker_shim}:{os.environ['PATH']}",
+    )
+    result = run_script("image_set.sh", env)
+    assert result.returncode != 0
+    assert "buildx" in result.reason and "21 no-network tasks" in result.reason
+    assert all(task in result.reason for task in offline)
+    assert len(registry.requests()) == before, "it must fail before pulling anything"
+    assert test_images.local_id("one:1") is None
+
+    # REQUIRE_SIDECAR=0: the same host only warns, pulls, and reports the sidecar missing.
+    relaxed = run_script("image_set.sh", {**env, "REQUIRE_SIDECAR": "0"})
+    assert relaxed.returncode == 0, relaxed.stderr
+    assert relaxed.outputs["sidecar"]["status"] == "missing"
+    assert "warning" in relaxed.stderr and "regex-log" in relaxed.stderr
+
+
+def test_sidecar_present_or_buildable_passes(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path, docker_shim: Path
+) -> None:
+    test_images.push("two:1")
+    sidecar = f"{test_images.prefix}/sidecar:prebuilt"
+    env = env_for(
+        registry,
+        [test_images.name("two:1")],
+        tmp_path,
+        NO_NETWORK_TASKS="regex-log\nextract-elf",
+        SIDECAR_IMAGE=sidecar,
+        PATH=f"{docker_shim}:{os.environ['PATH']}",
+    )
+    buildx_only = run_script("image_set.sh", {**env, "SHIM_BUILDX_RC": "0"})
+    assert buildx_only.returncode == 0, buildx_only.stderr
+    assert buildx_only.outputs["sidecar"] == {"status": "build-at-launch", "image": sidecar}
+
+    docker("tag", test_images.canary, sidecar)  # a pre-loaded sidecar: no buildx needed
+    present = run_script("image_set.sh", env)
+    assert present.returncode == 0, present.stderr
+    assert present.outputs["sidecar"] == {"status": "present", "image": sidecar}
+
+    # No offline task: nothing is checked.
+    plain = run_script("image_set.sh", {**env, "NO_NETWORK_TASKS": ""})
+    assert plain.outputs["sidecar"]["status"] == "not-needed"
+
+
+def test_sidecar_tag_derived_by_the_installed_harbor_is_the_pinned_default(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path, harbor_bin: Path
+) -> None:
+    test_images.push("three:1")
+    env = env_for(
+        registry,
+        [test_images.name("three:1")],
+        tmp_path,
+        NO_NETWORK_TASKS="regex-log",
+        SIDECAR_IMAGE="wrong/on:purpose",
+        HARBOR_PYTHON=str(HARBOR_VENV / "bin" / "python"),
+        REQUIRE_SIDECAR="0",
+    )
+    result = run_script("image_set.sh", env)
+    assert result.returncode == 0, result.stderr
+    assert result.outputs["sidecar"]["image"] == HARBOR_0_21_0_SIDECAR_IMAGE
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [("CONCURRENCY", "0"), ("RETRIES", "x"), ("PIN_DIGESTS", "yes"), ("TLS_VERIFY", "maybe")],
+)
+def test_bad_input_fails_in_one_line_naming_the_key(key: str, value: str, tmp_path: Path) -> None:
+    result = run_script("image_set.sh", {"IMAGES": "a/b:1", "STATE_DIR": str(tmp_path), key: value})
+    assert result.returncode != 0 and result.reason.startswith(f"image_set: {key}=")
+    assert result.stdout == ""
+
+
+def test_empty_image_list_fails(tmp_path: Path) -> None:
+    result = run_script("image_set.sh", {"IMAGES": " \n", "STATE_DIR": str(tmp_path)})
+    assert result.returncode != 0 and "IMAGES is empty" in result.reason
