@@ -36,7 +36,9 @@ body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:24p
 max-width:1200px}
 h1{font-size:22px;margin:0 0 12px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 table{border-collapse:collapse;font-size:13px;margin:6px 0}
-td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}
+td,th{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top;
+overflow-wrap:break-word}
+table.trials{width:100%;table-layout:fixed}table.trials td{overflow-wrap:anywhere}
 th{background:#f5f5f5}.k{font-weight:600;background:#fafafa}
 .rule{background:#fff8e1;border-left:4px solid #f9a825;padding:8px 12px;font-size:13px}
 .cat{display:inline-block;padding:0 6px;border-radius:3px;color:#fff;font-size:12px}
@@ -92,8 +94,16 @@ def _legend(colors: dict[str, str]) -> str:
     return f'<div class="legend">{items}</div>'
 
 
-def _bars(rows: list[tuple[str, list[tuple[float, str, str]]]], unit: str) -> str:
-    """Horizontal stacked bars: rows of (label, [(value, color, tooltip)])."""
+def _bars(
+    rows: list[tuple[str, list[tuple[float, str, str]]]],
+    unit: str,
+    markers: list[str] | None = None,
+) -> str:
+    """Horizontal stacked bars: rows of (label, [(value, color, tooltip)]).
+
+    `markers` optionally gives one color per row, drawn as a square before the label (the
+    trial's category in the phase chart).
+    """
     label_w, bar_w, row_h = 260, 640, 16
     total_max = max((sum(v for v, _, _ in segs) for _, segs in rows), default=0) or 1
     height = row_h * len(rows) + 24
@@ -158,7 +168,16 @@ def _phase_chart(report: Report) -> str:
         )
         for t in timed
     ]
-    return _legend(PHASE_COLORS) + note + _bars(rows, "s")
+    markers = [COLORS.get(t.category, "#000") for t in timed]
+    legend = (
+        _legend(PHASE_COLORS)
+        + '<div class="legend">Square before a trial: '
+        + "".join(
+            f'<span><i style="background:{c}"></i>{escape(k)}</span>' for k, c in COLORS.items()
+        )
+        + "</div>"
+    )
+    return legend + note + _bars(rows, "s", markers)
 
 
 def _token_chart(report: Report) -> str:
@@ -232,4 +251,5 @@ def _trials(report: Report) -> str:
             f'<td><span class="cat" style="background:{color}">{t.category}</span></td>'
             f"<td>{escape(t.signature or '')}</td><td>{t.counted_as}</td><td>{details}</td></tr>"
         )
-    return f"<table>{head}{''.join(rows)}</table>"
+    cols = "".join(f'<col style="width:{w}%">' for w in (12, 13, 5, 10, 9, 11, 6, 34))
+    return f'<table class="trials"><colgroup>{cols}</colgroup>{head}{"".join(rows)}</table>'
