@@ -1,0 +1,190 @@
+"""ImageSet in the graph, with Pulumi mocks: what it declares and what it hands the host seam.
+
+The mock monitor records the raw registration requests, so the tests see what the engine
+would: the rendered script, its triggers, and whether the password travels only as a secret.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+import pulumi
+import pytest
+from google.protobuf import json_format
+from pulumi.runtime.mocks import MockMonitor
+
+from components.host import Host, content_hash, script_text
+from components.image_set import (
+    HARBOR_0_21_0_SIDECAR_IMAGE,
+    ImageSet,
+    ImageSetArgs,
+    RegistryCredentials,
+)
+from components.manifest import load_manifest
+from tests.conftest import TB21_TASKS
+
+SECRET_SIG = "4dabf18193072939515e22adb298388d"
+PASSWORD = "hunter2-" + "x" * 12
+MANIFEST = load_manifest(TB21_TASKS)
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        state = dict(args.inputs)
+        if args.typ == "command:local:Command":
+            digests = {image: "sha256:" + "ab" * 32 for image in MANIFEST.image_names}
+            out = {
+                "ready": 89,
+                "total": 89,
+                "pulled": 0,
+                "present": 89,
+                "digests": digests,
+                "repo_digests": {},
+                "sidecar": {"status": "present", "image": "x"},
+            }
+            state["stdout"] = "progress is on stderr\n" + json.dumps(out)
+            state["stderr"] = ""
+        return f"{args.name}-id", state
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        return {}
+
+
+class RecordingMonitor(MockMonitor):
+    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+        super().__init__(mocks)
+        self.registered: list = []
+        self.outputs: list = []
+
+    def RegisterResource(self, request):  # noqa: N802 (gRPC method name)
+        self.registered.append(request)
+        return super().RegisterResource(request)
+
+    def RegisterResourceOutputs(self, request):  # noqa: N802
+        self.outputs.append(request)
+        return super().RegisterResourceOutputs(request)
+
+
+@pytest.fixture
+def monitor() -> RecordingMonitor:
+    mocks = Mocks()
+    mon = RecordingMonitor(mocks)
+    pulumi.runtime.set_mocks(mocks, project="benchstack", stack="test", preview=False, monitor=mon)
+    return mon
+
+
+def as_dict(struct) -> dict:
+    return json_format.MessageToDict(struct)
+
+
+def unwrap(value):
+    """A property value with secrets replaced by '<secret>' (what plain state would show)."""
+    if isinstance(value, dict):
+        if value.get(SECRET_SIG) == "1b47061264138c4ac30d75fd1eb44270":
+            return "<secret>"
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+def args(**overrides) -> ImageSetArgs:
+    base = {
+        "host": Host(name="harbor", address="local"),
+        "manifest": MANIFEST,
+        "mirror": "127.0.0.1:5000",
+        "concurrency": 3,
+        "retries": 2,
+        "credentials": RegistryCredentials(
+            username="bench", password=pulumi.Output.secret(PASSWORD)
+        ),
+        "pin_digests": True,
+    }
+    base.update(overrides)
+    return ImageSetArgs(**base)
+
+
+@pulumi.runtime.test
+def test_one_pull_command_with_the_rendered_manifest(monitor: RecordingMonitor):
+    images = ImageSet("tb21", args())
+
+    def check(values):
+        ready, digests, manifest, sidecar = values
+        commands = [r for r in monitor.registered if r.type == "command:local:Command"]
+        assert [c.name for c in commands] == ["tb21-pull"]
+        component = next(r for r in monitor.registered if r.name == "tb21")
+        assert component.type == "benchstack:components:ImageSet"
+        assert commands[0].parent.endswith("::tb21")
+        inputs = as_dict(commands[0].object)
+        create = inputs["create"]
+        assert isinstance(create, dict) and create.get(SECRET_SIG), "the command text is secret"
+        script = create["value"]
+        for image in MANIFEST.image_names:
+            assert image in script
+        assert "export NO_NETWORK_TASKS=" in script and "regex-log" in script
+        assert f"export MIRROR={shlex.quote('127.0.0.1:5000')}" in script
+        assert "export CONCURRENCY=3" in script and "export RETRIES=2" in script
+        assert "export PIN_DIGESTS=1" in script and "export REQUIRE_SIDECAR=1" in script
+        assert f"export SIDECAR_IMAGE={HARBOR_0_21_0_SIDECAR_IMAGE}" in script
+        assert inputs["triggers"] == [
+            content_hash(script_text("image_set.sh")),
+            MANIFEST.content_hash(),
+        ]
+        # Output values parsed from the script's last stdout line.
+        assert ready == 89 and len(digests) == 89 and sidecar == "present"
+        assert manifest == MANIFEST.as_dict()
+
+    return pulumi.Output.all(
+        images.images_ready, images.image_digests, images.manifest, images.sidecar_status
+    ).apply(check)
+
+
+@pulumi.runtime.test
+def test_password_only_travels_as_a_secret(monitor: RecordingMonitor):
+    images = ImageSet("tb21", args())
+
+    def check(_):
+        command = next(r for r in monitor.registered if r.type == "command:local:Command")
+        inputs = as_dict(command.object)
+        assert inputs["logging"] == "none", "stdout/stderr logging must be off with a secret"
+        assert {"stdout", "stderr"} <= set(command.additionalSecretOutputs)
+        for request in monitor.registered:
+            assert PASSWORD not in json.dumps(unwrap(as_dict(request.object)))
+        for request in monitor.outputs:
+            assert PASSWORD not in json.dumps(unwrap(as_dict(request.outputs)))
+
+    return images.images_ready.apply(check)
+
+
+@pulumi.runtime.test
+def test_without_credentials_nothing_is_secret_and_manifest_hash_is_exported(
+    monitor: RecordingMonitor,
+):
+    images = ImageSet("plain", args(credentials=None, pin_digests=False, require_sidecar=False))
+
+    def check(values):
+        manifest_hash, _ = values
+        command = next(r for r in monitor.registered if r.type == "command:local:Command")
+        create = as_dict(command.object)["create"]
+        assert isinstance(create, str) and "export REGISTRY_PASSWORD" not in create
+        assert "export REQUIRE_SIDECAR=0" in create and "export PIN_DIGESTS=0" in create
+        assert manifest_hash == MANIFEST.content_hash()
+
+    # images_ready resolves only after the command is registered.
+    return pulumi.Output.all(images.manifest_hash, images.images_ready).apply(check)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("concurrency", 0, "concurrency"),
+        ("retries", -1, "retries"),
+        ("mirror", "http://127.0.0.1:5000", "mirror"),
+        ("harbor_python", "venv/bin/python", "harbor_python"),
+        ("manifest", MANIFEST.model_copy(update={"images": []}), "manifest"),
+    ],
+)
+def test_bad_args_name_the_field(monitor: RecordingMonitor, field: str, value, message: str):
+    with pytest.raises(ValueError, match=f"ImageSetArgs.{message}"):
+        ImageSet("bad", args(**{field: value}))
