@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from components.host import render
+from components.host import Host, render
+from components.router import RouterArgs, router_argv
 from tests.conftest import ROOT, ScriptResult
 
 STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
@@ -95,8 +96,8 @@ class Processes:
     tmp_path: Path
     procs: list[subprocess.Popen] = field(default_factory=list)
 
-    def standin(self, *args: str, host: str = "127.0.0.1") -> Standin:
-        port = free_port(host)
+    def standin(self, *args: str, host: str = "127.0.0.1", port: int | None = None) -> Standin:
+        port = port or free_port(host)
         log = self.tmp_path / f"standin-{host}-{port}.jsonl"
         proc = subprocess.Popen(
             [str(PYTHON), str(STANDIN), "--host", host, "--port", str(port),
@@ -109,14 +110,18 @@ class Processes:
         return Standin(host, port, proc, log)
 
     def router(self, worker_urls: list[str], *extra: str) -> str:
-        """The real sglang-router with the seed's flags, on a loopback port; returns its URL."""
+        """The real sglang-router, launched with the argv the Router component declares (the
+        seed's flags), on a loopback port; returns its URL."""
         port = free_port()
+        args = RouterArgs(host=Host(name="local", address="local"), image="unused",
+                          port=port, worker_urls=worker_urls, served_model_name=MODEL,
+                          user="1000:1000", container_name="unused")
+        argv = router_argv(args, worker_urls)
+        if argv[:3] != ["python3", "-m", "sglang_router.launch_router"]:
+            raise AssertionError(f"unexpected router command {argv[:3]}")
         log = (self.tmp_path / f"router-{port}.log").open("w")
         proc = subprocess.Popen(
-            [str(PYTHON), "-m", "sglang_router.launch_router", "--host", "127.0.0.1",
-             "--port", str(port), "--worker-urls", *worker_urls, "--dp-aware",
-             "--policy", "cache_aware", "--balance-abs-threshold", "1",
-             "--balance-rel-threshold", "1.2", *extra],
+            [str(PYTHON), *argv[1:], *extra],
             stdout=log,
             stderr=subprocess.STDOUT,
             env={**os.environ, "NO_COLOR": "1"},

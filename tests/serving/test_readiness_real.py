@@ -9,6 +9,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from components.host import Host
+from components.sglang_worker import SGLangWorkerArgs, expected_server_info, serve_argv
 from tests.serving.conftest import MODEL, SEED_EXPECT, Processes, chat, free_port, run_probe
 
 pytestmark = pytest.mark.real
@@ -65,6 +67,29 @@ def test_worker_never_healthy_fails_within_the_bound(processes: Processes) -> No
     assert "waiting for worker" in result.stderr  # progress while it waited
 
 
+def test_component_argv_and_expectations_round_trip(processes: Processes) -> None:
+    """The worker's `sglang serve` argv, served by the stand-in (which takes the same flags),
+    satisfies the probe spec the component declares; a layout unlike the stand-in's defaults,
+    so only flags that really reach the server make it pass."""
+    port = free_port()
+    args = SGLangWorkerArgs(
+        host=Host(name="local", address="local"), image="unused", model_path="/data/m/Q",
+        served_model_name="org/other-model", bind_host="127.0.0.1", port=port, tp_size=2,
+        dp_size=4, context_length=131072, max_running_requests=7, max_mamba_cache_size=30,
+        mem_fraction_static=0.85, reasoning_parser="deepseek-r1", tool_call_parser="kimi_k2",
+        max_total_tokens=400000, user="1000:1000", container_name="unused",
+    )
+    argv = serve_argv(args)
+    assert argv[:2] == ["sglang", "serve"]
+    worker = processes.standin(*argv[2:], port=port)
+    spec = {"mode": "worker", "url": f"http://127.0.0.1:{port}",
+            "expect": expected_server_info(args), "timeout_s": 10, "interval_s": 0.2}
+    result = run_probe(spec)
+    assert result.returncode == 0, result.stderr
+    assert result.outputs["server_info"]["max_total_tokens"] == 400000
+    assert worker.url == spec["url"]
+
+
 def test_nothing_listening_names_the_connection_error() -> None:
     url = f"http://127.0.0.1:{free_port()}"
     result = run_probe(worker_spec(url, timeout_s=1.5))
@@ -113,16 +138,23 @@ def test_one_worker_down_behind_the_router(processes: Processes) -> None:
     assert ready.returncode == 0, ready.stderr
     b.stop()
 
-    # What the router says: still healthy, b still listed healthy (its health check runs every
-    # 60 s), and requests still answer: it retries them on a.
+    # What the router says: /health still 200 and the dead worker still listed healthy (its
+    # health check runs every 60 s). Requests it sends to b fail with a 500 naming b's URL
+    # (after its own retries) until b's circuit breaker opens; from then on a answers them all.
     assert httpx.get(f"{router}/health", timeout=10).status_code == 200
     listed = httpx.get(f"{router}/workers", timeout=10).json()["workers"]
     assert {w["url"] for w in listed if w["is_healthy"]} >= {f"{b.url}@0", f"{b.url}@1"}
-    before = len(a.requests("/v1/chat/completions"))
-    for i in range(4):
+    statuses = []
+    for i in range(30):
         response = chat(router, f"Reply {i} with exactly READY.")
-        assert response.status_code == 200
-    assert len(a.requests("/v1/chat/completions")) == before + 4
+        statuses.append(response.status_code)
+        if response.status_code != 200:
+            assert response.status_code == 500
+            assert b.url in response.json()["error"]["message"]
+        if statuses[-3:] == [200, 200, 200]:
+            break
+    assert statuses[-3:] == [200, 200, 200], statuses
+    assert len(a.requests("/v1/chat/completions")) >= 3
 
     # What the readiness says: the dead worker by URL, from the router's host.
     result = run_probe({"mode": "router", "url": router, "model": MODEL,
