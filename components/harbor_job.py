@@ -170,6 +170,43 @@ class Rendered:
     expected: str
 
 
+def render_plan(
+    job: JobSettings,
+    dataset: DatasetSpec,
+    *,
+    workspace: str,
+    tasks_dir: str,
+    api_base: str | None,
+    tools_dir: str | None,
+    proxy_url: str | None,
+    job_name_prefix: str,
+    job_name: str | None = None,
+) -> Rendered:
+    """The job config, compose override, job name and preflight checks for resolved inputs."""
+    config_dir = f"{workspace}/configs"
+    config_yaml = render_job_config(
+        job,
+        jobs_dir=f"{workspace}/results",
+        dataset_path=tasks_dir,
+        dataset=dataset,
+        api_base=api_base,
+    )
+    compose_yaml = render_compose_override(job, tools_dir=tools_dir, proxy_url=proxy_url)
+    name = job_name or f"{job_name_prefix}-{config_digest(config_yaml, compose_yaml)}"
+    compose_path = f"{config_dir}/{name}.compose.yaml"
+    checks = preflight_expectations(
+        job, dataset_path=tasks_dir, dataset=dataset, api_base=api_base, compose_path=compose_path
+    )
+    return Rendered(
+        job_name=name,
+        config_yaml=config_yaml,
+        compose_yaml=compose_yaml,
+        config_path=f"{config_dir}/{name}.job.yaml",
+        compose_path=compose_path,
+        expected=expectations_json(checks),
+    )
+
+
 def _ssh_wrap(host: Host, script_command: str, private_key: str | None) -> str:
     """Run a rendered script on a remote host with the local ssh client (for the probe)."""
     target = f"{host.user}@{host.address}" if host.user else host.address
@@ -224,7 +261,6 @@ class HarborJob(pulumi.ComponentResource):
         workspace = args.workspace.rstrip("/")
         jobs_dir = f"{workspace}/results"
         log_dir = f"{workspace}/logs"
-        config_dir = f"{workspace}/configs"
         tasks_dir = dataset_dir(workspace, dataset)
         if dataset.git_url:
             tasks_dir = f"{tasks_dir}/{dataset.subdir}"
@@ -268,40 +304,18 @@ class HarborJob(pulumi.ComponentResource):
             opts=child(),
         )
 
-        def render_all(values: list) -> Rendered:
-            api_base, tools_dir, proxy_url = values
-            config_yaml = render_job_config(
-                job,
-                jobs_dir=jobs_dir,
-                dataset_path=tasks_dir,
-                dataset=dataset,
-                api_base=api_base,
-            )
-            compose_yaml = render_compose_override(job, tools_dir=tools_dir, proxy_url=proxy_url)
-            job_name = args.job_name or (
-                f"{args.job_name_prefix}-{config_digest(config_yaml, compose_yaml)}"
-            )
-            compose_path = f"{config_dir}/{job_name}.compose.yaml"
-            expected = expectations_json(
-                preflight_expectations(
-                    job,
-                    dataset_path=tasks_dir,
-                    dataset=dataset,
-                    api_base=api_base,
-                    compose_path=compose_path,
-                )
-            )
-            return Rendered(
-                job_name=job_name,
-                config_yaml=config_yaml,
-                compose_yaml=compose_yaml,
-                config_path=f"{config_dir}/{job_name}.job.yaml",
-                compose_path=compose_path,
-                expected=expected,
-            )
-
         rendered = pulumi.Output.all(args.api_base, args.tools_dir, args.proxy_url).apply(
-            render_all
+            lambda v: render_plan(
+                job,
+                dataset,
+                workspace=workspace,
+                tasks_dir=tasks_dir,
+                api_base=v[0],
+                tools_dir=v[1],
+                proxy_url=v[2],
+                job_name_prefix=args.job_name_prefix,
+                job_name=args.job_name,
+            )
         )
         job_name = rendered.apply(lambda r: r.job_name)
         config_path = rendered.apply(lambda r: r.config_path)
