@@ -20,11 +20,14 @@ stop() {
 }
 
 start() {
+  # dockerd refuses a --config-file that does not exist; "no daemon.json" is an empty config.
+  local config="$TE_DIR/daemon.json"
+  if [[ ! -e "$config" ]]; then config="$TE_RUN/no-daemon.json"; echo '{}' >"$config"; fi
   # --iptables/--ip-masq off: the namespace needs no NAT, and the host's tables stay untouched.
   # Detached with every descriptor redirected so the caller's pipes close.
   # nsenter, not `ip netns exec`: the latter remounts /sys, which hides the cgroup mounts.
   nsenter --net="/run/netns/$TE_NS" setsid dockerd \
-    --config-file "$TE_DIR/daemon.json" --data-root "$TE_DIR/data" --exec-root "$TE_RUN/exec" \
+    --config-file "$config" --data-root "$TE_DIR/data" --exec-root "$TE_RUN/exec" \
     --pidfile "$PIDFILE" -H "unix://$TE_RUN/docker.sock" --iptables=false --ip-masq=false \
     </dev/null >>"$TE_DIR/dockerd.log" 2>&1 &
 }

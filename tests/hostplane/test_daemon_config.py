@@ -1,0 +1,205 @@
+"""DockerDaemonConfig host scripts, for real, against a second dockerd in its own namespace.
+
+Every fault test checks the one-line reason and that the host is as it was: the config file's
+bytes, no new backup, the same engine process, the same networks.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+
+import pytest
+
+from tests.hostplane.conftest import BASE_CONFIG, TINY_IMAGE, SecondEngine
+
+pytestmark = pytest.mark.real
+
+POOLS = [{"base": "172.18.0.0/15", "size": 24}]
+
+
+def env_for(engine: SecondEngine, **extra: str) -> dict[str, str]:
+    return {
+        "DAEMON_JSON": str(engine.config),
+        "ADDRESS_POOLS_JSON": json.dumps(POOLS),
+        "RESTART_CMD": engine.restart_cmd,
+        "READY_TIMEOUT": "60",
+        **extra,
+    }
+
+
+def snapshot(engine: SecondEngine) -> dict:
+    return {
+        "config": engine.config.read_bytes() if engine.config.exists() else None,
+        "files": sorted(p.name for p in engine.dir.iterdir()),
+        "pid": engine.pid(),
+        "networks": sorted(engine.docker("network", "ls", "--format", "{{.Name}}").stdout.split()),
+        "pools": engine.pools(),
+    }
+
+
+def in_pool(subnet: str) -> bool:
+    net = ipaddress.ip_network(subnet)
+    return net.prefixlen == 24 and net.subnet_of(ipaddress.ip_network("172.18.0.0/15"))
+
+
+def test_merge_backup_restart_proof_then_noop_then_restore(test_engine: SecondEngine) -> None:
+    test_engine.reset()
+    pid_before = test_engine.pid()
+
+    res = test_engine.run("daemon_config.sh", env_for(test_engine))
+    assert res.returncode == 0, res.stderr
+    out = res.outputs
+    assert out["changed"] is True and out["restarted"] is True and out["original"] == "file"
+    assert test_engine.pid() != pid_before, "the engine was not restarted"
+    # Every other key kept, the pools merged in, the engine really uses them.
+    merged = json.loads(test_engine.config.read_text())
+    assert merged == {**json.loads(BASE_CONFIG), "default-address-pools": POOLS}
+    assert test_engine.pools() == [{"Base": "172.18.0.0/15", "Size": 24}]
+    backup = test_engine.dir / out["backup"].rsplit("/", 1)[1]
+    assert out["backup"].startswith(f"{test_engine.config}.backup-")
+    assert out["backup"].endswith("Z") and backup.read_text() == BASE_CONFIG
+    assert out["proof_networks"] == 64
+    assert in_pool(out["first_subnet"]) and in_pool(out["last_subnet"])
+    assert out["first_subnet"] != out["last_subnet"]
+    nets = test_engine.docker("network", "ls", "--format", "{{.Name}}").stdout.split()
+    assert not [n for n in nets if n.startswith("benchstack-pool-proof")], "proof networks left"
+
+    # Same pools again: nothing written, no restart, no new backup.
+    before = snapshot(test_engine)
+    again = test_engine.run("daemon_config.sh", env_for(test_engine))
+    assert again.returncode == 0, again.stderr
+    assert again.outputs["changed"] is False and again.outputs["restarted"] is False
+    assert again.outputs["original"] == "unchanged"
+    assert snapshot(test_engine) == before
+
+    # Destroy puts the original back byte for byte and restarts; a second destroy is a no-op.
+    delete_env = env_for(test_engine, ORIGINAL=out["original"], BACKUP=out["backup"])
+    gone = test_engine.run("daemon_config.delete.sh", delete_env)
+    assert gone.returncode == 0, gone.stderr
+    assert gone.outputs == {
+        "restored": True, "restarted": True, "daemon_json": str(test_engine.config),
+        "original": "file",
+    }
+    assert test_engine.config.read_text() == BASE_CONFIG
+    assert test_engine.pools() == []
+    before = snapshot(test_engine)
+    twice = test_engine.run("daemon_config.delete.sh", delete_env)
+    assert twice.returncode == 0 and twice.outputs["restored"] is False
+    assert snapshot(test_engine) == before
+
+
+def test_absent_config_is_created_and_destroy_removes_it(test_engine: SecondEngine) -> None:
+    test_engine.reset(None)
+    res = test_engine.run("daemon_config.sh", env_for(test_engine, PROOF_NETWORKS="4"))
+    assert res.returncode == 0, res.stderr
+    assert res.outputs["original"] == "absent" and res.outputs["backup"] == ""
+    assert json.loads(test_engine.config.read_text()) == {"default-address-pools": POOLS}
+    assert not list(test_engine.dir.glob("daemon.json.backup-*"))
+
+    gone = test_engine.run(
+        "daemon_config.delete.sh", env_for(test_engine, ORIGINAL="absent", BACKUP="")
+    )
+    assert gone.returncode == 0, gone.stderr
+    assert not test_engine.config.exists(), "destroy must restore 'no daemon.json'"
+    assert test_engine.pools() == []
+
+
+def test_pool_overlapping_a_docker_network_fails_and_changes_nothing(
+    test_engine: SecondEngine,
+) -> None:
+    test_engine.reset()
+    test_engine.docker("network", "create", "--subnet", "172.19.7.0/24", "bste-squatter")
+    before = snapshot(test_engine)
+    res = test_engine.run("daemon_config.sh", env_for(test_engine))
+    assert res.returncode != 0
+    assert res.reason.startswith("daemon_config: ")
+    assert "Docker network 'bste-squatter' (172.19.7.0/24)" in res.reason
+    assert "ADDRESS_POOLS_JSON" in res.reason
+    assert snapshot(test_engine) == before
+
+
+def test_pool_overlapping_a_host_route_fails_and_changes_nothing(test_engine: SecondEngine) -> None:
+    test_engine.reset()
+    # A VPN-like route, inside the engine's own namespace only.
+    netns = ["ip", "netns", "exec", test_engine.ns]
+    subprocess.run([*netns, "ip", "link", "add", "bste-vpn0", "type", "bridge"], check=True)
+    try:
+        subprocess.run(
+            [*netns, "ip", "addr", "add", "10.77.3.1/24", "dev", "bste-vpn0"], check=True
+        )
+        subprocess.run([*netns, "ip", "link", "set", "bste-vpn0", "up"], check=True)
+        before = snapshot(test_engine)
+        pools = json.dumps([{"base": "10.77.0.0/16", "size": 24}])
+        res = test_engine.run("daemon_config.sh", env_for(test_engine, ADDRESS_POOLS_JSON=pools))
+        assert res.returncode != 0
+        assert "pool 10.77.0.0/16 overlaps host route '10.77.3.0/24 dev bste-vpn0" in res.reason
+        assert snapshot(test_engine) == before
+    finally:
+        subprocess.run([*netns, "ip", "link", "del", "bste-vpn0"], check=False)
+
+
+def test_running_containers_block_the_restart_unless_allowed(test_engine: SecondEngine) -> None:
+    test_engine.reset()
+    test_engine.docker(
+        "run", "-d", "--name", "bste-busy", "--network", "none", "--stop-timeout", "1",
+        TINY_IMAGE, "/bin/sleep", "600",
+    )
+    before = snapshot(test_engine)
+    res = test_engine.run("daemon_config.sh", env_for(test_engine))
+    assert res.returncode != 0
+    assert "containers are running (bste-busy)" in res.reason
+    assert "ALLOW_RESTART_WITH_RUNNING=1" in res.reason
+    assert snapshot(test_engine) == before
+
+    allowed = test_engine.run(
+        "daemon_config.sh", env_for(test_engine, ALLOW_RESTART_WITH_RUNNING="1", PROOF_NETWORKS="2")
+    )
+    assert allowed.returncode == 0, allowed.stderr
+    assert allowed.outputs["restarted"] is True
+    assert test_engine.pools() == [{"Base": "172.18.0.0/15", "Size": 24}]
+
+
+def test_daemon_json_that_is_not_json_fails_and_changes_nothing(test_engine: SecondEngine) -> None:
+    test_engine.reset()
+    test_engine.config.write_text('{"bip": "10.213.0.1/24",\n')  # as a botched hand edit leaves it
+    before = snapshot(test_engine)
+    res = test_engine.run("daemon_config.sh", env_for(test_engine))
+    assert res.returncode != 0
+    assert f"DAEMON_JSON={test_engine.config} is not a JSON object" in res.reason
+    assert snapshot(test_engine) == before
+
+
+def test_failed_restart_puts_the_original_back(test_engine: SecondEngine) -> None:
+    test_engine.reset()
+    before = snapshot(test_engine)
+    res = test_engine.run("daemon_config.sh", env_for(test_engine, RESTART_CMD="false"))
+    assert res.returncode != 0
+    assert "original restored" in res.reason
+    after = snapshot(test_engine)
+    # The backup stays (an audit trail); everything else is as it was.
+    assert [f for f in after["files"] if f not in before["files"]] == [
+        f for f in after["files"] if f.startswith("daemon.json.backup-")
+    ]
+    assert {k: v for k, v in after.items() if k != "files"} == {
+        k: v for k, v in before.items() if k != "files"
+    }
+
+
+@pytest.mark.parametrize(
+    "pools, fragment",
+    [
+        ("not json", "ADDRESS_POOLS_JSON must be a non-empty JSON list"),
+        ('[{"base": "172.18.0.0/15", "size": 12}]', "size 12 does not fit base 172.18.0.0/15"),
+        ('[{"base": "172.18.1.0/15", "size": 24}]', "has host bits set: use 172.18.0.0/15"),
+        ('[{"base": "172.18.0.0/22", "size": 24}]', "yields only 4 networks"),
+    ],
+)
+def test_bad_pools_are_rejected_before_anything(
+    test_engine: SecondEngine, pools: str, fragment: str
+) -> None:
+    before = snapshot(test_engine)
+    res = test_engine.run("daemon_config.sh", env_for(test_engine, ADDRESS_POOLS_JSON=pools))
+    assert res.returncode != 0 and fragment in res.reason
+    assert snapshot(test_engine) == before
