@@ -52,6 +52,9 @@ class ImageSetArgs:
     sidecar_image: str = HARBOR_0_21_0_SIDECAR_IMAGE
     harbor_python: str | None = None
     state_dir: str | None = None
+    # Change it (a date will do) to re-check the images on the next `up` although nothing else
+    # changed, e.g. after a `docker system prune`; an all-present check asks no registry.
+    rerun_token: str = ""
 
 
 def _check(args: ImageSetArgs) -> None:
@@ -121,7 +124,7 @@ class ImageSet(pulumi.ComponentResource):
             # A new dataset commit with other images re-runs the pull (config changes re-render
             # the command and re-run it anyway). No delete script: removing task images on
             # destroy would only cost the next `up` hours of pulling.
-            triggers=[manifest_hash],
+            triggers=[manifest_hash, *([args.rerun_token] if args.rerun_token else [])],
             secret_env=("REGISTRY_PASSWORD",),
             opts=pulumi.ResourceOptions(parent=self),
         )

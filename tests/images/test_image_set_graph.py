@@ -161,7 +161,10 @@ def test_password_only_travels_as_a_secret(monitor: RecordingMonitor):
 def test_without_credentials_nothing_is_secret_and_manifest_hash_is_exported(
     monitor: RecordingMonitor,
 ):
-    images = ImageSet("plain", args(credentials=None, pin_digests=False, require_sidecar=False))
+    images = ImageSet(
+        "plain",
+        args(credentials=None, pin_digests=False, require_sidecar=False, rerun_token="2026-11-30"),
+    )
 
     def check(values):
         manifest_hash, _ = values
@@ -170,6 +173,7 @@ def test_without_credentials_nothing_is_secret_and_manifest_hash_is_exported(
         assert isinstance(create, str) and "export REGISTRY_PASSWORD" not in create
         assert "export REQUIRE_SIDECAR=0" in create and "export PIN_DIGESTS=0" in create
         assert manifest_hash == MANIFEST.content_hash()
+        assert as_dict(command.object)["triggers"][-1] == "2026-11-30"
 
     # images_ready resolves only after the command is registered.
     return pulumi.Output.all(images.manifest_hash, images.images_ready).apply(check)
