@@ -1,0 +1,200 @@
+"""ToolBundle host script, for real: built from this host's tmux and python, used in the canary.
+
+The canary image (debootstrap minbase) has neither tmux nor python; the bundle is mounted the way
+the Harbor compose override mounts it, and used under `bash --login` as Terminus-2's pane does.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ScriptResult, docker, run_script
+
+pytestmark = pytest.mark.real
+
+ASCIINEMA_SHA256 = "249ccf108509d643ddaf38979dac48c99e9e251f597173d8553a30d7a6423104"
+
+
+def tree(path: Path) -> dict[str, tuple[int, float]]:
+    """Every file under path with its size and mtime: 'unchanged' means all of these equal."""
+    if not path.exists():
+        return {}
+    return {
+        str(p.relative_to(path)): (p.lstat().st_size, p.lstat().st_mtime)
+        for p in path.rglob("*")
+    }
+
+
+@pytest.fixture(scope="session")
+def bundle_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("toolbundle")
+
+
+@pytest.fixture(scope="session")
+def built(bundle_home: Path, canary_image: str) -> tuple[Path, ScriptResult]:
+    """One real build (the wheel downloaded with pip, sha256-checked), validated in the canary."""
+    tools = bundle_home / "harbor-tools"
+    res = run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": canary_image})
+    assert res.returncode == 0, res.stderr
+    return tools, res
+
+
+@pytest.fixture
+def canary(built: tuple[Path, ScriptResult], canary_image: str) -> Iterator[str]:
+    """A canary container with the bundle mounted exactly as the Harbor override does."""
+    tools = built[0]
+    name = f"bste-canary-{tools.parent.name}"
+    docker("rm", "-f", name, check=False)
+    docker(
+        "run", "-d", "--name", name, "--network", "none",
+        "-v", f"{tools}:/opt/harbor-tools:ro",
+        "-v", f"{tools}/bin/tmux:/usr/bin/tmux:ro",
+        "-v", f"{tools}/bin/asciinema:/usr/bin/asciinema:ro",
+        "--entrypoint", "sh", canary_image, "-c", "sleep 300",
+    )
+    try:
+        yield name
+    finally:
+        docker("rm", "-f", name, check=False)
+
+
+def login_sh(container: str, script: str) -> subprocess.CompletedProcess:
+    return docker("exec", container, "bash", "--login", "-c", script, check=False, timeout=120)
+
+
+def test_build_outputs_and_layout(built: tuple[Path, ScriptResult], canary_image: str) -> None:
+    tools, res = built
+    out = res.outputs
+    assert out["tools_dir"] == str(tools)
+    assert out["tmux_version"].startswith("tmux ") and out["asciinema_version"] == "asciinema 2.4.0"
+    assert out["rebuilt"] is True
+    assert out["canary_image"] == canary_image and out["canary_validated"] is True
+    assert (tools / ".benchstack-stamp").read_text().strip() == out["input_hash"]
+    for rel in ("bin/tmux", "bin/asciinema", "bin/tmux.real", "lib/ld-linux-x86-64.so.2",
+                "python/bin/python3", "python/site-packages/asciinema/__main__.py"):
+        assert (tools / rel).is_file(), rel
+    # Nothing staged or swapped is left beside the bundle.
+    assert sorted(p.name for p in tools.parent.iterdir()) == [tools.name]
+
+
+def test_canary_lacks_the_tools_without_the_bundle(canary_image: str) -> None:
+    probe = "command -v tmux asciinema python3 || echo NONE"
+    res = docker("run", "--rm", "--network", "none", canary_image, "bash", "--login", "-c", probe)
+    assert res.stdout.strip() == "NONE"
+
+
+def test_tmux_session_and_asciinema_cast_in_the_canary(canary: str) -> None:
+    """What Terminus-2 does: detached session, send-keys, capture-pane, asciinema rec."""
+    script = r"""
+set -eu
+export TERM=xterm-256color SHELL=/bin/bash
+[ "$(command -v tmux)" = /usr/bin/tmux ] && [ "$(command -v asciinema)" = /usr/bin/asciinema ]
+tmux -V
+asciinema --version
+tmux new-session -x 160 -y 40 -d -s terminus-2 'bash --login'
+tmux send-keys -t terminus-2 'asciinema rec --stdin /tmp/recording.cast' Enter
+for i in $(seq 1 50); do [ -s /tmp/recording.cast ] && break; sleep 0.2; done
+tmux send-keys -t terminus-2 'echo MARK$((40+2)) $(env | grep -c ^PYTHON)' Enter
+for i in $(seq 1 50); do
+  tmux capture-pane -p -t terminus-2 | grep -q '^MARK42 0$' && break; sleep 0.2
+done
+tmux capture-pane -p -t terminus-2 | grep '^MARK42'
+tmux send-keys -t terminus-2 'exit' Enter
+for i in $(seq 1 50); do grep -q MARK42 /tmp/recording.cast 2>/dev/null && break; sleep 0.2; done
+head -n1 /tmp/recording.cast
+grep -c MARK42 /tmp/recording.cast
+"""
+    res = login_sh(canary, script)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("tmux ") and lines[1] == "asciinema 2.4.0"
+    # The marker came back through capture-pane, and the agent's shell inside `asciinema rec`
+    # sees no PYTHON* variables (they would break the task's own python).
+    assert "MARK42 0" in lines
+    assert '"version": 2' in lines[-2]
+    assert int(lines[-1]) >= 1
+
+
+def test_second_run_rebuilds_nothing(built: tuple[Path, ScriptResult], canary_image: str) -> None:
+    tools, first = built
+    before = tree(tools)
+    res = run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": canary_image})
+    assert res.returncode == 0, res.stderr
+    assert res.outputs["rebuilt"] is False
+    assert res.outputs["input_hash"] == first.outputs["input_hash"]
+    assert res.outputs["canary_validated"] is True  # the stamp remembers the canary it passed
+    assert tree(tools) == before
+
+
+def test_input_change_rebuilds(tmp_path: Path) -> None:
+    """A changed tmux binary changes the input hash and forces a rebuild."""
+    tmux = tmp_path / "tmux"
+    shutil.copy2(shutil.which("tmux") or "/usr/bin/tmux", tmux)
+    env = {"TOOLS_DIR": str(tmp_path / "tools"), "HOST_TMUX": str(tmux)}
+    first = run_script("tool_bundle.sh", env)
+    assert first.returncode == 0, first.stderr
+    with tmux.open("ab") as f:
+        f.write(b"\0")  # trailing bytes: still the same, runnable ELF
+    second = run_script("tool_bundle.sh", env)
+    assert second.returncode == 0, second.stderr
+    assert second.outputs["rebuilt"] is True
+    assert second.outputs["input_hash"] != first.outputs["input_hash"]
+    assert (tmp_path / "tools/bin/tmux.real").read_bytes() == tmux.read_bytes()
+
+
+def test_tmux_missing_on_the_host(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    res = run_script(
+        "tool_bundle.sh", {"TOOLS_DIR": str(tools), "HOST_TMUX": str(tmp_path / "no/tmux")}
+    )
+    assert res.returncode != 0
+    assert res.reason.startswith("tool_bundle: ") and "HOST_TMUX=" in res.reason
+    assert "install tmux" in res.reason
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tmux_missing_from_path(tmp_path: Path) -> None:
+    """No HOST_TMUX and no tmux on PATH (a fresh host): told to install it."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "readlink", "head", "od", "tr", "dirname", "sed", "cat"):
+        (bin_dir / tool).symlink_to(shutil.which(tool))
+    res = run_script(
+        "tool_bundle.sh", {"TOOLS_DIR": str(tmp_path / "tools"), "PATH": str(bin_dir)}
+    )
+    assert res.returncode != 0
+    assert res.reason == (
+        "tool_bundle: tmux not found on this host: install tmux or set HOST_TMUX to its binary"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]
+
+
+def test_python_shim_is_refused(tmp_path: Path) -> None:
+    shim = tmp_path / "python3"
+    shim.write_text('#!/usr/bin/env bash\nexec /usr/bin/python3 "$@"\n')
+    shim.chmod(0o755)
+    res = run_script(
+        "tool_bundle.sh", {"TOOLS_DIR": str(tmp_path / "tools"), "HOST_PYTHON": str(shim)}
+    )
+    assert res.returncode != 0 and "not an ELF binary (a shim?)" in res.reason
+    assert not (tmp_path / "tools").exists()
+
+
+def test_wrong_asciinema_sha256_keeps_the_existing_bundle(
+    built: tuple[Path, ScriptResult],
+) -> None:
+    tools = built[0]
+    before = tree(tools.parent)
+    res = run_script(
+        "tool_bundle.sh",
+        {"TOOLS_DIR": str(tools), "ASCIINEMA_SHA256": "0" * 64, "FORCE_REBUILD": "1"},
+    )
+    assert res.returncode != 0
+    assert res.reason.startswith("tool_bundle: asciinema wheel ")
+    assert f"has sha256 {ASCIINEMA_SHA256}, expected {'0' * 64} (ASCIINEMA_SHA256)" in res.reason
+    assert tree(tools.parent) == before
