@@ -1,0 +1,268 @@
+"""ProxyBridge host scripts, for real: socat on the main engine's docker0 gateway, forwarding to
+tinyproxy on 127.0.0.1, and a canary container fetching from a host-local HTTP server through it:
+container -> gateway:port (socat) -> tinyproxy -> 127.0.0.1:target. Never a public address.
+
+Each test uses its own NAME, state dir and free port; the shared tinyproxy is only read, the
+"upstream down" test starts and kills a tinyproxy of its own.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import PROXY, docker, run_script
+from tests.hostplane.conftest import docker_gateway, free_port
+
+pytestmark = pytest.mark.real
+
+
+class _Target(http.server.BaseHTTPRequestHandler):
+    paths: list[str]
+    token: str
+
+    def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        type(self).paths.append(self.path)
+        body = f"benchstack-target {self.token}\n".encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@dataclass
+class Target:
+    url: str
+    token: str
+    paths: list[str]
+
+
+@pytest.fixture
+def target() -> Iterator[Target]:
+    """A host-local HTTP server on 127.0.0.1: reachable by tinyproxy, not by containers."""
+    token = uuid.uuid4().hex
+    handler = type("Handler", (_Target,), {"paths": [], "token": token})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield Target(f"http://127.0.0.1:{server.server_port}/{token}", token, handler.paths)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class Bridge:
+    env: dict[str, str]
+    gateway: str
+    port: int
+    state: Path
+
+    def pid(self, suffix: str = "") -> int:
+        return int((self.state / f"{self.env['NAME']}.pid{suffix}").read_text())
+
+
+@pytest.fixture
+def bridge(tmp_path: Path, docker_engine: None) -> Iterator[Bridge]:
+    gateway = docker_gateway()
+    port = free_port(gateway)
+    env = {
+        "NAME": f"bste-bridge-{uuid.uuid4().hex[:8]}",
+        "STATE_DIR": str(tmp_path / "state"),
+        "BRIDGE_PORT": str(port),
+        "UPSTREAM": PROXY,
+    }
+    b = Bridge(env, gateway, port, tmp_path / "state")
+    try:
+        yield b
+    finally:
+        run_script("proxy_bridge.delete.sh", env)
+        # Whatever the outcome, nothing of ours may keep listening.
+        for line in subprocess.run(
+            ["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True
+        ).stdout.splitlines():
+            for pid in re.findall(r"pid=(\d+)", line):
+                if "socat" in line:
+                    os.kill(int(pid), signal.SIGKILL)
+
+
+def listeners(port: int) -> list[tuple[str, int]]:
+    """(local address, pid) of every TCP listener on port."""
+    out = subprocess.run(
+        ["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True, check=True
+    ).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        pid = re.search(r"pid=(\d+)", line)
+        found.append((fields[3], int(pid.group(1)) if pid else -1))
+    return found
+
+
+def fetch_through_bridge(image: str, port: int, url: str) -> str:
+    """The full HTTP response a container gets for url via http_proxy (bash /dev/tcp)."""
+    proxy = f"http://host.docker.internal:{port}"
+    script = (
+        'p=${http_proxy#http://}; exec 3<>"/dev/tcp/${p%:*}/${p##*:}"; '
+        'printf "GET %s HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n" "$URL" >&3; timeout 20 cat <&3'
+    )
+    res = docker(
+        "run", "--rm", "--add-host", "host.docker.internal:host-gateway",
+        "-e", f"http_proxy={proxy}", "-e", f"URL={url}", "--entrypoint", "bash", image,
+        "-c", script, check=False, timeout=60,
+    )
+    return res.stdout
+
+
+def wait_for(predicate, timeout: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def test_bridge_end_to_end_idempotent_and_self_healing(
+    bridge: Bridge, target: Target, canary_image: str
+) -> None:
+    env = {**bridge.env, "CHECK_IMAGE": canary_image, "CHECK_URL": target.url}
+    res = run_script("proxy_bridge.sh", env)
+    assert res.returncode == 0, res.stderr
+    out = res.outputs
+    assert out["proxy_url"] == f"http://host.docker.internal:{bridge.port}"
+    assert out["bind_address"] == bridge.gateway and out["port"] == bridge.port
+    assert out["supervisor"] == "loop" and out["started"] is True
+    assert out["container_check"] is True
+    assert out["pid_file"] == str(bridge.state / f"{env['NAME']}.pid")
+    assert Path(out["log_file"]).is_file()
+    # The script's own container check really reached the target through the proxy.
+    assert target.paths == [f"/{target.token}"]
+
+    # Bound to the gateway address only, by socat.
+    bound = listeners(bridge.port)
+    assert [addr for addr, _ in bound] == [f"{bridge.gateway}:{bridge.port}"]
+    socat_pid = bound[0][1]
+    assert Path(f"/proc/{socat_pid}/comm").read_text().strip() == "socat"
+
+    # An independent request from a container, with the body read back.
+    reply = fetch_through_bridge(canary_image, bridge.port, target.url)
+    assert reply.startswith("HTTP/1.") and f"benchstack-target {target.token}" in reply
+
+    # Second run: nothing restarted.
+    loop_pid = bridge.pid()
+    again = run_script("proxy_bridge.sh", env)
+    assert again.returncode == 0, again.stderr
+    assert again.outputs["started"] is False
+    assert bridge.pid() == loop_pid and listeners(bridge.port)[0][1] == socat_pid
+
+    # socat killed: the loop brings it back, and requests flow again.
+    os.kill(socat_pid, signal.SIGKILL)
+    assert wait_for(lambda: [p for _, p in listeners(bridge.port)] not in ([], [socat_pid]))
+    assert listeners(bridge.port)[0][0] == f"{bridge.gateway}:{bridge.port}"
+    assert bridge.pid() == loop_pid
+    reply = fetch_through_bridge(canary_image, bridge.port, target.url)
+    assert f"benchstack-target {target.token}" in reply
+
+    # Destroy stops loop and socat; a second destroy tolerates the bridge being gone.
+    gone = run_script("proxy_bridge.delete.sh", bridge.env)
+    assert gone.returncode == 0, gone.stderr
+    assert gone.outputs == {"stopped": True, "supervisor": "loop"}
+    assert wait_for(lambda: not Path(f"/proc/{loop_pid}").exists())
+    assert wait_for(lambda: listeners(bridge.port) == [])
+    assert not list(bridge.state.glob(f"{env['NAME']}.pid*"))
+    twice = run_script("proxy_bridge.delete.sh", bridge.env)
+    assert twice.returncode == 0 and twice.outputs["stopped"] is False
+
+
+def test_loop_survives_the_calling_session(bridge: Bridge) -> None:
+    """Started on a terminal that then goes away (an SSH session ending), the bridge stays up."""
+    script = Path(__file__).resolve().parents[2] / "components/scripts/proxy_bridge.sh"
+    # `script` gives the run its own pty and session; closing it hangs up that session.
+    res = subprocess.run(
+        ["script", "-qec", f"bash {script}", "/dev/null"], env={**os.environ, **bridge.env},
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    loop_pid = bridge.pid()
+    time.sleep(1.0)
+    assert Path(f"/proc/{loop_pid}").exists(), "the loop died with its session"
+    assert [addr for addr, _ in listeners(bridge.port)] == [f"{bridge.gateway}:{bridge.port}"]
+
+
+def test_upstream_proxy_down_starts_nothing(bridge: Bridge, tmp_path: Path) -> None:
+    tinyproxy = shutil.which("tinyproxy")
+    assert tinyproxy, "tinyproxy missing: run tests/env/setup.sh"
+    port = free_port()
+    conf = tmp_path / "tinyproxy.conf"
+    conf.write_text(
+        f'Port {port}\nListen 127.0.0.1\nAllow 127.0.0.1\nPidFile "{tmp_path}/tp.pid"\n'
+        f'LogFile "{tmp_path}/tp.log"\n'
+    )
+    proc = subprocess.Popen([tinyproxy, "-d", "-c", str(conf)], stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for(lambda: bool(listeners(port))), "own tinyproxy did not start"
+        env = {**bridge.env, "UPSTREAM": f"127.0.0.1:{port}"}
+        up = run_script("proxy_bridge.sh", env)  # proves this upstream works while it lives
+        assert up.returncode == 0, up.stderr
+        assert run_script("proxy_bridge.delete.sh", env).outputs["stopped"] is True
+    finally:
+        proc.kill()
+        proc.wait()
+    assert wait_for(lambda: not listeners(port))
+
+    res = run_script("proxy_bridge.sh", env)
+    assert res.returncode != 0
+    assert res.reason == (
+        f"proxy_bridge: upstream proxy 127.0.0.1:{port} does not answer HTTP: "
+        "start it (or fix UPSTREAM) before the bridge"
+    )
+    assert listeners(bridge.port) == []
+    assert not list(bridge.state.glob(f"{env['NAME']}.*pid*"))
+
+
+def test_bridge_port_already_taken(bridge: Bridge) -> None:
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    squatter.bind((bridge.gateway, bridge.port))
+    squatter.listen()
+    try:
+        res = run_script("proxy_bridge.sh", bridge.env)
+        assert res.returncode != 0
+        assert res.reason.startswith(f"proxy_bridge: port {bridge.port} is already taken (")
+        assert "python" in res.reason and "choose another BRIDGE_PORT" in res.reason
+        assert [pid for _, pid in listeners(bridge.port)] == [os.getpid()]
+        assert not bridge.state.exists() or not list(bridge.state.glob("*.pid*"))
+    finally:
+        squatter.close()
+
+
+def test_unreachable_target_stops_what_it_started(
+    bridge: Bridge, canary_image: str
+) -> None:
+    """The container check fails (nothing listens at the target): the new bridge is removed."""
+    dead = f"http://127.0.0.1:{free_port()}/"
+    res = run_script(
+        "proxy_bridge.sh", {**bridge.env, "CHECK_IMAGE": canary_image, "CHECK_URL": dead}
+    )
+    assert res.returncode != 0
+    assert f"could not fetch {dead} through http://host.docker.internal:{bridge.port}" in res.reason
+    assert res.reason.endswith(f"bridge stopped (log: {bridge.state}/{bridge.env['NAME']}.log)")
+    assert wait_for(lambda: listeners(bridge.port) == [])
