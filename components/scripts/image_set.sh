@@ -148,10 +148,14 @@ if [[ -n "$REGISTRY_USERNAME" ]]; then
   auth_host=docker.io
   [[ -n "$MIRROR" ]] && auth_host=${MIRROR%%/*}
   authfile="$work/auth.json"
-  (umask 077; jq -n --arg host "$auth_host" --arg auth "$(printf '%s:%s' "$REGISTRY_USERNAME" "$REGISTRY_PASSWORD" | base64 -w0)" \
-    '{auths: {($host): {auth: $auth}}}' >"$authfile")
+  # printf is a builtin: the secret never appears in a process's argv (ps); base64 reads stdin.
+  auth_b64=$(printf '%s:%s' "$REGISTRY_USERNAME" "$REGISTRY_PASSWORD" | base64 -w0)
+  (umask 077; printf '{"auths":{"%s":{"auth":"%s"}}}\n' "$auth_host" "$auth_b64" >"$authfile")
+  unset auth_b64
   skopeo_auth=(--authfile "$authfile")
 fi
+# Children (skopeo, docker) need only the authfile, not the secret in their environment.
+unset REGISTRY_PASSWORD
 
 # --- the egress-control sidecar: checked first, so a host that cannot run the offline tasks ----
 # --- fails in seconds, not after hours of pulling ------------------------------------------

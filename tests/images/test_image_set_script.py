@@ -7,6 +7,7 @@ a login-protected registry, a host without docker buildx for offline tasks.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import subprocess
@@ -183,10 +184,15 @@ def test_credentials_from_an_authfile_never_printed(
         )
         assert wrong.returncode != 0
 
-        ok = run_script(
-            "image_set.sh", {**base, "REGISTRY_USERNAME": "bench", "REGISTRY_PASSWORD": password}
-        )
+        watcher = ArgvWatcher([password, base64.b64encode(f"bench:{password}".encode()).decode()])
+        with watcher:
+            ok = run_script(
+                "image_set.sh",
+                {**base, "REGISTRY_USERNAME": "bench", "REGISTRY_PASSWORD": password},
+            )
         assert ok.returncode == 0, ok.stderr
+        assert watcher.seen == [], "the secret was on a command line: " + repr(watcher.seen)
+        assert watcher.scans > 5
         assert ok.outputs["ready"] == 1 and images.local_id("locked:1")
         for result in (anonymous, wrong, ok):
             assert password not in result.stdout + result.stderr
@@ -198,6 +204,37 @@ def test_credentials_from_an_authfile_never_printed(
     finally:
         images.cleanup()
         reg.stop()
+
+
+class ArgvWatcher:
+    """Scans every process's command line while active, recording any that holds a secret."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        self.secrets = [x.encode() for x in secrets]
+        self.seen: list[str] = []
+        self.scans = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    argv = cmdline.read_bytes()
+                except OSError:
+                    continue
+                if any(secret in argv for secret in self.secrets):
+                    self.seen.append(argv.replace(b"\0", b" ").decode(errors="replace")[:200])
+            self.scans += 1
+            time.sleep(0.01)
+
+    def __enter__(self) -> ArgvWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5)
 
 
 # --- the egress-control sidecar for no-network tasks ---------------------------------------
