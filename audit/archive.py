@@ -5,8 +5,8 @@ audited like a job dir), the reports under `_audit/`, and `_audit/manifest.json`
 sha256 and size of every other file. Each object carries its sha256 in metadata and is sent
 with Content-MD5, so the store rejects a corrupted upload. A file whose object already has the
 same sha256 is skipped, which makes a second run finish an interrupted one. After uploading,
-every object is checked (size, ETag = MD5, sha256 metadata) before the manifest is written:
-a manifest therefore means "complete and verified".
+every object is checked (size, and ETag = MD5, or else the sha256 metadata) before the
+manifest is written: a manifest therefore means "complete and verified".
 """
 
 from __future__ import annotations
@@ -98,8 +98,12 @@ def archive_job(
     ]
     items += [Item.from_bytes(f"{REPORT_DIR}/{name}", data) for name, data in reports.items()]
 
+    # One listing answers "is it there with the same content?" for most files (ETag is the MD5
+    # of a single-part upload); only objects whose ETag differs (e.g. SSE-KMS buckets) cost a
+    # HEAD to compare the sha256 we stored in their metadata.
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        present = list(pool.map(lambda it: _has_same(client, dest, it), items))
+        index = _list(client, dest)
+        present = list(pool.map(lambda it: _has_same(client, dest, it, index), items))
         todo = [it for it, same in zip(items, present, strict=True) if not same]
         log.info(
             "archive: %d files, %d already there, %d to upload",
@@ -108,7 +112,8 @@ def archive_job(
             len(todo),
         )
         list(pool.map(lambda it: _put(client, dest, it), todo))
-        bad = [msg for msg in pool.map(lambda it: _verify(client, dest, it), items) if msg]
+        index = _list(client, dest)
+        bad = [msg for msg in pool.map(lambda it: _verify(client, dest, it, index), items) if msg]
     if bad:
         raise ArchiveError(f"verification failed for {len(bad)} file(s), first: {bad[0]}")
 
@@ -118,9 +123,9 @@ def archive_job(
     }
     body = json.dumps(manifest, indent=1, sort_keys=True).encode()
     man = Item.from_bytes(MANIFEST, body)
-    if not _has_same(client, dest, man):
+    if not _has_same(client, dest, man, index):
         _put(client, dest, man)
-    if msg := _verify(client, dest, man):
+    if msg := _verify(client, dest, man, None):
         raise ArchiveError(f"verification failed for the manifest: {msg}")
     return ArchiveResult(
         destination=str(dest),
@@ -159,13 +164,26 @@ def _head(client: Any, dest: S3Uri, item: Item) -> dict | None:
         raise
 
 
-def _has_same(client: Any, dest: S3Uri, item: Item) -> bool:
+def _list(client: Any, dest: S3Uri) -> dict[str, tuple[int, str]]:
+    """{relative key: (size, ETag)} of everything under the destination prefix."""
+    base = f"{dest.prefix}/" if dest.prefix else ""
+    out: dict[str, tuple[int, str]] = {}
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=dest.bucket, Prefix=base):
+        for obj in page.get("Contents", []):
+            out[obj["Key"][len(base) :]] = (obj["Size"], str(obj.get("ETag", "")).strip('"'))
+    return out
+
+
+def _has_same(client: Any, dest: S3Uri, item: Item, index: dict[str, tuple[int, str]]) -> bool:
+    if item.key_rel not in index:
+        return False
+    size, etag = index[item.key_rel]
+    if size != item.size:
+        return False
+    if etag == item.md5:
+        return True
     head = _head(client, dest, item)
-    return (
-        bool(head)
-        and (head.get("Metadata") or {}).get(SHA_META) == item.sha256
-        and head.get("ContentLength") == item.size
-    )
+    return bool(head) and (head.get("Metadata") or {}).get(SHA_META) == item.sha256
 
 
 def _put(client: Any, dest: S3Uri, item: Item) -> None:
@@ -184,16 +202,21 @@ def _put(client: Any, dest: S3Uri, item: Item) -> None:
         client.put_object(Body=fh, **kwargs)
 
 
-def _verify(client: Any, dest: S3Uri, item: Item) -> str | None:
-    head = _head(client, dest, item)
+def _verify(
+    client: Any, dest: S3Uri, item: Item, index: dict[str, tuple[int, str]] | None
+) -> str | None:
+    """None when the stored object matches the local bytes, else what is wrong with it."""
     where = f"s3://{dest.bucket}/{dest.key(item.key_rel)}"
+    if index is not None and item.key_rel in index:
+        size, etag = index[item.key_rel]
+        if size == item.size and etag == item.md5:
+            return None
+    head = _head(client, dest, item)
     if head is None:
         return f"{where} is missing after upload"
     if head.get("ContentLength") != item.size:
         return f"{where} has {head.get('ContentLength')} bytes, expected {item.size}"
     etag = str(head.get("ETag", "")).strip('"')
-    if "-" not in etag and etag != item.md5:
-        return f"{where} ETag {etag} does not match the local MD5 {item.md5}"
-    if (head.get("Metadata") or {}).get(SHA_META) != item.sha256:
-        return f"{where} sha256 metadata does not match the local file"
+    if etag != item.md5 and (head.get("Metadata") or {}).get(SHA_META) != item.sha256:
+        return f"{where} matches neither the local MD5 (ETag {etag}) nor its sha256"
     return None

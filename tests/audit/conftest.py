@@ -106,8 +106,9 @@ def bucket(s3_client) -> str:
     yield name
     paginator = s3_client.get_paginator("list_objects_v2")
     for page in paginator.paginate(Bucket=name):
-        for obj in page.get("Contents", []):
-            s3_client.delete_object(Bucket=name, Key=obj["Key"])
+        keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+        if keys:
+            s3_client.delete_objects(Bucket=name, Delete={"Objects": keys, "Quiet": True})
     s3_client.delete_bucket(Bucket=name)
 
 

@@ -57,7 +57,9 @@ def test_categories_of_the_seed_audit(seed_job):
 
 def test_evidence_quotes_the_seed_tables(seed_job):
     rows = {t.task: "\n".join(t.evidence) for t in _report(seed_job).trials}
-    assert "502" in rows["prove-plus-comm"] and "verifier/test-stdout.txt" in rows["prove-plus-comm"]
+    assert (
+        "502" in rows["prove-plus-comm"] and "verifier/test-stdout.txt" in rows["prove-plus-comm"]
+    )
     assert "172.18.0.1 27891" in rows["make-doom-for-mips"]
     assert "CERTIFICATE_VERIFY_FAILED" in rows["dna-assembly"]
     assert "UNEXPECTED_EOF_WHILE_READING" in rows["dna-assembly"]

@@ -1,0 +1,195 @@
+"""The real CLI: every format, --out, --stack (through a stand-in `pulumi` on PATH), errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from html.parser import HTMLParser
+
+import pytest
+
+from components import outputs as K
+from tests.audit.conftest import SEED_ADJUDICATIONS
+from tests.conftest import SAMPLE_JOBS
+
+
+def test_table_format_shows_scores_tokens_and_wall_time(seed_job, run_cli):
+    res = run_cli(str(seed_job), "--adjudications", str(SEED_ADJUDICATIONS))
+    assert res.returncode == 0, res.stderr
+    out = res.stdout
+    assert "61/89 = 68.54" in out
+    assert "64/88 = 72.73" in out
+    assert "118,199,621" in out and "8,269,356" in out
+    assert "7 h 23 min" in out
+    assert "-i build-pov-ray" in out
+    assert "NOT counted as passed automatically" in " ".join(out.split())
+
+
+def test_markdown_format(seed_job, run_cli):
+    res = run_cli(
+        str(seed_job),
+        "--format",
+        "markdown",
+        "--adjudications",
+        str(SEED_ADJUDICATIONS),
+        "--reference-score",
+        "73.0",
+    )
+    assert res.returncode == 0, res.stderr
+    md = res.stdout
+    assert md.startswith("# Audit of `qwen38-terminus2-tb21-full89")
+    assert "| raw score | 61/89 = 68.54 |" in md
+    assert "| adjusted score | 64/88 = 72.73 (excluded: build-pov-ray) |" in md
+    assert "| reference score | 73.00 (adjusted - reference = -0.27) |" in md
+    assert "| input tokens | 118,199,621 |" in md
+    assert "| wall time | 7 h 23 min" in md
+    assert "| build-pov-ray | exclude | reward 0 | Task is broken upstream" in md
+    assert "**Adjudicated pass:** Verifier passed the first four tests" in md
+    assert "| infra | 5 |" in md
+
+
+class _Resources(HTMLParser):
+    """Collects tags and every attribute that could load something."""
+
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.refs: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        for name, value in attrs:
+            if name in ("src", "href", "xlink:href", "srcset", "data", "action") and value:
+                self.refs.append(value)
+
+
+def test_html_is_self_contained_with_three_charts(seed_job, run_cli, tmp_path):
+    out = tmp_path / "deep" / "report.html"
+    res = run_cli(
+        str(seed_job),
+        "--format",
+        "html",
+        "--out",
+        str(out),
+        "--adjudications",
+        str(SEED_ADJUDICATIONS),
+    )
+    assert res.returncode == 0, res.stderr
+    assert res.stdout == "", "--out writes the file, not stdout"
+    html = out.read_text()
+    parser = _Resources()
+    parser.feed(html)
+    assert parser.tags.count("svg") == 3, "outcomes, phase durations, tokens"
+    assert parser.refs == [], f"external references: {parser.refs}"
+    assert "script" not in parser.tags and "link" not in parser.tags
+    assert "@import" not in html and "url(" not in html
+    # The charts carry the data: a bar per category, per trial and per task.
+    assert html.count("<title>passed: 59 trials</title>") == 1
+    assert html.count("<title>agent_execution:") == 89
+    assert html.count("<title>input: ") == 89
+    assert "118,199,621" in html and "7 h 23 min" in html
+    assert "Adjudicated exclude" in html
+
+
+def test_html_on_a_job_without_tokens_or_timings(run_cli):
+    res = run_cli(str(SAMPLE_JOBS / "pitfall-missing-image"), "--format", "html")
+    assert res.returncode == 0, res.stderr
+    assert "No token counts in the trials" in res.stdout
+    assert "image_pull_failed" in res.stdout
+
+
+def _fake_pulumi(tmp_path, outputs: dict | None, exit_code: int = 0) -> dict[str, str]:
+    """A stand-in for the external pulumi CLI: prints the given stack outputs."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    script = bindir / "pulumi"
+    log = tmp_path / "pulumi-args.txt"
+    body = json.dumps(outputs) if outputs is not None else ""
+    script.write_text(
+        "#!/usr/bin/env bash\n"
+        f'printf "%s\\n" "$@" > {log}\n'
+        + (
+            f"echo 'error: no stack named \"x\" found' >&2\nexit {exit_code}\n"
+            if exit_code
+            else f"cat <<'JSON'\n{body}\nJSON\n"
+        )
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return {"PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}"}
+
+
+def test_stack_reads_job_dir_and_reference_score(seed_job, run_cli, tmp_path):
+    outputs = {key: f"value-of-{key}" for key in K.ALL}
+    outputs.update({K.JOB_DIR: str(seed_job), K.REFERENCE_SCORE: 73.0, K.HARBOR_HOST: "local"})
+    env = _fake_pulumi(tmp_path, outputs)
+    res = run_cli("--stack", "a100", "--format", "json", env=env)
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["raw"]["score"] == 68.54
+    assert data["reference"] == {"score": 73.0, "difference": -4.46}
+    args = (tmp_path / "pulumi-args.txt").read_text().split()
+    assert args == ["stack", "output", "--json", "--stack", "a100"]
+
+
+def test_stack_falls_back_to_jobs_dir_and_job_name(seed_job, run_cli, tmp_path):
+    outputs = {K.JOBS_DIR: str(seed_job.parent), K.JOB_NAME: seed_job.name}
+    res = run_cli("--stack", "local", "--format", "json", env=_fake_pulumi(tmp_path, outputs))
+    assert res.returncode == 0, res.stderr
+    data = json.loads(res.stdout)
+    assert data["job"]["location"] == str(seed_job)
+    assert data["reference"] == {"score": None, "difference": None}
+
+
+@pytest.mark.parametrize(
+    "outputs, exit_code, message",
+    [
+        ({K.ROUTER_URL: "http://127.0.0.1:1"}, 0, "has no 'job_dir' output"),
+        (None, 255, 'failed: error: no stack named "x" found'),
+        (
+            {K.JOB_DIR: "/nonexistent/jobs/j1", K.HARBOR_HOST: "gpu-a"},
+            0,
+            "on the Harbor host gpu-a",
+        ),
+        ({K.JOB_DIR: "/tmp", K.REFERENCE_SCORE: "high"}, 0, "'reference_score' is not a number"),
+    ],
+)
+def test_stack_errors_are_one_line(run_cli, tmp_path, outputs, exit_code, message):
+    res = run_cli("--stack", "x", env=_fake_pulumi(tmp_path, outputs, exit_code))
+    assert res.returncode == 2
+    assert message in res.reason
+    assert res.reason.startswith("audit: error: ")
+    assert "Traceback" not in res.stderr
+
+
+def test_stack_without_pulumi_on_path(run_cli, tmp_path):
+    res = run_cli("--stack", "x", env={"PATH": str(tmp_path)})
+    assert res.returncode == 2
+    assert "pulumi CLI is not on PATH" in res.reason
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["/nonexistent/job"], "does not exist"),
+        ([str(SAMPLE_JOBS)], "not a Harbor job dir"),
+        (["{job}", "--adjudications", "/nonexistent.yaml"], "cannot read adjudications file"),
+        (["{job}", "--rules", "/nonexistent-rules.yaml"], "cannot read rules file"),
+        (["s3://"], "has no bucket name"),
+    ],
+)
+def test_input_errors_are_one_line(run_cli, seed_job, args, message):
+    res = run_cli(*[a.replace("{job}", str(seed_job)) for a in args])
+    assert res.returncode == 2, res.stdout
+    assert message in res.reason
+    assert "Traceback" not in res.stderr
+
+
+def test_adjudication_error_names_file_and_entry(run_cli, seed_job, tmp_path):
+    bad = tmp_path / "adj.yaml"
+    bad.write_text(
+        "- task: fix-git\n  decision: pass\n  reason: fine by me\n- task: x\n  decision: win\n"
+    )
+    res = run_cli(str(seed_job), "--adjudications", str(bad))
+    assert res.returncode == 2
+    assert f"{bad}: entry 2 (x): decision" in res.reason
