@@ -17,6 +17,7 @@
 # Outputs (last stdout line, JSON):
 #   tools_dir, tmux_version, asciinema_version, input_hash, rebuilt (bool),
 #   canary_image (image the bundle was validated in, "" if none), canary_validated (bool)
+# Delete: tool_bundle.delete.sh with the same TOOLS_DIR.
 # Idempotent: the bundle carries a stamp with the hash of every input; when it matches, nothing
 # is rebuilt (the host check still runs). A rebuild is staged beside TOOLS_DIR and swapped in only
 # after it passed every check, so a failure leaves the previous bundle (or no bundle) as it was.
@@ -152,6 +153,10 @@ if [[ "$FORCE_REBUILD" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$HASH" ]]; t
   exit 0
 fi
 
+# Never replace a directory that is not a bundle of ours (TOOLS_DIR=/opt would lose /opt).
+if [[ -e "$TOOLS_DIR" && ! -f "$STAMP" ]] && [[ -n "$(ls -A "$TOOLS_DIR" 2>/dev/null || echo x)" ]]; then
+  die "TOOLS_DIR=$TOOLS_DIR exists and is not a benchstack tool bundle: choose a new or empty directory"
+fi
 if [[ -n "$CANARY_IMAGE" ]]; then
   docker image inspect "$CANARY_IMAGE" >/dev/null 2>&1 \
     || die "CANARY_IMAGE=$CANARY_IMAGE is not present in the Docker engine: pull it or change CANARY_IMAGE"

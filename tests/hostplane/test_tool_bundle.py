@@ -198,3 +198,29 @@ def test_wrong_asciinema_sha256_keeps_the_existing_bundle(
     assert res.reason.startswith("tool_bundle: asciinema wheel ")
     assert f"has sha256 {ASCIINEMA_SHA256}, expected {'0' * 64} (ASCIINEMA_SHA256)" in res.reason
     assert tree(tools.parent) == before
+
+
+def test_destroy_removes_only_a_bundle(tmp_path: Path) -> None:
+    tools = tmp_path / "tools"
+    assert run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools)}).returncode == 0
+    gone = run_script("tool_bundle.delete.sh", {"TOOLS_DIR": str(tools)})
+    assert gone.returncode == 0, gone.stderr
+    assert gone.outputs == {"removed": True, "tools_dir": str(tools)}
+    assert list(tmp_path.iterdir()) == []
+    again = run_script("tool_bundle.delete.sh", {"TOOLS_DIR": str(tools)})
+    assert again.returncode == 0 and again.outputs["removed"] is False
+
+    # A directory that is not a bundle is neither replaced by create nor removed by delete.
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "keep.txt").write_text("mine")
+    made = run_script("tool_bundle.sh", {"TOOLS_DIR": str(precious)})
+    assert made.returncode != 0
+    assert made.reason == (
+        f"tool_bundle: TOOLS_DIR={precious} exists and is not a benchstack tool bundle: "
+        "choose a new or empty directory"
+    )
+    kept = run_script("tool_bundle.delete.sh", {"TOOLS_DIR": str(precious)})
+    assert kept.returncode != 0 and "is not a benchstack tool bundle" in kept.reason
+    assert (precious / "keep.txt").read_text() == "mine"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["precious"]
