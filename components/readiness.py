@@ -214,8 +214,11 @@ def _router_workers(http: httpx.Client, url: str) -> list[dict] | None:
     return workers if isinstance(workers, list) else None
 
 
-def check_workers_registered(workers: list[dict], worker_urls: Sequence[str]) -> list[str]:
-    """Problems with the router's view of the workers: missing or unhealthy ones, by URL."""
+def check_workers_registered(
+    workers: list[dict], worker_urls: Sequence[str], dp_size: int | None = None
+) -> list[str]:
+    """Problems with the router's view of the workers: missing or unhealthy ones, by URL, and
+    (dp-aware, `dp_size` given) a worker not registered once per DP rank."""
     problems = []
     for expected in worker_urls:
         base = expected.rstrip("/")
@@ -227,6 +230,14 @@ def check_workers_registered(workers: list[dict], worker_urls: Sequence[str]) ->
         sick = [str(w.get("url")) for w in entries if w.get("is_healthy") is False]
         if sick:
             problems.append(f"{', '.join(sick)} marked unhealthy")
+        if dp_size:
+            ranks = sorted(str(w.get("url")).partition("@")[2] for w in entries)
+            want = [str(r) for r in range(dp_size)]
+            if sorted(ranks, key=lambda r: (len(r), r)) != want:
+                problems.append(
+                    f"{base} registered for DP rank(s) {ranks}, want 0..{dp_size - 1}: the "
+                    "router did not see the worker's dp_size (is --dp-aware set?)"
+                )
     return problems
 
 
@@ -261,14 +272,19 @@ def chat(http: httpx.Client, url: str, model: str, *, attempts: int = 5) -> tupl
 
 
 def wait_registered(
-    http: httpx.Client, url: str, worker_urls: Sequence[str], deadline: float, interval_s: float
+    http: httpx.Client,
+    url: str,
+    worker_urls: Sequence[str],
+    deadline: float,
+    interval_s: float,
+    dp_size: int | None = None,
 ) -> list[dict] | None:
     """The router's worker list once every expected worker is registered and healthy."""
     while True:
         workers = _router_workers(http, url)
         if workers is None:
             return None
-        problems = check_workers_registered(workers, worker_urls)
+        problems = check_workers_registered(workers, worker_urls, dp_size)
         if not problems:
             return workers
         if time.monotonic() >= deadline:
@@ -285,6 +301,7 @@ def check_router(
     *,
     interval_s: float = 2.0,
     worker_timeout_s: float = 30.0,
+    dp_size: int | None = None,
 ) -> dict:
     """Workers reachable from here, router /health, /v1/models lists `model`, every worker
     registered, and a real chat completion.
@@ -307,7 +324,9 @@ def check_router(
                 f"router {url}/v1/models lists {models or 'no models'}, not {model!r}: "
                 "check served_model_name on the workers"
             )
-        workers = wait_registered(http, url, worker_urls, start + timeout_s, interval_s)
+        workers = wait_registered(
+            http, url, worker_urls, start + timeout_s, interval_s, dp_size
+        )
         reply, latency_ms = chat(http, url, model)
         log(f"router {url} answered {reply[:60]!r} in {latency_ms:.0f} ms")
         return {
@@ -340,6 +359,7 @@ def run_spec(spec: Mapping[str, object]) -> dict:
             timeout_s,
             interval_s=interval_s,
             worker_timeout_s=float(spec.get("worker_timeout_s", 30.0)),
+            dp_size=int(spec["dp_size"]) if spec.get("dp_size") else None,
         )
     if mode == "reach":
         return check_reach([str(u) for u in spec.get("worker_urls") or []], timeout_s,

@@ -50,6 +50,9 @@ class RouterArgs:
     user: str
     container_name: str
     health_timeout_s: int = 300
+    # With dp_aware, the router registers each worker once per DP rank; given, readiness
+    # checks that it did (proof that it read the workers' dp_size).
+    worker_dp_size: int | None = None
     # How long each worker may take to answer /health from the router's host before the
     # router is started (they are already proven ready by their own probes).
     worker_timeout_s: int = 60
@@ -76,6 +79,8 @@ def _check(args: RouterArgs) -> None:
         raise bad("balance_rel_threshold", "must be >= 1.0")
     if not 0 < args.port < 65536:
         raise bad("port", f"not a TCP port: {args.port}")
+    if args.worker_dp_size is not None and args.worker_dp_size < 1:
+        raise bad("worker_dp_size", f"must be >= 1, got {args.worker_dp_size}")
     uid, sep, gid = args.user.partition(":")
     if not (uid.isdigit() and sep and gid.isdigit()):
         raise bad("user", f"must be 'uid:gid' (numbers), got {args.user!r}")
@@ -189,6 +194,7 @@ class Router(pulumi.ComponentResource):
                     "timeout_s": args.health_timeout_s,
                     "worker_timeout_s": args.worker_timeout_s,
                     "interval_s": 2,
+                    "dp_size": args.worker_dp_size if args.dp_aware else None,
                 },
                 sort_keys=True,
             )

@@ -171,6 +171,7 @@ def router_args(cfg: StackConfig, worker_urls: list, **changes: Any) -> RouterAr
         balance_rel_threshold=r.balance_rel_threshold, served_model_name=cfg.model.name,
         user=cfg.serving.user, container_name="benchstack-sglang-router",
         health_timeout_s=r.health_timeout_s, workspace=cfg.workspace,
+        worker_dp_size=cfg.serving.dp_size,
     )
     return replace(args, **changes)
 
@@ -398,6 +399,7 @@ def test_router_container_flag_by_flag(stack_name) -> None:
     assert ready["model"] == "Qwen/Qwen3.8-27B"
     assert ready["worker_urls"] == urls
     assert ready["timeout_s"] == cfg.router.health_timeout_s
+    assert ready["dp_size"] == cfg.serving.dp_size
     harbor = cfg.harbor_host
     assert rec.named("router-docker").inputs["host"] == f"ssh://{harbor.user}@{harbor.address}"
 

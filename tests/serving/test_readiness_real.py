@@ -103,7 +103,7 @@ def test_router_healthy_path_through_the_real_router(processes: Processes) -> No
     b = processes.standin(host="127.0.0.2")
     router = processes.router([a.url, b.url])
     spec = {"mode": "router", "url": router, "model": MODEL, "worker_urls": [a.url, b.url],
-            "timeout_s": 60, "interval_s": 0.5}
+            "timeout_s": 60, "interval_s": 0.5, "dp_size": 2}
     result = run_probe(spec)
     assert result.returncode == 0, result.stderr
     out = result.outputs
@@ -117,6 +117,20 @@ def test_router_healthy_path_through_the_real_router(processes: Processes) -> No
     body = completions[0]["body"]
     assert body["messages"] == [{"role": "user", "content": "Reply with exactly READY."}]
     assert body["data_parallel_rank"] in (0, 1)
+
+
+def test_router_without_the_expected_dp_ranks_fails_naming_the_worker(
+    processes: Processes,
+) -> None:
+    a = processes.standin("--dp-size", "2", host="127.0.0.1")
+    b = processes.standin("--dp-size", "1", host="127.0.0.2")  # a worker launched with dp 1
+    router = processes.router([a.url, b.url])
+    result = run_probe({"mode": "router", "url": router, "model": MODEL,
+                        "worker_urls": [a.url, b.url], "timeout_s": 5, "interval_s": 0.5,
+                        "dp_size": 2})
+    assert result.returncode == 1
+    assert f"{b.url} registered for DP rank(s) ['0'], want 0..1" in result.reason
+    assert f"{a.url} registered" not in result.reason
 
 
 def test_router_lists_a_different_model_fails_naming_both(processes: Processes) -> None:
