@@ -170,6 +170,7 @@ class Router(pulumi.ComponentResource):
             envs=["HOME=/tmp"],
             volumes=volumes,
             # The seed's `docker stop --time 180`: in-flight agent requests get to finish.
+            # destroy_grace_seconds is what pulumi-docker's delete uses (unset: 0 s, a kill).
             stop_timeout=ROUTER_STOP_TIMEOUT_S,
             destroy_grace_seconds=ROUTER_STOP_TIMEOUT_S,
             must_run=True,

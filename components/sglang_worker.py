@@ -321,8 +321,9 @@ class SGLangWorker(pulumi.ComponentResource):
                     read_only=True,
                 )
             ],
-            # `docker stop --time 30` in the seed: stop_timeout is what the engine uses,
-            # destroy_grace_seconds what pulumi-docker passes when it stops it on destroy.
+            # `docker stop --time 30` in the seed. stop_timeout is the engine's default for
+            # `docker stop`; pulumi-docker's delete ignores it and stops with
+            # destroy_grace_seconds as the timeout (unset: 0 s, an immediate kill).
             stop_timeout=WORKER_STOP_TIMEOUT_S,
             destroy_grace_seconds=WORKER_STOP_TIMEOUT_S,
             must_run=True,
