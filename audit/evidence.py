@@ -51,6 +51,7 @@ class TrialEvidence:
     problems: list[str] = field(default_factory=list)
     _sources: dict[str, list[Chunk]] = field(default_factory=dict, repr=False)
     _traj: tuple[list[Chunk] | None, list[Chunk] | None] | None = field(default=None, repr=False)
+    _texts: dict[str, str | None] = field(default_factory=dict, repr=False)
 
     @classmethod
     def load(cls, layout: L.JobLayout, trial_dir: str) -> TrialEvidence:
@@ -68,13 +69,17 @@ class TrialEvidence:
         return ev
 
     def _read(self, rel: str, required: bool = False) -> str | None:
+        if rel in self._texts:
+            return self._texts[rel]
         try:
             text = self.layout.read_text(f"{self.trial_dir}/{rel}")
         except OSError as exc:
             self.problems.append(f"{self.trial_dir}/{rel} unreadable: {exc}")
-            return None
-        if text is None and required:
-            self.problems.append(f"{self.trial_dir}/{rel} is missing")
+            text = None
+        else:
+            if text is None and required:
+                self.problems.append(f"{self.trial_dir}/{rel} is missing")
+        self._texts[rel] = text
         return text
 
     def text(self, rel: str) -> str | None:

@@ -86,26 +86,48 @@ class _S3:
         # One listing for the whole job: per-file HEAD requests would make an S3 audit of
         # thousands of trials take minutes.
         if self._keys is None:
+            from botocore.exceptions import BotoCoreError, ClientError
+
             keys: dict[str, int] = {}
             base = f"{self.uri.prefix}/" if self.uri.prefix else ""
             paginator = self.client.get_paginator("list_objects_v2")
-            for page in paginator.paginate(Bucket=self.uri.bucket, Prefix=base):
-                for obj in page.get("Contents", []):
-                    keys[obj["Key"][len(base) :]] = obj["Size"]
+            try:
+                for page in paginator.paginate(Bucket=self.uri.bucket, Prefix=base):
+                    for obj in page.get("Contents", []):
+                        keys[obj["Key"][len(base) :]] = obj["Size"]
+            except ClientError as exc:
+                code = exc.response.get("Error", {}).get("Code", "error")
+                raise NotAJobError(
+                    f"cannot list {self.uri} ({code}): check the bucket name and credentials"
+                ) from exc
+            except BotoCoreError as exc:
+                raise NotAJobError(f"cannot reach S3 for {self.uri}: {exc}") from exc
             self._keys = keys
         return self._keys
 
     def read(self, rel: str, limit: int) -> bytes | None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
         size = self._index().get(rel)
         if size is None:
             return None
         key = self.uri.key(rel)
-        if size <= limit:
-            return self.client.get_object(Bucket=self.uri.bucket, Key=key)["Body"].read()
-        half = limit // 2
-        head = self.client.get_object(Bucket=self.uri.bucket, Key=key, Range=f"bytes=0-{half - 1}")
-        tail = self.client.get_object(Bucket=self.uri.bucket, Key=key, Range=f"bytes=-{half}")
-        return head["Body"].read() + b"\n[... truncated by audit ...]\n" + tail["Body"].read()
+        try:
+            if size <= limit:
+                return self.client.get_object(Bucket=self.uri.bucket, Key=key)["Body"].read()
+            half = limit // 2
+            head = self.client.get_object(
+                Bucket=self.uri.bucket, Key=key, Range=f"bytes=0-{half - 1}"
+            )
+            tail = self.client.get_object(Bucket=self.uri.bucket, Key=key, Range=f"bytes=-{half}")
+            return head["Body"].read() + b"\n[... truncated by audit ...]\n" + tail["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                return None
+            raise OSError(f"s3 read of {key} failed: {exc}") from exc
+        except BotoCoreError as exc:
+            # Reported as an evidence problem for this one file by the caller.
+            raise OSError(f"s3 read of {key} failed: {exc}") from exc
 
     def entries(self) -> tuple[list[str], list[str]]:
         dirs, files = set(), set()

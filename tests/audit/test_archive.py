@@ -169,3 +169,12 @@ def test_cli_archive_to_a_bad_uri(run_cli, s3_env, small_job):
     res = run_cli("archive", str(small_job), "/not/s3", env=s3_env)
     assert res.returncode == 2
     assert "is not an s3:// URI" in res.reason
+
+
+def test_cli_reading_a_missing_bucket_or_empty_prefix(run_cli, s3_env, bucket):
+    res = run_cli("s3://no-such-bucket-audit/job", env=s3_env)
+    assert res.returncode == 2
+    assert "cannot list s3://no-such-bucket-audit/job (NoSuchBucket)" in res.reason
+    res = run_cli(f"s3://{bucket}/nothing-here", env=s3_env)
+    assert res.returncode == 2
+    assert "is not a Harbor job dir" in res.reason
