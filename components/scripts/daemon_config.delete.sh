@@ -32,6 +32,9 @@ fi
 log() { printf '[daemon_config.delete] %s\n' "$*" >&2; }
 die() { printf 'daemon_config.delete: %s\n' "$*" >&2; exit 1; }
 priv() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo -n "$@"; fi; }
+if [[ $EUID -ne 0 ]] && ! sudo -n true 2>/dev/null; then
+  die "this needs root for DAEMON_JSON and the restart: run as root or allow passwordless sudo"
+fi
 out() {
   jq -cn --argjson restored "$1" --argjson restarted "$2" --arg d "$DAEMON_JSON" --arg o "$ORIGINAL" \
     '{restored: $restored, restarted: $restarted, daemon_json: $d, original: $o}'

@@ -52,6 +52,9 @@ die() {
   exit 1
 }
 priv() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo -n "$@"; fi; }
+if [[ $EUID -ne 0 ]] && ! sudo -n true 2>/dev/null; then
+  die "this needs root for DAEMON_JSON and the restart: run as root or allow passwordless sudo"
+fi
 
 command -v jq >/dev/null || die "jq not found on this host: install jq"
 command -v docker >/dev/null || die "docker CLI not found on this host: install Docker"

@@ -7,7 +7,8 @@
 # Inputs (environment, with defaults):
 #   UPSTREAM        host:port of the upstream HTTP proxy                      (127.0.0.1:27890)
 #   BRIDGE_PORT     port to listen on at the gateway                          (27891)
-#   DOCKER_NETWORK  network whose gateway is the bind address                 (bridge)
+#   DOCKER_NETWORK  network whose gateway is the bind address; keep `bridge`: containers reach
+#                   it as host.docker.internal via host-gateway, which is docker0's address (bridge)
 #   BIND_ADDRESS    listen address; empty = gateway of DOCKER_NETWORK         ("")
 #   NAME            name of the unit / state files                            (benchstack-proxy-bridge)
 #   STATE_DIR       pidfiles, log and settings of the loop  ($HOME/.local/state/benchstack)
