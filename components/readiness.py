@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -67,6 +68,41 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}"
 
 
+LOAD_HINT = "check the container log, or raise the health timeout if loading is just slow"
+REACH_HINT = (
+    "check the private network and firewall between the hosts, and the worker's bind address"
+)
+
+
+def container_failure(name: str, tail: int = 5) -> str | None:
+    """Why container `name` can no longer become healthy (exited, gone), with the last log
+    lines; None while it runs, or when the docker CLI cannot tell."""
+    try:
+        proc = subprocess.run(
+            ["docker", "inspect", "--format", "{{.State.Status}} {{.State.ExitCode}}", name],
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if proc.returncode != 0:
+        if "No such" in proc.stderr:
+            return f"container {name} is gone"
+        return None
+    status, _, code = proc.stdout.strip().partition(" ")
+    if status in ("running", "created", "restarting"):
+        return None
+    try:
+        logs = subprocess.run(
+            ["docker", "logs", "--tail", str(tail), name],
+            capture_output=True, text=True, timeout=30, check=False,
+        )
+        lines = [x.strip() for x in (logs.stdout + logs.stderr).splitlines() if x.strip()]
+    except (OSError, subprocess.TimeoutExpired):
+        lines = []
+    last = " | ".join(lines[-tail:]) or "no log output"
+    return f"container {name} {status} (exit code {code}); last log lines: {last}"
+
+
 def wait_healthy(
     client: httpx.Client,
     base_url: str,
@@ -75,9 +111,15 @@ def wait_healthy(
     interval_s: float = 2.0,
     progress_every_s: float = 30.0,
     what: str = "server",
+    hint: str = LOAD_HINT,
+    container: str | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> float:
-    """Poll `{base_url}/health` until 200 or `timeout_s`; returns the seconds waited."""
+    """Poll `{base_url}/health` until 200 or `timeout_s`; returns the seconds waited.
+
+    With `container`, a container that exits while we wait (an OOM or a bad flag, minutes
+    into loading) fails the wait at once, with its last log lines, instead of at the timeout.
+    """
     start = clock()
     deadline = start + timeout_s
     last = "no answer yet"
@@ -92,11 +134,15 @@ def wait_healthy(
             last = f"HTTP {response.status_code}"
         except httpx.HTTPError as exc:
             last = describe(exc)
+        if container:
+            dead = container_failure(container)
+            if dead:
+                raise ProbeError(f"{what} {base_url} will not become healthy: {dead}")
         now = clock()
         if now >= deadline:
             raise ProbeError(
                 f"{what} {base_url}/health not healthy after {timeout_s:g}s (last: {last}); "
-                "check the container log, or raise the health timeout if loading is just slow"
+                + hint
             )
         if now >= next_progress:
             log(f"waiting for {what} {base_url}/health: {now - start:.0f}s/{timeout_s:g}s, "
@@ -163,6 +209,7 @@ def check_worker(
     timeout_s: float,
     *,
     interval_s: float = 2.0,
+    container: str | None = None,
     client: httpx.Client | None = None,
 ) -> dict:
     """Wait for a worker's /health, then prove /get_server_info reports what was asked."""
@@ -171,7 +218,8 @@ def check_worker(
     if unknown:
         raise ProbeError(f"worker probe: unknown expected field(s) {', '.join(unknown)}")
     with client or make_client() as http:
-        waited = wait_healthy(http, url, timeout_s, interval_s=interval_s, what="worker")
+        waited = wait_healthy(http, url, timeout_s, interval_s=interval_s, what="worker",
+                              container=container)
         info = server_info(http, url)
         wrong = mismatches(expect, info)
         if wrong:
@@ -194,7 +242,7 @@ def check_reach(worker_urls: Sequence[str], timeout_s: float, *, interval_s: flo
         for url in worker_urls:
             try:
                 wait_healthy(http, url.rstrip("/"), timeout_s, interval_s=interval_s,
-                             what="worker")
+                             what="worker", hint=REACH_HINT)
             except ProbeError as exc:
                 failures.append(str(exc))
     if failures:
@@ -302,6 +350,7 @@ def check_router(
     interval_s: float = 2.0,
     worker_timeout_s: float = 30.0,
     dp_size: int | None = None,
+    container: str | None = None,
 ) -> dict:
     """Workers reachable from here, router /health, /v1/models lists `model`, every worker
     registered, and a real chat completion.
@@ -315,7 +364,8 @@ def check_router(
     if worker_urls:
         check_reach(worker_urls, min(worker_timeout_s, timeout_s), interval_s=interval_s)
     with make_client() as http:
-        wait_healthy(http, url, timeout_s, interval_s=interval_s, what="router")
+        wait_healthy(http, url, timeout_s, interval_s=interval_s, what="router",
+                     container=container)
         listing = get_json(http, f"{url}/v1/models")
         data = listing.get("data") if isinstance(listing, dict) else None
         models = [str(m.get("id")) for m in data or [] if isinstance(m, dict)]
@@ -350,7 +400,9 @@ def run_spec(spec: Mapping[str, object]) -> dict:
         expect = spec.get("expect") or {}
         if not isinstance(expect, dict):
             raise ProbeError("probe spec: 'expect' must be an object")
-        return check_worker(str(spec["url"]), expect, timeout_s, interval_s=interval_s)
+        container = spec.get("container")
+        return check_worker(str(spec["url"]), expect, timeout_s, interval_s=interval_s,
+                            container=str(container) if container else None)
     if mode == "router":
         return check_router(
             str(spec["url"]),
@@ -360,6 +412,7 @@ def run_spec(spec: Mapping[str, object]) -> dict:
             interval_s=interval_s,
             worker_timeout_s=float(spec.get("worker_timeout_s", 30.0)),
             dp_size=int(spec["dp_size"]) if spec.get("dp_size") else None,
+            container=str(spec["container"]) if spec.get("container") else None,
         )
     if mode == "reach":
         return check_reach([str(u) for u in spec.get("worker_urls") or []], timeout_s,
@@ -379,6 +432,8 @@ def parse_args(argv: Sequence[str]) -> dict:
     reach = sub.add_parser("reach")
     for p in (router, reach):
         p.add_argument("--worker-url", action="append", default=[], dest="worker_urls")
+    for p in (worker, router):
+        p.add_argument("--container", default=None, help="fail at once if it exits")
     for p in (worker, router, reach):
         p.add_argument("--timeout", type=float, default=600.0, dest="timeout_s")
         p.add_argument("--interval", type=float, default=2.0, dest="interval_s")

@@ -196,6 +196,7 @@ class Router(pulumi.ComponentResource):
                     "worker_timeout_s": args.worker_timeout_s,
                     "interval_s": 2,
                     "dp_size": args.worker_dp_size if args.dp_aware else None,
+                    "container": args.container_name,
                 },
                 sort_keys=True,
             )

@@ -345,6 +345,7 @@ class SGLangWorker(pulumi.ComponentResource):
                 "expect": expected_server_info(args),
                 "timeout_s": args.health_timeout_s,
                 "interval_s": 5,
+                "container": args.container_name,
             },
             sort_keys=True,
         )

@@ -260,6 +260,7 @@ def test_worker_options_order_and_readiness_spec() -> None:
     assert spec["mode"] == "worker"
     assert spec["url"] == "http://10.0.0.11:30001"
     assert spec["timeout_s"] == cfg.serving.health_timeout_s
+    assert spec["container"] == "benchstack-sglang-worker-a"  # fail fast if it exits
     assert spec["expect"] == {
         "served_model_name": "Qwen/Qwen3.8-27B", "tp_size": 4, "dp_size": 2,
         "context_length": 262144, "max_running_requests": 5, "max_mamba_cache_size": 25,
@@ -400,6 +401,7 @@ def test_router_container_flag_by_flag(stack_name) -> None:
     assert ready["worker_urls"] == urls
     assert ready["timeout_s"] == cfg.router.health_timeout_s
     assert ready["dp_size"] == cfg.serving.dp_size
+    assert ready["container"] == "benchstack-sglang-router"
     harbor = cfg.harbor_host
     assert rec.named("router-docker").inputs["host"] == f"ssh://{harbor.user}@{harbor.address}"
 

@@ -4,6 +4,7 @@ SGLang workers and the real sglang-router (PyPI 0.3.2) on loopback."""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -11,6 +12,7 @@ import pytest
 
 from components.host import Host
 from components.sglang_worker import SGLangWorkerArgs, expected_server_info, serve_argv
+from tests.conftest import docker
 from tests.serving.conftest import MODEL, SEED_EXPECT, Processes, chat, free_port, run_probe
 
 pytestmark = pytest.mark.real
@@ -88,6 +90,25 @@ def test_component_argv_and_expectations_round_trip(processes: Processes) -> Non
     assert result.returncode == 0, result.stderr
     assert result.outputs["server_info"]["max_total_tokens"] == 400000
     assert worker.url == spec["url"]
+
+
+def test_worker_container_that_exits_fails_at_once(canary_image: str) -> None:
+    """SGLang dying minutes into loading (OOM, bad flag) must not cost the whole health
+    timeout: the probe watches the container and reports its exit and last log lines."""
+    name = f"benchstack-test-probe-{uuid.uuid4().hex[:10]}"
+    url = f"http://127.0.0.1:{free_port()}"
+    try:
+        docker("run", "-d", "--name", name, canary_image, "bash", "-c",
+               "echo 'loading weights' ; echo 'torch.OutOfMemoryError: CUDA out of memory' >&2;"
+               " exit 3")
+        start = time.monotonic()
+        result = run_probe({**worker_spec(url, timeout_s=60), "container": name})
+        assert time.monotonic() - start < 20
+    finally:
+        docker("rm", "-f", name, check=False)
+    assert result.returncode == 1
+    assert f"container {name} exited (exit code 3)" in result.reason
+    assert "CUDA out of memory" in result.reason
 
 
 def test_nothing_listening_names_the_connection_error() -> None:
