@@ -23,7 +23,10 @@
 #   SIDECAR_IMAGE       the sidecar tag Harbor looks up (Harbor 0.21.0, linux/amd64)
 #                       [harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6]
 #   HARBOR_PYTHON       python of the Harbor venv on this host: when set, the sidecar tag is derived
-#                       by Harbor's own code and, with docker buildx present, pre-built by it [none]
+#                       by Harbor's own code; a missing sidecar is then built by Harbor (with docker
+#                       buildx) or, without buildx, assembled here from Harbor's build context,
+#                       its digest-pinned gost base fetched like the task images (mirror too) [none]
+#   SIDECAR_CONTEXT     the sidecar's build context directory [Harbor's, when HARBOR_PYTHON is set]
 #
 # Why skopeo copy -> docker-archive -> docker load (the seed's way) and not `docker pull`:
 # skopeo takes the mirror, the credentials (a private authfile) and the proxy (HTTPS_PROXY of
@@ -39,6 +42,7 @@
 #
 # Output (last stdout line, JSON): {"ready", "total", "pulled", "present", "digests",
 #   "repo_digests", "pinned" (PIN_DIGESTS=1 only), "sidecar": {"status", "image"}}
+#   sidecar.status: not-needed | present | built | assembled | build-at-launch | missing
 set -euo pipefail
 
 IMAGES=${IMAGES:-}
@@ -157,15 +161,128 @@ fi
 # Children (skopeo, docker) need only the authfile, not the secret in their environment.
 unset REGISTRY_PASSWORD
 
+# --- fetching: one image into a docker-archive, with retries and backoff -----------------------
+# fetch_archive LABEL SRC_REPO TAG PINNED_DIGEST DIR: on success DIR/image.tar and DIR/digest
+# (the registry manifest digest, read first and then copied by digest, so it is the one we got);
+# on failure DIR/reason holds one line and it returns 1. An empty PINNED_DIGEST reads the tag.
+fetch_archive() {
+  local label=$1 src=$2 tag=$3 digest=$4 dir=$5 tls attempt=1 wait_s err
+  tls=$(tls_flag "$src")
+  mkdir -p "$dir"
+  while :; do
+    rm -f -- "$dir/image.tar" "$dir/manifest.raw"
+    if [[ -n "$4" ]] || { timeout "$PULL_TIMEOUT" skopeo inspect --raw "$tls" "${skopeo_auth[@]}" \
+           --retry-times 0 "docker://$src:$tag" >"$dir/manifest.raw" 2>"$dir/err" \
+         && digest="sha256:$(sha256sum "$dir/manifest.raw" | cut -d' ' -f1)"; }; then
+      if timeout "$PULL_TIMEOUT" skopeo copy -q "--src-${tls#--}" "${skopeo_auth[@]}" --retry-times 0 \
+           --override-os linux --override-arch amd64 \
+           "docker://$src@$digest" "docker-archive:$dir/image.tar" >/dev/null 2>"$dir/err"; then
+        printf '%s\n' "$digest" >"$dir/digest"
+        return 0
+      fi
+    fi
+    err=$(grep -v '^[[:space:]]*$' "$dir/err" | tail -n1 | cut -c1-300)
+    [[ -n "$err" ]] || err="timed out after ${PULL_TIMEOUT}s"
+    if ((attempt >= attempts)); then
+      local ref="$src:$tag"
+      [[ -z "$4" ]] || ref="$src@$4"
+      printf 'could not fetch %s after %d attempts: %s\n' "$ref" "$attempt" "$err" >"$dir/reason"
+      return 1
+    fi
+    wait_s=$((BACKOFF_SECONDS * (1 << (attempt - 1))))
+    ((wait_s > 60)) && wait_s=60
+    log "retry $label: attempt $attempt/$attempts failed ($err); next in ${wait_s}s"
+    sleep "$wait_s"
+    attempt=$((attempt + 1))
+  done
+}
+
+# load_archive ARCHIVE: docker load it; prints the image ID (the config digest in manifest.json)
+load_archive() {
+  local config
+  config=$(tar -xOf "$1" manifest.json | jq -r '.[0].Config')
+  # skopeo names the config "<hex>.json"; newer docker-save layouts use "blobs/sha256/<hex>"
+  config=${config%.json}
+  docker load -q -i "$1" >/dev/null || return 1
+  printf 'sha256:%s\n' "${config##*/}"
+}
+
 # --- the egress-control sidecar: checked first, so a host that cannot run the offline tasks ----
-# --- fails in seconds, not after hours of pulling ------------------------------------------
+# --- fails in minutes, not after hours of pulling --------------------------------------------
+# Without buildx, the sidecar is assembled from Harbor's own build context: its Dockerfile is
+# only FROM (digest-pinned gost) + COPY [--chmod], which `docker create` + `docker cp` +
+# `docker commit` reproduce; Harbor looks the image up by tag only. Any other instruction (a
+# future Harbor) is refused rather than guessed.
+assemble_sidecar() {
+  local dockerfile="$SIDECAR_CONTEXT/Dockerfile" stage="$work/sidecar-stage" base="" line op rest
+  local word mode dest srcs src target ref repo_tag digest dir id arch ctr cmd=()
+  [[ -f "$dockerfile" ]] || die "SIDECAR_CONTEXT=$SIDECAR_CONTEXT has no Dockerfile: point it at Harbor's harbor-docker-egress-control-sidecar directory"
+  mkdir -p "$stage" && chmod 755 "$stage" || die "cannot create $stage"
+  while IFS= read -r line || [[ -n "$line" ]]; do
+    [[ "$line" =~ ^[[:space:]]*(#|$) ]] && continue
+    [[ "$line" != *\\ ]] || die "$dockerfile: line continuations cannot be assembled without docker buildx: install buildx"
+    read -r op rest <<<"$line"
+    case "${op^^}" in
+      FROM)
+        [[ -z "$base" && "$rest" != *" "* && "$rest" != --* ]] || die "$dockerfile: 'FROM $rest' cannot be assembled without docker buildx: install buildx"
+        base=$rest ;;
+      COPY)
+        [[ -n "$base" ]] || die "$dockerfile: COPY before FROM"
+        mode=""
+        read -r -a srcs <<<"$rest"
+        while [[ "${srcs[0]:-}" == --* ]]; do
+          word=${srcs[0]}
+          [[ "$word" =~ ^--chmod=([0-7]{3,4})$ ]] || die "$dockerfile: 'COPY $word' cannot be assembled without docker buildx: install buildx"
+          mode=${BASH_REMATCH[1]}
+          srcs=("${srcs[@]:1}")
+        done
+        ((${#srcs[@]} >= 2)) || die "$dockerfile: 'COPY $rest' names no source"
+        dest=${srcs[-1]}
+        unset 'srcs[-1]'
+        for src in "${srcs[@]}"; do
+          [[ -f "$SIDECAR_CONTEXT/$src" && "$src" != *..* ]] || die "$dockerfile: COPY source $src is not a file of $SIDECAR_CONTEXT"
+          target="$stage$dest"
+          [[ "$dest" == */ || ${#srcs[@]} -gt 1 ]] && target="$stage${dest%/}/$(basename "$src")"
+          # (`if (assemble_sidecar)` turns set -e off in here: every step checks itself)
+          mkdir -p "$(dirname "$target")" && cp -p "$SIDECAR_CONTEXT/$src" "$target" \
+            && { [[ -z "$mode" ]] || chmod "$mode" "$target"; } || die "staging $src for the sidecar failed"
+        done ;;
+      *) die "$dockerfile: instruction $op cannot be assembled without docker buildx: install buildx" ;;
+    esac
+  done <"$dockerfile"
+  [[ -n "$base" ]] || die "$dockerfile has no FROM"
+  find "$stage" -type d -exec chmod 755 {} + || die "cannot set modes in $stage"
+  ref=${base%@*}
+  digest=""
+  [[ "$base" == *@sha256:* ]] && digest=${base#*@}
+  repo_tag=$(local_name "$ref")
+  log "assembling egress sidecar $SIDECAR_IMAGE from $base (no buildx here)"
+  dir="$work/scratch/sidecar-base"
+  fetch_archive "sidecar base $ref" "$(source_repo "$ref")" "${repo_tag##*:}" "$digest" "$dir" \
+    || die "egress sidecar base: $(cat "$dir/reason"); pre-load $SIDECAR_IMAGE, or serve $ref from MIRROR"
+  id=$(load_archive "$dir/image.tar") || die "docker load of the sidecar base $base failed"
+  rm -rf -- "$dir"
+  arch=$(docker image inspect --format '{{.Os}}/{{.Architecture}}' "$id")
+  [[ "$arch" == linux/amd64 ]] || die "egress sidecar base $base is $arch, not linux/amd64"
+  # create refuses an image with neither entrypoint nor command; compose sets the entrypoint.
+  [[ "$(docker image inspect --format '{{json .Config.Entrypoint}}{{json .Config.Cmd}}' "$id")" == nullnull ]] && cmd=(true)
+  ctr=$(docker create "$id" "${cmd[@]}") || die "docker create from the sidecar base $base failed"
+  if ! docker cp "$stage/." "$ctr:/" >&2 \
+     || ! docker commit --change "LABEL io.benchstack.sidecar.base=$base" "$ctr" "$SIDECAR_IMAGE" >/dev/null; then
+    docker rm -f "$ctr" >/dev/null 2>&1 || true
+    die "assembling the egress sidecar $SIDECAR_IMAGE failed (docker cp/commit): see the lines above"
+  fi
+  docker rm -f "$ctr" >/dev/null || true
+}
+
+SIDECAR_CONTEXT=${SIDECAR_CONTEXT:-}
 sidecar_status=not-needed
 if ((${#offline_tasks[@]})); then
   if [[ -n "$HARBOR_PYTHON" ]]; then
     [[ -x "$HARBOR_PYTHON" ]] || die "HARBOR_PYTHON=$HARBOR_PYTHON is not an executable: point it at the Harbor venv's python or leave it empty"
     # Harbor names the sidecar by a hash of its build context and the engine's platform;
     # asking Harbor's own code keeps the tag right when the wheel changes.
-    SIDECAR_IMAGE=$(HARBOR_TELEMETRY=0 "$HARBOR_PYTHON" - <<'PY'
+    harbor_sidecar=$(HARBOR_TELEMETRY=0 "$HARBOR_PYTHON" - <<'PY'
 import subprocess
 from harbor.environments.docker import EGRESS_CONTROL_SIDECAR_CONTEXT_PATH as ctx
 from harbor.environments.docker.docker import DockerEnvironment as env
@@ -175,8 +292,11 @@ platform = subprocess.run(["docker", "version", "--format", "{{.Server.Os}}/{{.S
 key = docker_build_context_hash(context=ctx, dockerfile_path=ctx / "Dockerfile", build_args={},
                                 platform=platform)
 print(f"{env._EGRESS_CONTROL_SIDECAR_DOCKER_NAME}--{key}")
+print(ctx)
 PY
     ) || die "could not derive the sidecar tag with HARBOR_PYTHON=$HARBOR_PYTHON: is Harbor installed in that venv?"
+    SIDECAR_IMAGE=$(sed -n 1p <<<"$harbor_sidecar")
+    [[ -n "$SIDECAR_CONTEXT" ]] || SIDECAR_CONTEXT=$(sed -n 2p <<<"$harbor_sidecar")
   fi
   has_buildx=0
   docker buildx version >/dev/null 2>&1 && has_buildx=1
@@ -198,12 +318,22 @@ asyncio.run(main())
 PY
     docker image inspect "$SIDECAR_IMAGE" >/dev/null 2>&1 || die "Harbor built the sidecar but $SIDECAR_IMAGE is not present: HARBOR_PYTHON belongs to another Harbor version?"
     sidecar_status=built
+  elif [[ -n "$SIDECAR_CONTEXT" ]]; then
+    # In a subshell: its `die` ends only the assembly, and REQUIRE_SIDECAR decides what follows.
+    if (assemble_sidecar); then
+      sidecar_status=assembled
+    elif ((REQUIRE_SIDECAR)); then
+      exit 1
+    else
+      log "warning (REQUIRE_SIDECAR=0): the egress sidecar could not be assembled (above); ${#offline_tasks[@]} no-network tasks will fail at launch"
+      sidecar_status=missing
+    fi
   elif ((has_buildx)); then
     sidecar_status=build-at-launch
     log "egress sidecar $SIDECAR_IMAGE absent; docker buildx is here, so Harbor will build it at launch (its gost base image must be reachable then); set HARBOR_PYTHON to build it now"
   else
     tasks_csv=$(IFS=,; printf '%s' "${offline_tasks[*]}")
-    msg="docker buildx is missing and the egress sidecar $SIDECAR_IMAGE is not present, so ${#offline_tasks[@]} no-network tasks would fail at launch: ${tasks_csv//,/, }; install the docker buildx plugin (and set HARBOR_PYTHON to pre-build it) or docker load that image"
+    msg="docker buildx is missing and the egress sidecar $SIDECAR_IMAGE is not present, so ${#offline_tasks[@]} no-network tasks would fail at launch: ${tasks_csv//,/, }; set HARBOR_PYTHON (the sidecar is then assembled here), install the docker buildx plugin, or docker load that image"
     ((REQUIRE_SIDECAR)) && die "$msg"
     log "warning (REQUIRE_SIDECAR=0): $msg"
     sidecar_status=missing
@@ -243,45 +373,19 @@ done
 ready_count() { grep -l '^ok' "$work"/results/* 2>/dev/null | wc -l; }
 log "$(ready_count)/$total ready; ${#to_pull[@]} to pull (concurrency $CONCURRENCY, up to $attempts attempts each)"
 
-# --- one image: manifest digest, copy by digest, load, tag, architecture check --------------
+# --- one image: fetch, load, tag, architecture check --------------------------------------
 pull_one() {
-  local image=$1 key src tls attempt=1 wait_s err digest archive config id arch name
+  local image=$1 key name dir id arch digest
   key=$(printf '%s' "$image" | sha256sum | cut -c1-16)
   name=${want_name[$image]}
-  src=$(source_repo "$image")
-  tls=$(tls_flag "$src")
-  local tag=${name##*:}
-  local dir="$work/scratch/$key"
-  mkdir -p "$dir"
-  archive="$dir/image.tar"
-  while :; do
-    rm -f -- "$archive" "$dir/manifest.raw"
-    if timeout "$PULL_TIMEOUT" skopeo inspect --raw "$tls" "${skopeo_auth[@]}" --retry-times 0 \
-         "docker://$src:$tag" >"$dir/manifest.raw" 2>"$dir/err" \
-       && digest="sha256:$(sha256sum "$dir/manifest.raw" | cut -d' ' -f1)" \
-       && timeout "$PULL_TIMEOUT" skopeo copy -q "--src-${tls#--}" "${skopeo_auth[@]}" --retry-times 0 \
-         --override-os linux --override-arch amd64 \
-         "docker://$src@$digest" "docker-archive:$archive" >/dev/null 2>"$dir/err"; then
-      break
-    fi
-    err=$(grep -v '^[[:space:]]*$' "$dir/err" | tail -n1 | cut -c1-300)
-    [[ -n "$err" ]] || err="timed out after ${PULL_TIMEOUT}s"
-    if ((attempt >= attempts)); then
-      printf 'fail\t%s\tcould not fetch %s after %d attempts: %s\n' "$image" "$src:$tag" "$attempt" "$err" >"$work/results/$key"
-      rm -rf -- "$dir"
-      return 0
-    fi
-    wait_s=$((BACKOFF_SECONDS * (1 << (attempt - 1))))
-    ((wait_s > 60)) && wait_s=60
-    log "retry $image: attempt $attempt/$attempts failed ($err); next in ${wait_s}s"
-    sleep "$wait_s"
-    attempt=$((attempt + 1))
-  done
-  config=$(tar -xOf "$archive" manifest.json | jq -r '.[0].Config')
-  # skopeo names the config "<hex>.json"; newer docker-save layouts use "blobs/sha256/<hex>"
-  config=${config%.json}
-  id="sha256:${config##*/}"
-  if ! docker load -q -i "$archive" >/dev/null 2>"$dir/err" || ! docker tag "$id" "$image" 2>>"$dir/err"; then
+  dir="$work/scratch/$key"
+  if ! fetch_archive "$image" "$(source_repo "$image")" "${name##*:}" "" "$dir"; then
+    printf 'fail\t%s\t%s\n' "$image" "$(cat "$dir/reason")" >"$work/results/$key"
+    rm -rf -- "$dir"
+    return 0
+  fi
+  digest=$(cat "$dir/digest")
+  if ! id=$(load_archive "$dir/image.tar" 2>"$dir/err") || ! docker tag "$id" "$image" 2>>"$dir/err"; then
     printf 'fail\t%s\tdocker load/tag of %s failed: %s\n' "$image" "$image" "$(tail -n1 "$dir/err")" >"$work/results/$key"
     rm -rf -- "$dir"
     return 0

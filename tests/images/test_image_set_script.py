@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
 import subprocess
 import threading
 import time
@@ -312,22 +313,128 @@ def test_sidecar_present_or_buildable_passes(
     assert plain.outputs["sidecar"]["status"] == "not-needed"
 
 
-def test_sidecar_tag_derived_by_the_installed_harbor_is_the_pinned_default(
-    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path, harbor_bin: Path
+HARBOR_SIDECAR_CONTEXT = next(
+    (HARBOR_VENV / "lib").glob(
+        "python3*/site-packages/harbor/environments/docker/harbor-docker-egress-control-sidecar"
+    ),
+    None,
+)
+GOST_DIGEST = "sha256:afc0137758ab4ce399d47a299f9abbacbf522b52a17e59cbb4b4e7a1a66e9196"
+
+
+def test_real_harbor_context_without_buildx_fetches_the_pinned_gost_base(
+    registry: LocalRegistry,
+    test_images: ImageFactory,
+    tmp_path: Path,
+    harbor_bin: Path,
+    docker_shim: Path,
 ) -> None:
+    """HARBOR_PYTHON: the tag comes from Harbor's code, and the assembly reads Harbor's real
+    Dockerfile: its digest-pinned gost base is asked of the mirror (which lacks it here)."""
+    if docker("image", "inspect", HARBOR_0_21_0_SIDECAR_IMAGE, check=False).returncode == 0:
+        pytest.fail(f"{HARBOR_0_21_0_SIDECAR_IMAGE} exists on this engine: remove it first")
     test_images.push("three:1")
     env = env_for(
         registry,
         [test_images.name("three:1")],
         tmp_path,
+        RETRIES="0",
         NO_NETWORK_TASKS="regex-log",
         SIDECAR_IMAGE="wrong/on:purpose",
         HARBOR_PYTHON=str(HARBOR_VENV / "bin" / "python"),
-        REQUIRE_SIDECAR="0",
+        PATH=f"{docker_shim}:{os.environ['PATH']}",
+    )
+    before = registry.requests()
+    strict = run_script("image_set.sh", env)
+    assert strict.returncode != 0
+    assert f"gogost/gost@{GOST_DIGEST}" in strict.reason, strict.stderr
+    assert HARBOR_0_21_0_SIDECAR_IMAGE in strict.stderr
+    asked = [r for r in registry.requests()[len(before) :] if "/manifests/" in r]
+    assert asked == [f"GET /v2/gogost/gost/manifests/{GOST_DIGEST}"], asked
+    assert test_images.local_id("three:1") is None, "nothing is pulled after a sidecar failure"
+
+    relaxed = run_script("image_set.sh", {**env, "REQUIRE_SIDECAR": "0"})
+    assert relaxed.returncode == 0, relaxed.stderr
+    assert relaxed.outputs["sidecar"] == {"status": "missing", "image": HARBOR_0_21_0_SIDECAR_IMAGE}
+
+
+def fake_sidecar_context(tmp_path: Path, base: str, extra: str = "") -> Path:
+    """Harbor's real sidecar context with FROM pointed at a test image (the real gost base
+    cannot be fetched here)."""
+    if HARBOR_SIDECAR_CONTEXT is None:
+        pytest.fail(f"Harbor's sidecar context not found under {HARBOR_VENV}")
+    context = tmp_path / "sidecar-context"
+    shutil.copytree(HARBOR_SIDECAR_CONTEXT, context)
+    dockerfile = context / "Dockerfile"
+    lines = dockerfile.read_text().splitlines()
+    assert lines[0].startswith("FROM gogost/gost:")
+    dockerfile.write_text("\n".join([f"FROM {base}", *lines[1:], extra]) + "\n")
+    return context
+
+
+def test_without_buildx_the_sidecar_is_assembled_from_harbors_context(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path, docker_shim: Path
+) -> None:
+    base_digest = test_images.push("gost:3.2.7")
+    base = f"{test_images.name('gost:3.2.7')}@{base_digest}"
+    context = fake_sidecar_context(tmp_path, base)
+    sidecar = f"{test_images.prefix}/sidecar:assembled"
+    test_images.push("four:1")
+    env = env_for(
+        registry,
+        [test_images.name("four:1")],
+        tmp_path,
+        NO_NETWORK_TASKS="regex-log\nextract-elf",
+        SIDECAR_IMAGE=sidecar,
+        SIDECAR_CONTEXT=str(context),
+        PATH=f"{docker_shim}:{os.environ['PATH']}",
     )
     result = run_script("image_set.sh", env)
     assert result.returncode == 0, result.stderr
-    assert result.outputs["sidecar"]["image"] == HARBOR_0_21_0_SIDECAR_IMAGE
+    assert result.outputs["sidecar"] == {"status": "assembled", "image": sidecar}
+    assert result.outputs["ready"] == 1
+
+    files = [
+        "/opt/egress-sidecar/entrypoint.sh",
+        "/opt/egress-sidecar/gost.yaml",
+        "/opt/egress-sidecar/allowlist.txt",
+        "/usr/local/bin/network-policy",
+    ]
+    stat = docker("run", "--rm", "--entrypoint", "stat", sidecar, "-c", "%a %u:%g %n", *files)
+    assert stat.stdout.split("\n")[:4] == [
+        f"755 0:0 {files[0]}",  # COPY --chmod=755
+        f"644 0:0 {files[1]}",
+        f"644 0:0 {files[2]}",
+        f"755 0:0 {files[3]}",
+    ]
+    gost = docker("run", "--rm", "--entrypoint", "cat", sidecar, files[1]).stdout
+    assert gost == (context / "gost.yaml").read_text()
+    label = docker(
+        "image", "inspect", "-f", '{{index .Config.Labels "io.benchstack.sidecar.base"}}', sidecar
+    )
+    assert label.stdout.strip() == base
+    assert docker("ps", "-a", "-q", "--filter", f"ancestor={sidecar}").stdout.strip() == ""
+
+    again = run_script("image_set.sh", env)
+    assert again.outputs["sidecar"]["status"] == "present"
+
+
+def test_sidecar_dockerfile_beyond_from_and_copy_is_refused(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path, docker_shim: Path
+) -> None:
+    context = fake_sidecar_context(tmp_path, "debian:bookworm", extra="RUN apt-get update")
+    env = env_for(
+        registry,
+        ["some/image:1"],
+        tmp_path,
+        NO_NETWORK_TASKS="regex-log",
+        SIDECAR_IMAGE=f"{test_images.prefix}/sidecar:never",
+        SIDECAR_CONTEXT=str(context),
+        PATH=f"{docker_shim}:{os.environ['PATH']}",
+    )
+    result = run_script("image_set.sh", env)
+    assert result.returncode != 0
+    assert "instruction RUN" in result.reason and "buildx" in result.reason
 
 
 @pytest.mark.parametrize(
