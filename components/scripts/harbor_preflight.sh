@@ -33,8 +33,10 @@ trap 'rm -f "$resolved"' EXIT
 HARBOR_TELEMETRY=0 timeout 120 "$HARBOR_BIN" run --config "$JOB_CONFIG" \
   --extra-docker-compose "$COMPOSE_PATH" --job-name "$JOB_NAME" --jobs-dir "$JOBS_DIR" --yes \
   --print-config >"$resolved" 2>"$resolved.err" \
-  || { tail -n 5 "$resolved.err" >&2; rm -f "$resolved.err";
-       die "harbor rejected $JOB_CONFIG (see above): fix the job settings in the stack config"; }
+  || { # Harbor prints its error, wrapped, on stdout: make it one line for the reason.
+       why=$(cat "$resolved" "$resolved.err" | tr -s ' \n' ' ' | grep -o 'Error.*' | cut -c1-400)
+       rm -f "$resolved.err"
+       die "harbor rejected $JOB_CONFIG (${why:-no message}): fix the job settings in the stack config"; }
 rm -f "$resolved.err"
 
 checked=$(EXPECTED="$EXPECTED" JOB_DIR="$JOBS_DIR/$JOB_NAME" JOB_NAME="$JOB_NAME" \
