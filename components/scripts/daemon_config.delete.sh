@@ -1,25 +1,29 @@
 #!/usr/bin/env bash
-# DockerDaemonConfig delete: undo what daemon_config.sh did, from the values it recorded, and
-# restart the engine under the same rule (not while containers run, unless allowed).
-#   ORIGINAL=file       put BACKUP back (if the backup is gone: drop only our key)
-#   ORIGINAL=absent     drop our key; remove the file when nothing else is left (no file, as found)
-#   ORIGINAL=unchanged  the pools were there before benchstack: nothing to undo
-# When daemon.json no longer holds ADDRESS_POOLS_JSON (restored already, or changed by someone
-# since), it is left alone: a second delete is a no-op.
+# DockerDaemonConfig delete: undo what daemon_config.sh did, from the record it left on the host
+# (so it needs only the create's inputs), and restart the engine under the same rule (not while
+# containers run, unless allowed). What the record (or ORIGINAL) says:
+#   file       put BACKUP back (if the backup is gone: drop only our key)
+#   absent     drop our key; remove the file when nothing else is left (no file, as found)
+#   unchanged  no record: the pools were there before benchstack, nothing to undo
+# When daemon.json no longer holds ADDRESS_POOLS_JSON (restored already, changed by someone since)
+# or the record names other pools (a later run replaced these), it is left alone: a second
+# delete, or the delete of a replaced resource, is a no-op.
 #
-# Inputs (environment, with defaults; the first four come from daemon_config.sh's outputs):
+# Inputs (environment, with defaults):
 #   DAEMON_JSON         engine config file                         (/etc/docker/daemon.json)
-#   ORIGINAL            file | absent | unchanged                  (unchanged)
-#   BACKUP              backup path recorded at create time        ("")
 #   ADDRESS_POOLS_JSON  the pools create installed     ([{"base":"172.18.0.0/15","size":24}])
+#   BACKUP_DIR, RECORD_FILE  as for create   (directory of DAEMON_JSON, <DAEMON_JSON>.benchstack.json)
+#   ORIGINAL, BACKUP    override the record (file | absent | unchanged, a path) ("": use the record)
 #   DOCKER_HOST, RESTART_CMD, ALLOW_RESTART_WITH_RUNNING (0), READY_TIMEOUT (90): as for create
 # Outputs (last stdout line, JSON): restored (bool: daemon.json changed back), restarted (bool),
 #   daemon_json, original
 set -euo pipefail
 
 DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
-ORIGINAL=${ORIGINAL:-unchanged}
+ORIGINAL=${ORIGINAL:-}
 BACKUP=${BACKUP:-}
+BACKUP_DIR=${BACKUP_DIR:-$(dirname "$DAEMON_JSON")}
+RECORD_FILE=${RECORD_FILE:-$BACKUP_DIR/$(basename "$DAEMON_JSON").benchstack.json}
 ADDRESS_POOLS_JSON=${ADDRESS_POOLS_JSON:-'[{"base":"172.18.0.0/15","size":24}]'}
 ALLOW_RESTART_WITH_RUNNING=${ALLOW_RESTART_WITH_RUNNING:-0}
 READY_TIMEOUT=${READY_TIMEOUT:-90}
@@ -40,9 +44,23 @@ out() {
     '{restored: $restored, restarted: $restarted, daemon_json: $d, original: $o}'
 }
 
-case "$ORIGINAL" in file | absent | unchanged) ;; *) die "ORIGINAL='$ORIGINAL' must be file, absent or unchanged" ;; esac
 POOLS=$(jq -ce 'map({base, size})' <<<"$ADDRESS_POOLS_JSON" 2>/dev/null) \
   || die "ADDRESS_POOLS_JSON is not a JSON list of {base, size}: $ADDRESS_POOLS_JSON"
+if [[ -z "$ORIGINAL" ]]; then
+  ORIGINAL=unchanged
+  if priv test -f "$RECORD_FILE"; then
+    rec=$(priv cat "$RECORD_FILE" | jq -c '{original, backup: (.backup // ""), pools: (.pools // [] | map({base, size}))}' 2>/dev/null) \
+      || die "RECORD_FILE=$RECORD_FILE is not valid JSON: restore DAEMON_JSON from a backup in $BACKUP_DIR by hand"
+    if [[ "$(jq -c .pools <<<"$rec")" != "$POOLS" ]]; then
+      log "the record names other pools (a later run replaced these): nothing to undo"
+      ORIGINAL=$(jq -r .original <<<"$rec")
+      out false false; exit 0
+    fi
+    ORIGINAL=$(jq -r .original <<<"$rec")
+    BACKUP=$(jq -r .backup <<<"$rec")
+  fi
+fi
+case "$ORIGINAL" in file | absent | unchanged) ;; *) die "ORIGINAL='$ORIGINAL' must be file, absent or unchanged" ;; esac
 
 if [[ "$ORIGINAL" == unchanged ]]; then
   log "the pools predate benchstack: nothing to undo"
@@ -87,6 +105,8 @@ else
   fi
 fi
 
+# The record is spent once the original is back, even if the restart below fails.
+priv rm -f "$RECORD_FILE"
 log "restarting the engine: $RESTART_CMD"
 priv bash -c "$RESTART_CMD" >&2 || die "'$RESTART_CMD' failed after restoring $DAEMON_JSON: restart the engine by hand"
 deadline=$((SECONDS + READY_TIMEOUT))

@@ -18,14 +18,19 @@
 #   ALLOW_RESTART_WITH_RUNNING  1 = restart even while containers run (they stop)       (0)
 #   PROOF_NETWORKS      networks created (then removed) to prove the pools; 0 = skip   (64)
 #   PROOF_PREFIX        name prefix of those networks                  (benchstack-pool-proof)
-#   BACKUP_DIR          where the timestamped backup goes              (directory of DAEMON_JSON)
+#   BACKUP_DIR          where the timestamped backups go               (directory of DAEMON_JSON)
+#   RECORD_FILE         what destroy must restore, kept on the host so the delete script needs
+#                       no create outputs         (BACKUP_DIR/<basename of DAEMON_JSON>.benchstack.json)
 #   READY_TIMEOUT       seconds to wait for the engine after a restart (90)
 #   DOCKERD             dockerd binary, for `dockerd --validate` where it exists  (command -v dockerd)
 # Outputs (last stdout line, JSON):
 #   changed (bool: daemon.json written), restarted (bool), original ("file" | "absent" |
-#   "unchanged": what destroy must restore), backup (path, "" unless original == "file"),
+#   "unchanged": the state before benchstack, which destroy restores), backup (path of that
+#   original, "" unless original == "file"), record (RECORD_FILE, "" when original == unchanged),
 #   daemon_json, address_pools (list), first_subnet, last_subnet, proof_networks (int)
-# Delete: daemon_config.delete.sh with DAEMON_JSON, ORIGINAL, BACKUP, ADDRESS_POOLS_JSON.
+# The record keeps the pre-benchstack original across re-runs and pool changes: a run that
+# replaces pools benchstack set keeps the first backup as the one destroy restores.
+# Delete: daemon_config.delete.sh with the same DAEMON_JSON, ADDRESS_POOLS_JSON (and RECORD_FILE).
 set -euo pipefail
 
 DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
@@ -34,6 +39,7 @@ ALLOW_RESTART_WITH_RUNNING=${ALLOW_RESTART_WITH_RUNNING:-0}
 PROOF_NETWORKS=${PROOF_NETWORKS:-64}
 PROOF_PREFIX=${PROOF_PREFIX:-benchstack-pool-proof}
 BACKUP_DIR=${BACKUP_DIR:-$(dirname "$DAEMON_JSON")}
+RECORD_FILE=${RECORD_FILE:-$BACKUP_DIR/$(basename "$DAEMON_JSON").benchstack.json}
 READY_TIMEOUT=${READY_TIMEOUT:-90}
 DOCKERD=${DOCKERD:-$(command -v dockerd || true)}
 if [[ -z "${RESTART_CMD:-}" ]]; then
@@ -107,19 +113,33 @@ if priv test -e "$DAEMON_JSON"; then
   CURRENT=$(priv cat "$DAEMON_JSON") || die "cannot read DAEMON_JSON=$DAEMON_JSON: run as root or allow sudo -n"
   err=$(jq -e 'type == "object"' <<<"$CURRENT" 2>&1 >/dev/null) \
     || die "DAEMON_JSON=$DAEMON_JSON is not a JSON object (${err:-not an object}): fix or move that file, then re-run"
-  ORIGINAL=file
+  FILE_EXISTED=true
 else
   CURRENT='{}'
-  ORIGINAL=absent
+  FILE_EXISTED=false
 fi
 file_pools=$(jq -c '(.["default-address-pools"] // []) | map({base, size})' <<<"$CURRENT")
+# The pre-benchstack original comes from the record while the file still holds the pools the
+# record says benchstack set; otherwise the current file is the original.
+ORIGINAL=$($FILE_EXISTED && echo file || echo absent)
+BACKUP=""
+RECORD=""
+if priv test -f "$RECORD_FILE"; then
+  rec=$(priv cat "$RECORD_FILE" | jq -c 'select(type == "object" and (.original == "file" or .original == "absent"))
+    | {original, backup: (.backup // ""), pools: (.pools // [] | map({base, size}))}' 2>/dev/null || true)
+  if [[ -n "$rec" && "$(jq -c .pools <<<"$rec")" == "$file_pools" ]]; then
+    ORIGINAL=$(jq -r .original <<<"$rec")
+    BACKUP=$(jq -r .backup <<<"$rec")
+    RECORD=$RECORD_FILE
+  fi
+fi
 MERGED=$(jq --argjson pools "$POOLS" '.["default-address-pools"] = $pools' <<<"$CURRENT")
 
 need_write=true
 need_restart=true
 if [[ "$file_pools" == "$POOLS" ]]; then
   need_write=false
-  ORIGINAL=unchanged
+  [[ -n "$RECORD" ]] || ORIGINAL=unchanged
   [[ "$(engine_pools)" == "$POOLS" ]] && need_restart=false
 fi
 
@@ -163,14 +183,14 @@ wait_engine() {
 }
 restart_engine() { priv bash -c "$RESTART_CMD" >&2 && wait_engine; }
 
-BACKUP=""
+RUN_BACKUP=""
 TMP=""
 installed=false
 restore_original() {
-  # Puts back what was there before (the backup, or no file at all) and restarts once more.
+  # Puts back what was there when this run started (its backup, or no file) and restarts.
   $installed || return 0
   log "restoring the original $DAEMON_JSON"
-  if [[ "$ORIGINAL" == file ]]; then priv cp -p "$BACKUP" "$DAEMON_JSON"; else priv rm -f "$DAEMON_JSON"; fi
+  if $FILE_EXISTED; then priv cp -p "$RUN_BACKUP" "$DAEMON_JSON"; else priv rm -f "$DAEMON_JSON"; fi
   installed=false
   restart_engine || log "the engine did not come back after restoring $DAEMON_JSON: restart it by hand"
 }
@@ -202,13 +222,15 @@ if $need_write; then
     jq -e --argjson pools "$POOLS" 'type == "object" and .["default-address-pools"] == $pools' \
       <(priv cat "$TMP") >/dev/null || die "merged config failed its JSON check: fix DAEMON_JSON=$DAEMON_JSON"
   fi
-  if [[ "$ORIGINAL" == file ]]; then
-    priv mkdir -p "$BACKUP_DIR" || die "cannot create BACKUP_DIR=$BACKUP_DIR"
-    BACKUP="$BACKUP_DIR/$(basename "$DAEMON_JSON").backup-$(date -u +%Y%m%dT%H%M%SZ)"
-    n=1; while priv test -e "$BACKUP"; do BACKUP="${BACKUP%.[0-9]*}.$n"; n=$((n + 1)); done
-    priv cp -p "$DAEMON_JSON" "$BACKUP" || die "cannot write the backup $BACKUP: check BACKUP_DIR"
-    log "backed up $DAEMON_JSON to $BACKUP"
+  priv mkdir -p "$BACKUP_DIR" || die "cannot create BACKUP_DIR=$BACKUP_DIR"
+  if $FILE_EXISTED; then
+    RUN_BACKUP="$BACKUP_DIR/$(basename "$DAEMON_JSON").backup-$(date -u +%Y%m%dT%H%M%SZ)"
+    n=1; while priv test -e "$RUN_BACKUP"; do RUN_BACKUP="${RUN_BACKUP%.[0-9]*}.$n"; n=$((n + 1)); done
+    priv cp -p "$DAEMON_JSON" "$RUN_BACKUP" || die "cannot write the backup $RUN_BACKUP: check BACKUP_DIR"
+    log "backed up $DAEMON_JSON to $RUN_BACKUP"
   fi
+  # First benchstack change: this run's backup is the original destroy restores.
+  if [[ -z "$RECORD" && "$ORIGINAL" == file ]]; then BACKUP=$RUN_BACKUP; fi
   priv mv -f "$TMP" "$DAEMON_JSON"
   TMP=""
   installed=true
@@ -247,10 +269,16 @@ if ((PROOF_NETWORKS > 0)); then
   log "pools proven: first $first, last $last"
 fi
 
+if $need_write; then
+  jq -n --arg original "$ORIGINAL" --arg backup "$BACKUP" --arg d "$DAEMON_JSON" --argjson pools "$POOLS" \
+    '{original: $original, backup: $backup, daemon_json: $d, pools: $pools}' | priv tee "$RECORD_FILE.tmp" >/dev/null \
+    && priv mv -f "$RECORD_FILE.tmp" "$RECORD_FILE" || die "cannot write RECORD_FILE=$RECORD_FILE; original restored"
+  RECORD=$RECORD_FILE
+fi
 installed=false # success: nothing to roll back
 jq -cn --argjson changed "$need_write" --argjson restarted "$restarted" --arg original "$ORIGINAL" \
-  --arg backup "$BACKUP" --arg daemon_json "$DAEMON_JSON" --argjson pools "$POOLS" \
+  --arg backup "$BACKUP" --arg record "$RECORD" --arg daemon_json "$DAEMON_JSON" --argjson pools "$POOLS" \
   --arg first "$first" --arg last "$last" --argjson n "$PROOF_NETWORKS" \
-  '{changed: $changed, restarted: $restarted, original: $original, backup: $backup,
+  '{changed: $changed, restarted: $restarted, original: $original, backup: $backup, record: $record,
     daemon_json: $daemon_json, address_pools: $pools, first_subnet: $first, last_subnet: $last,
     proof_networks: $n}'

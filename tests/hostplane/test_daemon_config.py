@@ -52,6 +52,10 @@ def test_merge_backup_restart_proof_then_noop_then_restore(test_engine: SecondEn
     assert res.returncode == 0, res.stderr
     out = res.outputs
     assert out["changed"] is True and out["restarted"] is True and out["original"] == "file"
+    record = json.loads((test_engine.dir / "daemon.json.benchstack.json").read_text())
+    assert out["record"] == str(test_engine.dir / "daemon.json.benchstack.json")
+    assert record == {"original": "file", "backup": out["backup"],
+                      "daemon_json": str(test_engine.config), "pools": POOLS}
     assert test_engine.pid() != pid_before, "the engine was not restarted"
     # Every other key kept, the pools merged in, the engine really uses them.
     merged = json.loads(test_engine.config.read_text())
@@ -66,16 +70,19 @@ def test_merge_backup_restart_proof_then_noop_then_restore(test_engine: SecondEn
     nets = test_engine.docker("network", "ls", "--format", "{{.Name}}").stdout.split()
     assert not [n for n in nets if n.startswith("benchstack-pool-proof")], "proof networks left"
 
-    # Same pools again: nothing written, no restart, no new backup.
+    # Same pools again: nothing written, no restart, no new backup; the same outputs.
     before = snapshot(test_engine)
     again = test_engine.run("daemon_config.sh", env_for(test_engine))
     assert again.returncode == 0, again.stderr
     assert again.outputs["changed"] is False and again.outputs["restarted"] is False
-    assert again.outputs["original"] == "unchanged"
+    assert {k: again.outputs[k] for k in ("original", "backup", "record")} == {
+        k: out[k] for k in ("original", "backup", "record")
+    }
     assert snapshot(test_engine) == before
 
-    # Destroy puts the original back byte for byte and restarts; a second destroy is a no-op.
-    delete_env = env_for(test_engine, ORIGINAL=out["original"], BACKUP=out["backup"])
+    # Destroy, with only the create's inputs (as Pulumi runs it from stored state), puts the
+    # original back byte for byte and restarts; a second destroy is a no-op.
+    delete_env = env_for(test_engine)
     gone = test_engine.run("daemon_config.delete.sh", delete_env)
     assert gone.returncode == 0, gone.stderr
     assert gone.outputs == {
@@ -84,6 +91,7 @@ def test_merge_backup_restart_proof_then_noop_then_restore(test_engine: SecondEn
     }
     assert test_engine.config.read_text() == BASE_CONFIG
     assert test_engine.pools() == []
+    assert not (test_engine.dir / "daemon.json.benchstack.json").exists()
     before = snapshot(test_engine)
     twice = test_engine.run("daemon_config.delete.sh", delete_env)
     assert twice.returncode == 0 and twice.outputs["restored"] is False
@@ -98,11 +106,33 @@ def test_absent_config_is_created_and_destroy_removes_it(test_engine: SecondEngi
     assert json.loads(test_engine.config.read_text()) == {"default-address-pools": POOLS}
     assert not list(test_engine.dir.glob("daemon.json.backup-*"))
 
-    gone = test_engine.run(
-        "daemon_config.delete.sh", env_for(test_engine, ORIGINAL="absent", BACKUP="")
-    )
+    gone = test_engine.run("daemon_config.delete.sh", env_for(test_engine))
     assert gone.returncode == 0, gone.stderr
     assert not test_engine.config.exists(), "destroy must restore 'no daemon.json'"
+    assert test_engine.pools() == []
+
+
+def test_changed_pools_keep_the_first_original(test_engine: SecondEngine) -> None:
+    """Pools changed by a later run (a replace, create before delete): the old delete is a
+    no-op, and destroy still restores the config from before benchstack."""
+    test_engine.reset()
+    first = test_engine.run("daemon_config.sh", env_for(test_engine, PROOF_NETWORKS="2"))
+    assert first.returncode == 0, first.stderr
+    other = [{"base": "172.20.0.0/16", "size": 24}]
+    other_env = env_for(test_engine, ADDRESS_POOLS_JSON=json.dumps(other), PROOF_NETWORKS="2")
+    second = test_engine.run("daemon_config.sh", other_env)
+    assert second.returncode == 0, second.stderr
+    assert second.outputs["changed"] is True and second.outputs["original"] == "file"
+    assert second.outputs["backup"] == first.outputs["backup"]
+    assert test_engine.pools() == [{"Base": "172.20.0.0/16", "Size": 24}]
+
+    stale = test_engine.run("daemon_config.delete.sh", env_for(test_engine))
+    assert stale.returncode == 0 and stale.outputs["restored"] is False
+    assert json.loads(test_engine.config.read_text())["default-address-pools"] == other
+
+    gone = test_engine.run("daemon_config.delete.sh", other_env)
+    assert gone.returncode == 0 and gone.outputs["restored"] is True, gone.stderr
+    assert test_engine.config.read_text() == BASE_CONFIG
     assert test_engine.pools() == []
 
 
