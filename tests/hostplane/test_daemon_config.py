@@ -136,6 +136,26 @@ def test_changed_pools_keep_the_first_original(test_engine: SecondEngine) -> Non
     assert test_engine.pools() == []
 
 
+def test_exhausted_pools_fail_the_proof_and_its_networks_are_removed(
+    test_engine: SecondEngine,
+) -> None:
+    """The seed's pitfall: leftover networks use up the pools. The proof fails, names the cause,
+    and removes every network it created; the leftover stays."""
+    test_engine.reset()
+    small = env_for(
+        test_engine, ADDRESS_POOLS_JSON=json.dumps([{"base": "172.18.0.0/22", "size": 24}]),
+        PROOF_NETWORKS="2",
+    )
+    assert test_engine.run("daemon_config.sh", small).returncode == 0
+    test_engine.docker("network", "create", "bste-leftover")
+    before = snapshot(test_engine)
+    res = test_engine.run("daemon_config.sh", {**small, "PROOF_NETWORKS": "4"})
+    assert res.returncode != 0
+    assert res.reason.startswith("daemon_config: network 4 of 4 could not be created (")
+    assert "the pools are exhausted or clash" in res.reason
+    assert snapshot(test_engine) == before
+
+
 def test_pool_overlapping_a_docker_network_fails_and_changes_nothing(
     test_engine: SecondEngine,
 ) -> None:
