@@ -8,8 +8,9 @@ commit that changes the images re-runs the script on the next `up`; the script i
 images already present, so only the new ones are pulled.
 
 Harbor 0.21.0 runs tasks whose network policy is not public behind an egress-control sidecar
-image it builds with `docker buildx`; the script checks for it before pulling anything and,
-with `require_sidecar`, fails naming those tasks when the host can neither find nor build it.
+image it builds with `docker buildx`. The script checks for it before pulling anything: present,
+built by Harbor (buildx), or assembled from Harbor's own build context without buildx (given
+`harbor_python`); otherwise, with `require_sidecar`, it fails naming the tasks that would break.
 """
 
 from __future__ import annotations
@@ -50,8 +51,12 @@ class ImageSetArgs:
     # False only for stacks that knowingly run no offline task (or accept their failure).
     require_sidecar: bool = True
     sidecar_image: str = HARBOR_0_21_0_SIDECAR_IMAGE
+    # The Harbor venv's python on the host: derives the sidecar tag from the installed Harbor and
+    # lets the script build (buildx) or assemble (no buildx) a missing sidecar before launch.
     harbor_python: str | None = None
     state_dir: str | None = None
+    # Archives of CONCURRENCY images wait here before `docker load`: a disk, not a small tmpfs.
+    scratch_dir: str | None = None
     # Change it (a date will do) to re-check the images on the next `up` although nothing else
     # changed, e.g. after a `docker system prune`; an all-present check asks no registry.
     rerun_token: str = ""
@@ -73,7 +78,7 @@ def _check(args: ImageSetArgs) -> None:
         )
     if args.credentials is not None and not args.credentials.username:
         raise ValueError("ImageSetArgs.credentials.username is empty")
-    for path_field in ("harbor_python", "state_dir"):
+    for path_field in ("harbor_python", "state_dir", "scratch_dir"):
         value = getattr(args, path_field)
         if value is not None and not value.startswith("/"):
             raise ValueError(f"ImageSetArgs.{path_field} must be an absolute path, got {value!r}")
@@ -96,6 +101,8 @@ def script_env(args: ImageSetArgs) -> dict[str, pulumi.Input[str]]:
         env["HARBOR_PYTHON"] = args.harbor_python
     if args.state_dir:
         env["STATE_DIR"] = args.state_dir
+    if args.scratch_dir:
+        env["SCRATCH_DIR"] = args.scratch_dir
     if args.credentials is not None:
         env["REGISTRY_USERNAME"] = args.credentials.username
         env["REGISTRY_PASSWORD"] = pulumi.Output.secret(args.credentials.password)

@@ -14,6 +14,8 @@
 #                       treats loopback registries) and true otherwise [auto]
 #   PIN_DIGESTS         1: also output `pinned` (image -> repo@sha256:...), asking the registry
 #                       only for images whose digest was never recorded here [0]
+#   SCRATCH_DIR         where image archives wait for `docker load` (CONCURRENCY of them at once,
+#                       several GB each for TB 2.1: not a small tmpfs) [${TMPDIR:-/var/tmp}]
 #   STATE_DIR           where registry digests of pulled images are kept between runs
 #                       [${XDG_STATE_HOME:-$HOME/.local/state}/benchstack/image-set]
 #   NO_NETWORK_TASKS    newline-separated tasks whose network policy is not public: Harbor 0.21.0
@@ -60,6 +62,7 @@ NO_NETWORK_TASKS=${NO_NETWORK_TASKS:-}
 REQUIRE_SIDECAR=${REQUIRE_SIDECAR:-1}
 SIDECAR_IMAGE=${SIDECAR_IMAGE:-harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6}
 HARBOR_PYTHON=${HARBOR_PYTHON:-}
+SCRATCH_DIR=${SCRATCH_DIR:-${TMPDIR:-/var/tmp}}
 
 log() { printf '[image_set] %s\n' "$*" >&2; }
 die() { printf 'image_set: %s\n' "$*" >&2; exit 1; }
@@ -87,7 +90,8 @@ for image in "${images[@]}"; do
 done
 mapfile -t offline_tasks < <(printf '%s\n' "$NO_NETWORK_TASKS" | sed 's/[[:space:]]//g' | grep -v '^$' | sort -u)
 
-work=$(mktemp -d "${TMPDIR:-/tmp}/image_set.XXXXXX")
+mkdir -p "$SCRATCH_DIR" || die "SCRATCH_DIR=$SCRATCH_DIR cannot be created: point it at a writable disk"
+work=$(mktemp -d "$SCRATCH_DIR/image_set.XXXXXX") || die "SCRATCH_DIR=$SCRATCH_DIR is not writable"
 chmod 700 "$work"
 cleanup() {
   local pids
