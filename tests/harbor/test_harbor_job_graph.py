@@ -1,0 +1,202 @@
+"""HarborJob under Pulumi mocks: its children, their order, secrets, and the resume design.
+
+The mocks validate nothing: they record each registration and the status probe's invoke, and
+answer the probe with a given job state. The tests assert on what the component declared.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi.runtime
+import pytest
+from pulumi.runtime import settings as pulumi_settings
+from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.sync_await import _sync_await
+
+from components.harbor_job import HarborJob, HarborJobArgs
+from components.host import Host
+
+SECRET = "sk-harbor-test-SECRET"
+LOCAL = Host(name="local", address="local")
+REMOTE = Host(name="b", address="10.0.0.2", user="bench", port=2222, private_key="KEY-SECRET")
+
+
+@dataclass
+class Recorded:
+    resources: dict[str, dict] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)
+    deps: dict[str, list[str]] = field(default_factory=dict)
+    options: dict[str, pulumi.ResourceOptions] = field(default_factory=dict)
+    probes: list[str] = field(default_factory=list)
+    outputs: dict[str, Any] = field(default_factory=dict)
+    secret_outputs: dict[str, bool] = field(default_factory=dict)
+
+
+class Mocks(pulumi.runtime.Mocks):
+    def __init__(self, rec: Recorded, probe: dict) -> None:
+        self.rec, self.probe = rec, probe
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        self.rec.resources[args.name] = dict(args.inputs)
+        self.rec.types[args.name] = args.typ
+        outputs = dict(args.inputs)
+        stdout = {
+            "job-install": {"harbor_bin": "/ws/harbor-0.21.0/bin/harbor"},
+            "job-dataset": {"dataset_path": "/data/tasks"},
+            "job-preflight": {"resolved_sha256": "ab" * 32},
+        }.get(args.name, {})
+        outputs["stdout"] = json.dumps(stdout)
+        return [f"{args.name}-id", outputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "command:local:run":
+            self.rec.probes.append(args.args["command"])
+            return {"stdout": json.dumps(self.probe), "stderr": "", "command": ""}
+        return {}
+
+
+def declare(probe: dict, host: Host = LOCAL, **changes: Any) -> Recorded:
+    rec = Recorded()
+    pulumi_settings.reset_options()
+    pulumi.runtime.set_mocks(Mocks(rec, probe), project="benchstack", stack="t", preview=False)
+    original = pulumi.Resource.__init__
+
+    def recording(self, t, name, custom=False, props=None, opts=None, *a, **kw):
+        deps = (opts.depends_on or []) if opts else []
+        rec.deps[name] = [getattr(d, "_name", None) for d in deps]
+        rec.options[name] = opts
+        self._name = name
+        original(self, t, name, custom, props, opts, *a, **kw)
+
+    async def program() -> None:
+        router = pulumi.CustomResource("test:index:Router", "router", {})
+        args = HarborJobArgs(
+            host=host, workspace="/ws", python="/usr/bin/python3.13",
+            dataset_path="/data/tasks", expected_tasks=3, agent="terminus-2",
+            n_concurrent_trials=4, n_concurrent_agents=2, model_name="openai/m",
+            api_base=pulumi.Output.from_input("http://127.0.0.1:30000/v1"),
+            tools_dir=pulumi.Output.from_input("/ws/tools"),
+            proxy_url=pulumi.Output.from_input("http://host.docker.internal:27891"),
+            api_key=pulumi.Output.secret(SECRET), job_name_prefix="tb21",
+        )
+        for key, value in changes.items():
+            object.__setattr__(args, key, value)
+        job = HarborJob("job", args, opts=pulumi.ResourceOptions(depends_on=[router]))
+        for key in ("job_name", "jobs_dir", "job_dir", "job_log", "pid_file", "dataset_path",
+                    "harbor_bin", "job_state"):
+            output = getattr(job, key)
+            rec.outputs[key] = await output.future()
+            rec.secret_outputs[key] = await output.is_secret()
+
+    pulumi.Resource.__init__ = recording
+    try:
+        _sync_await(run_pulumi_func(program))
+    finally:
+        pulumi.Resource.__init__ = original
+    return rec
+
+
+def plain(value: Any) -> Any:
+    """A secret input reaches the mocks wrapped as {<secret signature>: ..., "value": v}."""
+    return value["value"] if isinstance(value, dict) and "value" in value else value
+
+
+RUNNING = {"state": "running", "token": "start", "pid": 42}
+
+
+def test_children_and_their_order() -> None:
+    rec = declare(RUNNING)
+    names = ["job-install", "job-dataset", "job-configs", "job-preflight", "job-launch"]
+    for name in names:
+        assert rec.types[name] == "command:local:Command", name
+        # What the caller depends on (router, images, bundle, proxy) precedes every step.
+        assert "router" in rec.deps[name], name
+    assert "job-dataset" in rec.deps["job-configs"]
+    assert {"job-configs", "job-install", "job-dataset"} <= set(rec.deps["job-preflight"])
+    assert "job-preflight" in rec.deps["job-launch"]
+    assert rec.options["job-launch"].delete_before_replace is True
+    launch = rec.resources["job-launch"]
+    assert 'exec "$@"' in plain(launch["create"]) and "setsid" in plain(launch["create"])
+    assert "kill -TERM" in plain(launch["delete"]), "destroy stops Harbor gracefully"
+    assert "--print-config" in rec.resources["job-preflight"]["create"]
+
+
+def test_outputs_are_paths_and_not_secret() -> None:
+    rec = declare(RUNNING)
+    name = rec.outputs["job_name"]
+    assert name.startswith("tb21-")
+    assert rec.outputs["jobs_dir"] == "/ws/results"
+    assert rec.outputs["job_dir"] == f"/ws/results/{name}"
+    assert rec.outputs["job_log"] == f"/ws/logs/{name}.log"
+    assert rec.outputs["pid_file"] == f"/ws/logs/{name}.pid"
+    assert rec.outputs["dataset_path"] == "/data/tasks"
+    assert rec.outputs["harbor_bin"] == "/ws/harbor-0.21.0/bin/harbor"
+    assert rec.outputs["job_state"] == "running"
+    assert not any(rec.secret_outputs.values()), rec.secret_outputs
+
+
+def test_the_api_key_only_reaches_the_launch_with_logging_off() -> None:
+    rec = declare(RUNNING)
+    holders = [n for n, inputs in rec.resources.items() if SECRET in json.dumps(inputs)]
+    assert holders == ["job-launch"]
+    assert rec.resources["job-launch"]["logging"] == "none"
+    assert SECRET not in json.dumps(rec.outputs)
+
+
+def test_rendered_configs_are_triggers() -> None:
+    a = declare(RUNNING)
+    b = declare(RUNNING, top_p=0.9)
+    assert a.resources["job-configs"]["triggers"] != b.resources["job-configs"]["triggers"]
+    assert a.outputs["job_name"] != b.outputs["job_name"], "a changed config is a new job"
+    assert "top_p: 0.9" in b.resources["job-configs"]["create"]
+
+
+@pytest.mark.parametrize(
+    ("probe", "changes"),
+    [
+        ({"state": "absent", "token": "start", "pid": None}, "first launch"),
+        ({"state": "running", "token": "start", "pid": 42}, "no change"),
+        ({"state": "finished", "token": "start", "pid": 42}, "no change"),
+        ({"state": "interrupted", "token": "resume-0123456789ab", "pid": 42}, "resume"),
+    ],
+)
+def test_the_probe_decides_the_launch_trigger(probe: dict, changes: str) -> None:
+    """A running or finished job keeps the token the launch stored (a second `up` is a no-op);
+    an interrupted one gets a new token, so the launch is replaced, i.e. resumed."""
+    first_launch = declare({"state": "absent", "token": "start", "pid": None})
+    now = declare(probe)
+    before = first_launch.resources["job-launch"]["triggers"]
+    after = now.resources["job-launch"]["triggers"]
+    assert (before == after) is (changes in ("first launch", "no change")), changes
+    if changes == "resume":
+        assert "resume-0123456789ab" in after
+    # The probe ran the status script for this job, read-only.
+    (probe_command,) = now.probes
+    assert "harbor_status" in probe_command and now.outputs["job_name"] in probe_command
+
+
+def test_remote_hosts_probe_over_ssh() -> None:
+    rec = declare(RUNNING, host=REMOTE)
+    assert rec.types["job-launch"] == "command:remote:Command"
+    (probe,) = rec.probes
+    assert probe.startswith("set -euo pipefail") and "ssh -o BatchMode=yes" in probe
+    assert "-p 2222" in probe and "bench@10.0.0.2" in probe
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"workspace": "relative"}, "workspace"),
+        ({"stop_timeout_s": 5}, "stop_timeout_s"),
+        ({"api_base": None}, "api_base"),
+        ({"n_concurrent_agents": 9}, "n_concurrent_agents"),
+        ({"dataset_path": None}, "dataset"),
+    ],
+)
+def test_bad_args_name_the_field(changes: dict, message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        declare(RUNNING, **changes)
