@@ -1,0 +1,73 @@
+"""The progress CLI on the real sample job dirs of Harbor 0.21.0 (driven as a CLI, read as JSON)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.conftest import ROOT, SAMPLE_JOBS
+
+
+def progress(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "components.progress", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def snap(job_dir: Path) -> dict:
+    proc = progress(str(job_dir), "--json")
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def test_finished_job_with_pass_fail_and_timeout() -> None:
+    out = snap(SAMPLE_JOBS / "oracle-dataset")
+    assert out["finished"] is True and out["total"] == 3 and out["done"] == 3
+    assert out["rewards"] == {"0.0": 2, "1.0": 1}
+    assert out["errors"] == {"AgentTimeoutError": 1} and out["errored"] == 1
+    assert abs(out["mean_reward"] - 1 / 3) < 1e-9
+    assert out["eta_s"] == 0.0 and 0 < out["elapsed_s"] < 120
+
+
+def test_attempts_and_ungraded_trials() -> None:
+    out = snap(SAMPLE_JOBS / "oracle-attempts")
+    assert out["total"] == 4 and out["done"] == 4 and sum(out["rewards"].values()) == 4
+    timeout = snap(SAMPLE_JOBS / "oracle-verifier-timeout")
+    assert timeout["rewards"] == {"none": 1} and timeout["errors"] == {"VerifierTimeoutError": 1}
+    assert timeout["mean_reward"] == 0.0, "Harbor's mean counts an ungraded trial as 0"
+
+
+def test_interrupted_job_counts_cancelled_trials_as_not_done(tmp_path: Path) -> None:
+    out = snap(SAMPLE_JOBS / "sigint-demo")
+    assert out["finished"] is False and out["done"] == 0 and out["cancelled"] == 1
+    assert out["total"] == 1 and out["eta_s"] is None
+    # --wait on a job that never finishes gives up at --timeout with exit 2.
+    proc = progress(str(SAMPLE_JOBS / "sigint-demo"), "--wait", "--json", "--interval", "0.2",
+                    "--timeout", "1")
+    assert proc.returncode == 2 and json.loads(proc.stdout)["finished"] is False
+
+
+def test_running_job_estimates_the_remaining_time(tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLE_JOBS / "oracle-dataset", job)
+    result = json.loads((job / "result.json").read_text())
+    result["finished_at"] = None
+    result["stats"] |= {"n_running_trials": 1, "n_pending_trials": 1}
+    (job / "result.json").write_text(json.dumps(result))
+    for trial in list(job.glob("hello-file-slow__*")) + list(job.glob("hello-file-wrong__*")):
+        (trial / "result.json").unlink()
+    # A half-written trial file (Harbor rewriting it) is skipped, not fatal.
+    next(job.glob("hello-file-wrong__*")).joinpath("result.json").write_text('{"trial_na')
+    out = snap(job)
+    assert out["finished"] is False and out["done"] == 1 and out["total"] == 3
+    assert out["running"] == 1 and out["pending"] == 1
+    assert out["eta_s"] is not None and out["eta_s"] > 0
+
+
+def test_not_a_job_dir(tmp_path: Path) -> None:
+    proc = progress(str(tmp_path), "--json")
+    assert proc.returncode == 1 and "not a job dir" in proc.stderr
+    once = progress(str(SAMPLE_JOBS / "oracle-dataset"), "--once")
+    assert once.returncode == 0 and once.stdout.strip()
