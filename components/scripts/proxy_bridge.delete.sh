@@ -27,7 +27,7 @@ PID_FILE="$STATE_DIR/$NAME.pid"
 UNIT="$NAME.service"
 stopped=false
 
-cmdline_has() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null | grep -qF -- "$2"; }
+cmdline_has() { tr '\0' ' ' 2>/dev/null <"/proc/$1/cmdline" | grep -qF -- "$2"; }
 
 if [[ "$SUPERVISOR" == systemd ]]; then
   if [[ -f "/etc/systemd/system/$UNIT" ]]; then

@@ -101,7 +101,7 @@ loop_pid() {
   # The loop's PID if it is alive and really ours (a recycled PID is not).
   local pid
   pid=$(cat "$PID_FILE" 2>/dev/null) || return 1
-  [[ "$pid" =~ ^[0-9]+$ ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF "benchstack-proxy-bridge-loop $NAME $NAME $PID_FILE " \
+  [[ "$pid" =~ ^[0-9]+$ ]] && tr '\0' ' ' 2>/dev/null <"/proc/$pid/cmdline" | grep -qF "benchstack-proxy-bridge-loop $NAME $NAME $PID_FILE " \
     && echo "$pid"
 }
 

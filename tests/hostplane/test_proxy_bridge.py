@@ -266,3 +266,24 @@ def test_unreachable_target_stops_what_it_started(
     assert f"could not fetch {dead} through http://host.docker.internal:{bridge.port}" in res.reason
     assert res.reason.endswith(f"bridge stopped (log: {bridge.state}/{bridge.env['NAME']}.log)")
     assert wait_for(lambda: listeners(bridge.port) == [])
+
+
+def test_runs_through_the_host_seam(bridge: Bridge) -> None:
+    """Rendered as the component runs it (`sh -c` of `bash -c '<exports><script>'`): the call
+    returns once the script is done, because the loop holds none of the caller's pipes."""
+    from components.host import parse_outputs, render
+
+    proc = subprocess.run(
+        render("proxy_bridge.sh", bridge.env), shell=True, capture_output=True, text=True,
+        timeout=60, stdin=subprocess.DEVNULL,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = parse_outputs(proc.stdout)
+    assert out["started"] is True and out["bind_address"] == bridge.gateway
+    assert [addr for addr, _ in listeners(bridge.port)] == [f"{bridge.gateway}:{bridge.port}"]
+    gone = subprocess.run(
+        render("proxy_bridge.delete.sh", bridge.env), shell=True, capture_output=True,
+        text=True, timeout=60, stdin=subprocess.DEVNULL,
+    )
+    assert gone.returncode == 0 and parse_outputs(gone.stdout)["stopped"] is True
+    assert wait_for(lambda: listeners(bridge.port) == [])
