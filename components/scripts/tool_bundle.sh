@@ -131,6 +131,41 @@ bundle_check_host() {
     || die "bundled asciinema --version printed '$ASCIINEMA_VERSION', expected asciinema 2.4.0"
 }
 
+canary_check() {
+  # The bundle at $1, mounted read-only into CANARY_IMAGE with no network, must do everything
+  # Terminus-2 does with it. Dies with the failing step.
+  local dir=$1 out checks
+  log "validating inside $CANARY_IMAGE (no network, bundle mounted read-only)"
+  # Mounted exactly as the Harbor compose override mounts it; checks run under `bash --login`
+  # because that is what Terminus-2's pane runs, and Debian's /etc/profile resets PATH.
+  CANARY=$(docker run -d --network none --entrypoint sh \
+    -v "$dir:$BUNDLE_ROOT:ro" -v "$dir/bin/tmux:/usr/bin/tmux:ro" \
+    -v "$dir/bin/asciinema:/usr/bin/asciinema:ro" \
+    "$CANARY_IMAGE" -c 'sleep 600') || die "cannot start a container from CANARY_IMAGE=$CANARY_IMAGE"
+  # shellcheck disable=SC2016  # expanded inside the container
+  checks='
+set -eu
+export TERM=xterm-256color SHELL=/bin/bash
+tmux -V >/dev/null
+asciinema --version >/dev/null
+tmux new-session -x 160 -y 40 -d -s canary "bash --login"
+tmux send-keys -t canary "echo CANARY_\$((6*7))" Enter
+for _ in $(seq 1 50); do tmux capture-pane -p -t canary | grep -q "^CANARY_42" && break; sleep 0.2; done
+tmux capture-pane -p -t canary | grep -q "^CANARY_42" || { echo "capture-pane never showed the marker" >&2; exit 3; }
+tmux send-keys -t canary "asciinema rec --stdin -q -c \"echo CAST_\\\$((6*7)); env | grep ^PYTHON || echo NO_PYTHON_ENV\" /tmp/canary.cast" Enter
+for _ in $(seq 1 75); do [ -s /tmp/canary.cast ] && grep -q NO_PYTHON_ENV /tmp/canary.cast && break; sleep 0.2; done
+head -n1 /tmp/canary.cast | grep -q "\"version\": 2" || { echo "asciinema rec wrote no v2 cast" >&2; exit 4; }
+grep -q "CAST_42" /tmp/canary.cast || { echo "cast lacks the recorded output" >&2; exit 5; }
+grep -q NO_PYTHON_ENV /tmp/canary.cast || { echo "PYTHON* variables leak into recorded shells" >&2; exit 6; }
+tmux kill-server
+'
+  out=$(timeout 120 docker exec "$CANARY" bash --login -c "$checks" 2>&1) \
+    || die "bundle failed inside CANARY_IMAGE=$CANARY_IMAGE: $(tail -n1 <<<"$out")"
+  log "canary check passed: tmux session, capture-pane and asciinema rec work in $CANARY_IMAGE"
+  docker rm -f "$CANARY" >/dev/null 2>&1 || true
+  CANARY=""
+}
+
 json_out() {
   jq -cn --arg tools_dir "$TOOLS_DIR" --arg tv "$1" --arg av "$2" --arg h "$3" \
     --argjson rebuilt "$4" --arg canary "$5" --argjson validated "$6" \
@@ -140,14 +175,29 @@ json_out() {
 
 command -v jq >/dev/null || die "jq not found on this host: install jq"
 command -v ldd >/dev/null || die "ldd not found on this host: install libc-bin"
+CANARY=""
+STAGE=""
+cleanup() {
+  if [[ -n "$CANARY" ]]; then docker rm -f "$CANARY" >/dev/null 2>&1 || true; fi
+  if [[ -n "$STAGE" ]]; then rm -rf "$STAGE" "$TOOLS_DIR.old.$$"; fi
+}
+trap cleanup EXIT
 HASH=$(input_hash)
 STAMP="$TOOLS_DIR/.benchstack-stamp"
 
 if [[ "$FORCE_REBUILD" != 1 && -f "$STAMP" && "$(cat "$STAMP")" == "$HASH" ]]; then
   log "bundle at $TOOLS_DIR is up to date (input hash $HASH): not rebuilt"
   bundle_check_host "$TOOLS_DIR"
-  # The canary result of the build that produced this bundle still holds: same inputs.
+  # The canary result of the build that produced this bundle still holds (same inputs); a new
+  # canary image is checked against the bundle as it stands, without a rebuild.
   prev_canary=$(cat "$TOOLS_DIR/.benchstack-canary" 2>/dev/null || true)
+  if [[ -n "$CANARY_IMAGE" && "$CANARY_IMAGE" != "$prev_canary" ]]; then
+    docker image inspect "$CANARY_IMAGE" >/dev/null 2>&1 \
+      || die "CANARY_IMAGE=$CANARY_IMAGE is not present in the Docker engine: pull it or change CANARY_IMAGE"
+    canary_check "$TOOLS_DIR"
+    echo "$CANARY_IMAGE" >"$TOOLS_DIR/.benchstack-canary"
+    prev_canary=$CANARY_IMAGE
+  fi
   json_out "$TMUX_VERSION" "$ASCIINEMA_VERSION" "$HASH" false "$prev_canary" \
     "$([[ -n "$prev_canary" ]] && echo true || echo false)"
   exit 0
@@ -165,12 +215,6 @@ fi
 mkdir -p "$(dirname "$TOOLS_DIR")" 2>/dev/null \
   || die "cannot create the parent of TOOLS_DIR=$TOOLS_DIR: choose a writable TOOLS_DIR"
 STAGE=$(mktemp -d "$TOOLS_DIR.stage.XXXXXX") || die "cannot write next to TOOLS_DIR=$TOOLS_DIR: choose a writable TOOLS_DIR"
-CANARY=""
-cleanup() {
-  [[ -n "$CANARY" ]] && docker rm -f "$CANARY" >/dev/null 2>&1 || true
-  rm -rf "$STAGE" "$TOOLS_DIR.old.$$"
-}
-trap cleanup EXIT
 
 log "building $TOOLS_DIR from tmux $HOST_TMUX and $PYTHON_VERSION $HOST_PYTHON"
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/python/bin" "$STAGE/python/lib/$PYTHON_VERSION" \
@@ -215,36 +259,7 @@ bundle_check_host "$STAGE"
 log "host check: $TMUX_VERSION / $ASCIINEMA_VERSION"
 
 validated=false
-if [[ -n "$CANARY_IMAGE" ]]; then
-  log "validating inside $CANARY_IMAGE (no network, bundle mounted read-only)"
-  # Mounted exactly as the Harbor compose override mounts it; checks run under `bash --login`
-  # because that is what Terminus-2's pane runs, and Debian's /etc/profile resets PATH.
-  CANARY=$(docker run -d --network none --entrypoint sh \
-    -v "$STAGE:$BUNDLE_ROOT:ro" -v "$STAGE/bin/tmux:/usr/bin/tmux:ro" \
-    -v "$STAGE/bin/asciinema:/usr/bin/asciinema:ro" \
-    "$CANARY_IMAGE" -c 'sleep 600') || die "cannot start a container from CANARY_IMAGE=$CANARY_IMAGE"
-  # shellcheck disable=SC2016  # expanded inside the container
-  checks='
-set -eu
-export TERM=xterm-256color SHELL=/bin/bash
-tmux -V >/dev/null
-asciinema --version >/dev/null
-tmux new-session -x 160 -y 40 -d -s canary "bash --login"
-tmux send-keys -t canary "echo CANARY_\$((6*7))" Enter
-for _ in $(seq 1 50); do tmux capture-pane -p -t canary | grep -q "^CANARY_42" && break; sleep 0.2; done
-tmux capture-pane -p -t canary | grep -q "^CANARY_42" || { echo "capture-pane never showed the marker" >&2; exit 3; }
-tmux send-keys -t canary "asciinema rec --stdin -q -c \"echo CAST_\\\$((6*7)); env | grep ^PYTHON || echo NO_PYTHON_ENV\" /tmp/canary.cast" Enter
-for _ in $(seq 1 75); do [ -s /tmp/canary.cast ] && grep -q NO_PYTHON_ENV /tmp/canary.cast && break; sleep 0.2; done
-head -n1 /tmp/canary.cast | grep -q "\"version\": 2" || { echo "asciinema rec wrote no v2 cast" >&2; exit 4; }
-grep -q "CAST_42" /tmp/canary.cast || { echo "cast lacks the recorded output" >&2; exit 5; }
-grep -q NO_PYTHON_ENV /tmp/canary.cast || { echo "PYTHON* variables leak into recorded shells" >&2; exit 6; }
-tmux kill-server
-'
-  out=$(timeout 120 docker exec "$CANARY" bash --login -c "$checks" 2>&1) \
-    || die "bundle failed inside CANARY_IMAGE=$CANARY_IMAGE: $(tail -n1 <<<"$out")"
-  validated=true
-  log "canary check passed: tmux session, capture-pane and asciinema rec work in $CANARY_IMAGE"
-fi
+if [[ -n "$CANARY_IMAGE" ]]; then canary_check "$STAGE"; validated=true; fi
 
 echo "$HASH" >"$STAGE/.benchstack-stamp"
 if [[ "$validated" == true ]]; then echo "$CANARY_IMAGE" >"$STAGE/.benchstack-canary"; fi

@@ -224,3 +224,23 @@ def test_destroy_removes_only_a_bundle(tmp_path: Path) -> None:
     assert kept.returncode != 0 and "is not a benchstack tool bundle" in kept.reason
     assert (precious / "keep.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["precious"]
+
+
+def test_new_canary_is_checked_without_a_rebuild(
+    built: tuple[Path, ScriptResult], canary_image: str
+) -> None:
+    tools, first = built
+    other = f"bste-canary-{tools.parent.name}:other"
+    docker("tag", canary_image, other)
+    try:
+        stamp = (tools / ".benchstack-stamp").stat().st_mtime
+        res = run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": other})
+        assert res.returncode == 0, res.stderr
+        assert res.outputs["rebuilt"] is False
+        assert res.outputs["canary_image"] == other and res.outputs["canary_validated"] is True
+        assert "validating inside " + other in res.stderr
+        assert (tools / ".benchstack-stamp").stat().st_mtime == stamp
+        assert (tools / ".benchstack-canary").read_text().strip() == other
+    finally:
+        docker("rmi", other, check=False)
+        (tools / ".benchstack-canary").write_text(canary_image + "\n")
