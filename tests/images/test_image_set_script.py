@@ -227,7 +227,7 @@ class ArgvWatcher:
                 if any(secret in argv for secret in self.secrets):
                     self.seen.append(argv.replace(b"\0", b" ").decode(errors="replace")[:200])
             self.scans += 1
-            time.sleep(0.01)
+            time.sleep(0.02)
 
     def __enter__(self) -> ArgvWatcher:
         self._thread.start()
