@@ -111,7 +111,14 @@ def _bars(
     for i, (label, segs) in enumerate(rows):
         y = i * row_h + 4
         short = label if len(label) <= 40 else label[:38] + "..."
-        out.append(f'<text x="{label_w - 6}" y="{y + 11}" text-anchor="end">{escape(short)}</text>')
+        pad = 16 if markers else 6
+        out.append(
+            f'<text x="{label_w - pad}" y="{y + 11}" text-anchor="end">{escape(short)}</text>'
+        )
+        if markers:
+            out.append(
+                f'<rect x="{label_w - 12}" y="{y + 2}" width="8" height="8" fill="{markers[i]}"/>'
+            )
         x = float(label_w)
         for value, color, tip in segs:
             w = bar_w * value / total_max
@@ -171,7 +178,7 @@ def _phase_chart(report: Report) -> str:
     markers = [COLORS.get(t.category, "#000") for t in timed]
     legend = (
         _legend(PHASE_COLORS)
-        + '<div class="legend">Square before a trial: '
+        + '<div class="legend"><span>square before a trial = its category:</span>'
         + "".join(
             f'<span><i style="background:{c}"></i>{escape(k)}</span>' for k, c in COLORS.items()
         )
