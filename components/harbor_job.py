@@ -236,7 +236,8 @@ def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]
     text = pulumi.Output.all(env, host.private_key if not host.is_local else None).apply(
         command_text
     )
-    result = command.local.run_output(command=text)
+    # bash, not the invoke's default /bin/sh (dash on Debian has no `pipefail`).
+    result = command.local.run_output(command=text, interpreter=["/bin/bash", "-c"])
     return result.stdout.apply(parse_outputs)
 
 

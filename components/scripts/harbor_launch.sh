@@ -48,9 +48,11 @@ harbor_pid() {  # the recorded PID, if that process is alive and is Harbor runni
   echo "$pid"
 }
 finished() { [[ -f "$job_dir/result.json" ]] && ! grep -Eq '"finished_at": *null' "$job_dir/result.json"; }
-started() {  # a trial has started (or the job is already done)
-  finished && return 0
+started() {  # a trial has started (or the job is done), per a result.json written since launch
   [[ -f "$job_dir/result.json" ]] || return 1
+  # A resumed job has an old result.json: only Harbor's rewrite after this launch counts.
+  (( $(stat -c %Y "$job_dir/result.json") >= launched_at )) || return 1
+  finished && return 0
   grep -Eq '"n_(running|completed)_trials": *[1-9]' "$job_dir/result.json"
 }
 emit() {
@@ -87,6 +89,7 @@ fi
 log "starting Harbor ($mode) for job $JOB_NAME; log: $job_log"
 printf '\n=== %s: harbor %s (benchstack launch) ===\n' "$(date -u +%FT%TZ)" "$mode" >>"$job_log"
 rm -f "$pid_file"
+launched_at=$(date +%s)
 # setsid: Harbor gets its own session, so neither this shell's exit nor a terminal hang-up
 # reaches it; `exec` makes the recorded PID Harbor itself, the one SIGTERM must go to.
 HARBOR_TELEMETRY=0 LITELLM_LOCAL_MODEL_COST_MAP=True OPENAI_API_KEY="$OPENAI_API_KEY" \

@@ -7,6 +7,7 @@ answer the probe with a given job state. The tests assert on what the component 
 from __future__ import annotations
 
 import json
+import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -177,6 +178,20 @@ def test_the_probe_decides_the_launch_trigger(probe: dict, changes: str) -> None
     # The probe ran the status script for this job, read-only.
     (probe_command,) = now.probes
     assert "harbor_status" in probe_command and now.outputs["job_name"] in probe_command
+
+
+def test_the_rendered_probe_runs(tmp_path) -> None:
+    """The probe's command line, run as the invoke runs it, reads a real (absent) job."""
+    rec = declare(RUNNING, workspace=str(tmp_path))
+    (probe,) = rec.probes
+    proc = subprocess.run(["/bin/bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == {"state": "absent", "token": "start", "pid": None}
+    (tmp_path / "results" / rec.outputs["job_name"]).mkdir(parents=True)
+    (tmp_path / "results" / rec.outputs["job_name"] / "config.json").write_text("{}")
+    proc = subprocess.run(["/bin/bash", "-c", probe], capture_output=True, text=True, timeout=30)
+    out = json.loads(proc.stdout)
+    assert out["state"] == "interrupted" and out["token"].startswith("resume-")
 
 
 def test_remote_hosts_probe_over_ssh() -> None:
