@@ -23,6 +23,8 @@ import pulumi_docker as docker
 
 from components.host import Host, content_hash, host_script
 from components.sglang_worker import (
+    LOG_DRIVER,
+    LOG_OPTS,
     READINESS_SOURCE,
     docker_provider,
     image_reference,
@@ -134,7 +136,8 @@ class Router(pulumi.ComponentResource):
             f"{name}-reach",
             host=host,
             script="serving_probe.sh",
-            env=probe_env(reach_spec, args.workspace, args.probe_python),
+            env=probe_env(reach_spec, args.workspace, args.probe_python,
+                          args.worker_timeout_s * len(args.worker_urls)),
             triggers=[reach_spec],
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -173,6 +176,8 @@ class Router(pulumi.ComponentResource):
             # destroy_grace_seconds is what pulumi-docker's delete uses (unset: 0 s, a kill).
             stop_timeout=ROUTER_STOP_TIMEOUT_S,
             destroy_grace_seconds=ROUTER_STOP_TIMEOUT_S,
+            log_driver=LOG_DRIVER,
+            log_opts=LOG_OPTS,
             must_run=True,
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -205,7 +210,8 @@ class Router(pulumi.ComponentResource):
             f"{name}-ready",
             host=host,
             script="serving_probe.sh",
-            env=probe_env(ready_spec, args.workspace, args.probe_python),
+            env=probe_env(ready_spec, args.workspace, args.probe_python,
+                          args.health_timeout_s + args.worker_timeout_s * len(args.worker_urls)),
             triggers=[container.id, content_hash(READINESS_SOURCE.read_text())],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[container]),
         )

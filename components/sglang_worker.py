@@ -31,6 +31,10 @@ WORKER_STOP_TIMEOUT_S = 30
 MEMLOCK_UNLIMITED = -1
 STACK_BYTES = 67108864
 CONTAINER_ENV = ("HOME=/tmp", "HF_HOME=/tmp/huggingface")
+# The seed appended the server log to a file; here it is the container's log, rotated so a
+# multi-day run cannot fill the disk (`docker logs <name>` reads it).
+LOG_DRIVER = "json-file"
+LOG_OPTS = {"max-size": "100m", "max-file": "10"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -216,11 +220,13 @@ def image_reference(
 
 
 def probe_env(
-    spec: pulumi.Input[str], workspace: str | None, probe_python: str | None
+    spec: pulumi.Input[str], workspace: str | None, probe_python: str | None, timeout_s: int
 ) -> dict[str, pulumi.Input[str]]:
     env: dict[str, pulumi.Input[str]] = {
         "PROBE_SPEC": spec,
         "READINESS_PY": READINESS_SOURCE.read_text(),
+        # Room above the probe's own bound for its last attempts and the report.
+        "PROBE_HARD_TIMEOUT_S": str(timeout_s + 600),
     }
     if workspace:
         env["PROBE_VENV"] = f"{workspace.rstrip('/')}/.benchstack/probe-httpx-0.28.1"
@@ -326,6 +332,8 @@ class SGLangWorker(pulumi.ComponentResource):
             # destroy_grace_seconds as the timeout (unset: 0 s, an immediate kill).
             stop_timeout=WORKER_STOP_TIMEOUT_S,
             destroy_grace_seconds=WORKER_STOP_TIMEOUT_S,
+            log_driver=LOG_DRIVER,
+            log_opts=LOG_OPTS,
             must_run=True,
             opts=pulumi.ResourceOptions(
                 parent=self,
@@ -353,7 +361,7 @@ class SGLangWorker(pulumi.ComponentResource):
             f"{name}-ready",
             host=host,
             script="serving_probe.sh",
-            env=probe_env(spec, args.workspace, args.probe_python),
+            env=probe_env(spec, args.workspace, args.probe_python, args.health_timeout_s),
             # A new container (replacement, new image) must be proven again.
             triggers=[container.id, content_hash(READINESS_SOURCE.read_text())],
             opts=pulumi.ResourceOptions(parent=self, depends_on=[container]),

@@ -9,6 +9,7 @@
 #   PROBE_VENV       the cached probe venv (default: $HOME/.cache/benchstack/probe-httpx-$HTTPX_VERSION)
 #   HTTPX_VERSION    httpx pinned in the probe venv (default: 0.28.1)
 #   PROBE_PIP_ARGS   extra `pip install` arguments, e.g. an index mirror (default: unset)
+#   PROBE_HARD_TIMEOUT_S  kill the probe after this long, whatever its own bounds (default: 7200)
 # Output: the probe's JSON result as the last stdout line.
 # Idempotent: the venv is built once (into a temporary directory, then renamed) and reused.
 set -euo pipefail
@@ -52,4 +53,11 @@ fi
 probe=$(mktemp --suffix=.py)
 trap 'rm -f "$probe"' EXIT
 printf '%s\n' "$READINESS_PY" >"$probe"
-"$python" "$probe" spec "$PROBE_SPEC"
+# The probe bounds its own waits; this is the backstop should a connection hang past them.
+hard=${PROBE_HARD_TIMEOUT_S:-7200}
+rc=0
+timeout "$hard" "$python" "$probe" spec "$PROBE_SPEC" || rc=$?
+if ((rc == 124)); then
+  die "probe still running after PROBE_HARD_TIMEOUT_S=${hard}s: killed; check the endpoint by hand"
+fi
+exit "$rc"

@@ -211,6 +211,8 @@ def assert_seed_run_options(inputs: dict, cfg: StackConfig) -> None:
     ]
     assert inputs["stopTimeout"] == 30
     assert inputs["destroyGraceSeconds"] == 30
+    assert inputs["logDriver"] == "json-file"
+    assert inputs["logOpts"] == {"max-size": "100m", "max-file": "10"}
     assert inputs["mustRun"] is True
 
 
@@ -386,6 +388,7 @@ def test_router_container_flag_by_flag(stack_name) -> None:
     assert inputs["envs"] == ["HOME=/tmp"]
     assert inputs["stopTimeout"] == 180
     assert inputs["destroyGraceSeconds"] == 180
+    assert inputs["logOpts"] == {"max-size": "100m", "max-file": "10"}
     assert inputs["image"] == IMAGE_ID
     opts = rec.opts("router-container")
     assert opts.delete_before_replace is True
@@ -439,6 +442,27 @@ def test_bad_router_args_name_the_field(change, field_name) -> None:
     args = router_args(cfg, ["http://10.0.0.11:30001"])
     with pytest.raises(ValueError, match=f"RouterArgs.{field_name}"):
         declare(lambda: [Router("r", replace(args, **change)).router_url])
+
+
+def test_a_second_up_declares_the_same_inputs() -> None:
+    """Same config, same inputs, byte for byte: nothing for a second `up` to diff (the engine
+    side of it is test_container_readback_real.py)."""
+    cfg = stack("a100")
+
+    def build():
+        workers = [SGLangWorker(f"{h.name}-sglang", worker_args(cfg, h.name))
+                   for h in cfg.gpu_hosts]
+        return [Router("router", router_args(cfg, [w.url for w in workers])).router_url]
+
+    def snapshot() -> list:
+        return sorted(
+            (r.type, r.name, json.dumps(r.inputs, sort_keys=True, default=str))
+            for r in declare(build).records if r.type != "component"
+        )
+
+    first, second = snapshot(), snapshot()
+    assert len(first) > 10
+    assert first == second
 
 
 def test_local_host_uses_the_unix_socket_without_ssh() -> None:

@@ -38,7 +38,9 @@ def test_worker_settings_read_back_unchanged(canary_image: str, tmp_path: Path) 
     ulimits = {"memlock": worker_mod.MEMLOCK_UNLIMITED, "stack": worker_mod.STACK_BYTES}
     args = ["--network", "host", "--ipc", "host", "--user", "1000:1000",
             "--stop-timeout", str(worker_mod.WORKER_STOP_TIMEOUT_S),
-            "--volume", f"{model}:/models/Qwen3.8-27B:ro"]
+            "--volume", f"{model}:/models/Qwen3.8-27B:ro", "--log-driver", worker_mod.LOG_DRIVER]
+    for key, value in worker_mod.LOG_OPTS.items():
+        args += ["--log-opt", f"{key}={value}"]
     for key, value in ulimits.items():
         args += ["--ulimit", f"{key}={value}:{value}"]
     for env in worker_mod.CONTAINER_ENV:
@@ -50,6 +52,8 @@ def test_worker_settings_read_back_unchanged(canary_image: str, tmp_path: Path) 
     assert {u["Name"]: (u["Soft"], u["Hard"]) for u in host["Ulimits"]} == {
         "memlock": (-1, -1), "stack": (67108864, 67108864)}
     assert host["Binds"] == [f"{model}:/models/Qwen3.8-27B:ro"]
+    assert host["LogConfig"] == {"Type": "json-file",
+                                 "Config": {"max-size": "100m", "max-file": "10"}}
     assert info["Config"]["User"] == "1000:1000"
     assert info["Config"]["StopTimeout"] == 30
     assert info["Config"]["Cmd"] == ["sglang", "serve", "--tp-size", "4"]

@@ -24,7 +24,7 @@ def worker_spec(url: str, timeout_s: float = 20, **expect: object) -> dict:
 
 
 def test_worker_ready_after_loading_reports_configured_fields(processes: Processes) -> None:
-    worker = processes.standin("--healthy-after", "1.5")
+    worker = processes.standin("--healthy-after", "4")
     result = run_probe(worker_spec(worker.url))
     assert result.returncode == 0, result.stderr
     out = result.outputs
@@ -222,6 +222,15 @@ def test_probe_venv_failure_leaves_nothing_behind(tmp_path: Path) -> None:
     assert not venv.exists()
     # Not even the staging directory of the half-built venv.
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("probe-venv")] == []
+
+
+def test_hard_timeout_backstop(processes: Processes) -> None:
+    worker = processes.standin("--never-healthy")
+    start = time.monotonic()
+    result = run_probe(worker_spec(worker.url, timeout_s=60), PROBE_HARD_TIMEOUT_S="2")
+    assert time.monotonic() - start < 15
+    assert result.returncode == 1
+    assert "still running after PROBE_HARD_TIMEOUT_S=2s" in result.reason
 
 
 def test_bad_probe_python_is_named() -> None:
