@@ -9,6 +9,9 @@ errors by type, elapsed time and an estimate of the remaining time.
 - `--once`: one snapshot and exit; `--json`: the snapshot as one JSON object on stdout;
 - `--wait`: keep polling until the job has `finished_at` (exit 0), or until `--timeout`
   (exit 2); with `--json` only the final snapshot is printed.
+- `--pid-file FILE` (the launch's PID file): a job whose Harbor process is gone without
+  `finished_at` is interrupted (`finished_at: null` alone does not say so): exit 3 instead of
+  waiting forever.
 
 Exit 1 when JOB_DIR is not a Harbor job dir. Files being rewritten mid-read are skipped for
 that refresh, not fatal.
@@ -147,6 +150,16 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
     )
 
 
+def harbor_alive(pid_file: Path, job_name: str) -> bool:
+    """The recorded PID is alive and is Harbor running this job (not a recycled PID)."""
+    try:
+        pid = int(pid_file.read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (OSError, ValueError):
+        return False
+    return job_name in cmdline
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "-"
@@ -189,6 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="print the snapshot as JSON")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     parser.add_argument("--timeout", type=float, default=None, help="give up --wait after this")
+    parser.add_argument("--pid-file", type=Path, default=None, help="the launch's PID file")
     args = parser.parse_args(argv)
 
     try:
@@ -211,7 +225,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.once:
         console.print(render(snap))
         return 0
-    timed_out = False
+    timed_out = interrupted = False
+
+    def gone(current: Snapshot) -> bool:
+        return args.pid_file is not None and not harbor_alive(args.pid_file, current.job_name)
+
     with Live(render(snap), console=console, refresh_per_second=4, transient=args.json) as live:
         try:
             while not snap.finished:
@@ -221,10 +239,20 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(args.interval)
                 snap = poll()
                 live.update(render(snap))
+                if not snap.finished and gone(snap):
+                    # Harbor writes finished_at and then exits: read once more before judging.
+                    snap = poll()
+                    live.update(render(snap))
+                    interrupted = not snap.finished
+                    break
         except KeyboardInterrupt:
             pass
     if args.json:
         print(json.dumps(snap.as_json()))
+    if interrupted:
+        print("progress: Harbor is not running and the job is unfinished (interrupted): "
+              "`pulumi up` resumes it", file=sys.stderr)
+        return 3
     if timed_out:
         print(f"progress: job not finished after {args.timeout:.0f}s", file=sys.stderr)
         return 2

@@ -139,7 +139,8 @@ class Job:
         """Drive the real progress CLI until the job finishes; returns its JSON snapshot."""
         proc = subprocess.run(
             [str(ROOT / ".venv" / "bin" / "python"), "-m", "components.progress", str(self.dir),
-             "--wait", "--json", "--interval", "1", "--timeout", str(timeout)],
+             "--wait", "--json", "--interval", "1", "--timeout", str(timeout),
+             "--pid-file", str(self.log_dir / f"{self.name}.pid")],
             capture_output=True, text=True, timeout=timeout + 60, cwd=ROOT,
         )
         assert proc.returncode == 0, f"job not finished: {proc.stderr[-2000:]}\n{self.log_tail()}"

@@ -71,3 +71,12 @@ def test_not_a_job_dir(tmp_path: Path) -> None:
     assert proc.returncode == 1 and "not a job dir" in proc.stderr
     once = progress(str(SAMPLE_JOBS / "oracle-dataset"), "--once")
     assert once.returncode == 0 and once.stdout.strip()
+
+
+def test_wait_stops_when_harbor_is_gone(tmp_path: Path) -> None:
+    pid_file = tmp_path / "job.pid"
+    pid_file.write_text("999999999\n")  # no such process
+    proc = progress(str(SAMPLE_JOBS / "sigint-demo"), "--wait", "--json", "--interval", "0.2",
+                    "--timeout", "30", "--pid-file", str(pid_file))
+    assert proc.returncode == 3 and "interrupted" in proc.stderr
+    assert json.loads(proc.stdout)["finished"] is False
