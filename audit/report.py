@@ -9,19 +9,16 @@ Trials classified `infra` are never flipped automatically; they are listed under
 from __future__ import annotations
 
 import gc
-import logging
 from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from audit import layout as L
 from audit.adjudications import Adjudication
-from audit.classify import CATEGORIES, PASS_REWARD, classify
+from audit.classify import CATEGORIES, PASS_REWARD, Classification, classify
 from audit.evidence import TrialEvidence
 from audit.models import PHASES, JobConfig, JobResult, parse_time
 from audit.rules import CompiledRule, load_rules
-
-log = logging.getLogger(__name__)
 
 SCORING_RULE = (
     "raw = trials with reward 1 / all trials. adjusted = raw with the adjudications applied and "
@@ -220,7 +217,7 @@ def _read_model(layout: L.JobLayout, rel: str, model: type[BaseModel], problems:
         return None
 
 
-def _row(ev: TrialEvidence, c) -> TrialRow:
+def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
     result = ev.result
     info = result.exception_info if result else None
     agent = result.agent_result if result else None

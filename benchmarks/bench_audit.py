@@ -3,9 +3,10 @@
 Each job mixes the outcomes of a real run (about 70 % pass, 15 % wrong answer, 10 % agent
 timeout with its verifier reward, 5 % infra with evidence in the verifier output or the
 trajectory), written with the same file layout as Harbor 0.21.0 by the tests' job generator.
-For each size: wall seconds of a full audit (read, classify, score, render JSON), the time per
-trial (goal <= 1 ms) and the ratio of the two totals (goal about 10: linear). Trials per second
-of writing the fixtures is printed too, so a slow disk is visible.
+For each size: wall seconds of a full audit (read, classify, score, render JSON; best of
+BENCH_REPEAT=3 runs after a warm-up run), the time per trial (goal <= 1 ms) and the ratio of
+the two totals (goal about 10: linear). Trials per second of writing the fixtures is printed
+too, so a slow disk is visible.
 
 The temp dirs are removed at the end. Prints JSON on stdout; does not assert.
 Run: .venv/bin/python benchmarks/bench_audit.py   (BENCH_SIZES=1000,10000 to change sizes)
@@ -38,6 +39,8 @@ from tests.audit.audit_jobgen import (  # noqa: E402
     apt_502,
     write_trial,
 )
+
+REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 
 
 def mix(task: str, i: int) -> TrialSpec:
@@ -113,10 +116,13 @@ def main() -> None:
             job = write_job(root, n)
             written = time.perf_counter() - t0
             audit(job)  # warm the page cache and imports: measure the audit, not the disk
-            elapsed, summary = audit(job)
+            # Best of REPEAT: the machine is shared, and the minimum is the least noisy estimate.
+            runs = [audit(job) for _ in range(REPEAT)]
+            elapsed, summary = min(runs, key=lambda r: r[0])
             results[str(n)] = {
                 "trials": n,
                 "audit_seconds": round(elapsed, 3),
+                "audit_seconds_runs": [round(r[0], 3) for r in runs],
                 "ms_per_trial": round(1000 * elapsed / n, 3),
                 "fixture_trials_per_second": round(n / written, 1),
                 **summary,
