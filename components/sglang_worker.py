@@ -13,7 +13,6 @@ backwards; the container is stopped with the seed's 30 s grace.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -22,8 +21,6 @@ import pulumi
 import pulumi_docker as docker
 
 from components.host import Host, content_hash, host_script
-
-log = logging.getLogger(__name__)
 
 READINESS_SOURCE = Path(__file__).resolve().parent / "readiness.py"
 # The seed's `docker run` options, shared with the router where they coincide.
