@@ -95,6 +95,7 @@ def main() -> None:
                         s3_uri=cfg.model.s3_uri,
                         s3_access_key_id=secrets.s3_access_key_id,
                         s3_secret_access_key=secrets.s3_secret_access_key,
+                        ssh_key_path=h.ssh_key_path,
                     ),
                     opts=pulumi.ResourceOptions(depends_on=[daemons[h.name]]),
                 )
@@ -104,6 +105,7 @@ def main() -> None:
             RouterArgs(
                 host=harbor_host,
                 image=cfg.router.image or cfg.serving.image,
+                image_archive=None if cfg.router.image else cfg.serving.image_archive,
                 bind_host=cfg.router.bind_host,
                 port=cfg.router.port,
                 worker_urls=[w.url for w in workers],
@@ -116,6 +118,10 @@ def main() -> None:
                 container_name="benchstack-sglang-router",
                 health_timeout_s=cfg.router.health_timeout_s,
                 workspace=workspace,
+                # Each worker registers once per DP rank: check that all of them did.
+                worker_dp_size=cfg.serving.dp_size,
+                model_path=cfg.model.path,
+                ssh_key_path=harbor_cfg.ssh_key_path,
             ),
             # The router is only useful once every worker reports the config we asked for.
             opts=pulumi.ResourceOptions(depends_on=[*workers, daemons[harbor_cfg.name]]),

@@ -55,6 +55,9 @@ class HostConfig(Model):
     # The address the other hosts use to reach this one (the seed's WORKER_A_IP); defaults
     # to `address`.
     private_ip: str | None = None
+    # The key pulumi-docker's ssh connection uses (it shells out to the local ssh, which takes
+    # a key file, not key material); unset: the ssh agent.
+    ssh_key_path: str | None = None
     arch: str = "amd64"
     gpus: GpuSpec | None = None
     roles: list[Role] = Field(min_length=1)
