@@ -342,7 +342,7 @@ declare -A local_id=() want_name=()
 while IFS=$'\t' read -r name id; do
   local_id[$name]=$id
 done < <(docker images --no-trunc --format '{{.Repository}}:{{.Tag}}{{"\t"}}{{.ID}}')
-declare -A arch_of=()
+declare -A arch_of=() repo_digests_of=()
 present_ids=()
 for image in "${images[@]}"; do
   name=$(local_name "$image")
@@ -350,9 +350,11 @@ for image in "${images[@]}"; do
   [[ -n "${local_id[$name]:-}" ]] && present_ids+=("${local_id[$name]}")
 done
 if ((${#present_ids[@]})); then
-  while IFS=$'\t' read -r id arch os; do
+  while IFS=$'\t' read -r id arch os rds; do
+    [[ -n "$id" ]] || continue
     arch_of[$id]="$os/$arch"
-  done < <(docker image inspect --format '{{.Id}}{{"\t"}}{{.Architecture}}{{"\t"}}{{.Os}}' "${present_ids[@]}")
+    repo_digests_of[$id]=$rds
+  done < <(docker image inspect --format '{{.Id}}{{"\t"}}{{.Architecture}}{{"\t"}}{{.Os}}{{"\t"}}{{range .RepoDigests}}{{.}} {{end}}' "${present_ids[@]}")
 fi
 
 mkdir -p "$work/results" "$work/scratch"
@@ -434,6 +436,16 @@ cat "$work"/results/* | awk -F'\t' '$1=="ok" {print $2"\t"$3"\t"$4}' | sort >"$r
 repo_tsv="$work/repo.tsv"
 awk -F'\t' 'NR==FNR {rd[$1"\t"$2]=$3; next} ($1"\t"$2) in rd {print $1"\t"rd[$1"\t"$2]}' \
   "$state" "$ready_tsv" >"$repo_tsv"
+# Present images pulled by other means (docker pull) may carry their registry digest locally.
+while IFS=$'\t' read -r image id how; do
+  [[ "$how" == present ]] && ! awk -F'\t' -v i="$image" '$1==i {f=1} END {exit !f}' "$repo_tsv" || continue
+  for rd in ${repo_digests_of[$id]:-}; do
+    if [[ "${rd%@*}" == "${want_name[$image]%:*}" || "${rd%@*}" == "$(source_repo "$image")" ]]; then
+      printf '%s\t%s\n' "$image" "${rd#*@}" >>"$repo_tsv"
+      break
+    fi
+  done
+done <"$ready_tsv"
 
 pinned_tsv="$work/pinned.tsv"
 : >"$pinned_tsv"

@@ -78,6 +78,22 @@ def test_pulls_tags_records_digests_then_rerun_makes_no_registry_request(
     ), paths
 
 
+def test_image_pulled_by_hand_is_pinned_from_its_local_repo_digest(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path
+) -> None:
+    digest = test_images.push("byhand:1")
+    name = test_images.name("byhand:1")
+    docker("pull", "-q", f"{registry.addr}/{name}")
+    docker("tag", f"{registry.addr}/{name}", name)
+    before = len(registry.requests())
+    result = run_script("image_set.sh", env_for(registry, [name], tmp_path, PIN_DIGESTS="1"))
+    assert result.returncode == 0, result.stderr
+    assert (result.outputs["pulled"], result.outputs["present"]) == (0, 1)
+    assert result.outputs["repo_digests"] == {name: digest}
+    assert result.outputs["pinned"] == {name: f"{name.rsplit(':', 1)[0]}@{digest}"}
+    assert len(registry.requests()) == before
+
+
 def test_registry_stopped_mid_set_is_finished_by_the_retries(
     own_registry: LocalRegistry, canary_image: str, tmp_path: Path
 ) -> None:
