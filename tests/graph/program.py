@@ -70,13 +70,23 @@ class ProgramRun:
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
-    def __init__(self, run: ProgramRun, stdout_for: Callable[[str, dict], str] | None = None):
+    """Records every registration; answers itself, or passes on to `delegate` (a real runner)."""
+
+    def __init__(
+        self,
+        run: ProgramRun,
+        stdout_for: Callable[[str, dict], str] | None = None,
+        delegate: pulumi.runtime.Mocks | None = None,
+    ):
         self.run = run
         self.stdout_for = stdout_for or (lambda name, inputs: "{}")
+        self.delegate = delegate
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
         inputs = dict(args.inputs)
         self.run.registrations.append(Registration(args.typ, args.name, inputs, args.provider))
+        if self.delegate is not None:
+            return self.delegate.new_resource(args)
         outputs = dict(inputs)
         if args.typ in ("command:local:Command", "command:remote:Command"):
             outputs["stdout"] = self.stdout_for(args.name, inputs)
@@ -87,6 +97,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return [f"{args.name}-id", outputs]
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if self.delegate is not None:
+            return self.delegate.call(args)
         if args.token == "command:local:run":
             return {"stdout": "{}", "stderr": "", "command": args.args.get("command", "")}
         return {}
@@ -108,12 +120,14 @@ def run_program(
     overrides: dict[str, Any] | None = None,
     secrets: dict[str, str] | None = None,
     stdout_for: Callable[[str, dict], str] | None = None,
+    mocks: pulumi.runtime.Mocks | None = None,
+    on_declare: Callable[[Declared, pulumi.ResourceOptions | None], None] | None = None,
 ) -> ProgramRun:
     """Evaluate __main__.py for `stack` under mocks; returns what it declared."""
     run = ProgramRun()
     pulumi_settings.reset_options()
     pulumi.runtime.set_mocks(
-        RecordingMocks(run, stdout_for), project="benchstack", stack=stack, preview=False
+        RecordingMocks(run, stdout_for, mocks), project="benchstack", stack=stack, preview=False
     )
     config = stack_config(stack, overrides)
     secret_keys = []
@@ -129,7 +143,10 @@ def run_program(
         if not isinstance(deps, list):
             deps = [deps]
         parent = opts.parent if opts else None
-        run.declared.append(Declared(self, t, name, deps, parent))
+        declared = Declared(self, t, name, deps, parent)
+        run.declared.append(declared)
+        if on_declare is not None:
+            on_declare(declared, opts)
         original_init(self, t, name, custom, props, opts, *args, **kwargs)
 
     def recording_export(name: str, value: Any) -> None:

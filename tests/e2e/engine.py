@@ -1,0 +1,179 @@
+"""A small, faithful stand-in for the Pulumi engine + command provider, for `local` stacks.
+
+The Pulumi CLI cannot be installed on these machines, so the end-to-end test evaluates
+`__main__.py` under Pulumi mocks whose handler does what the command provider documents for
+`command:local:Command`:
+
+- create: runs `create` with the interpreter (default `/bin/sh -c`), in `dir`, with the
+  process environment plus `environment`; a non-zero exit fails the resource with its output;
+  `stdout`/`stderr` become outputs (one trailing newline trimmed, as the provider does);
+- nothing runs again when the inputs are unchanged from the previous `up` (same state);
+- a changed input re-runs it (a replace when `triggers` changed; delete first when the
+  resource asked for delete_before_replace);
+- delete: runs `delete` with PULUMI_COMMAND_STDOUT/STDERR set to the stored outputs; destroy
+  runs the stored deletes in reverse order of creation;
+- `command:local:run` (an invoke) runs at every evaluation.
+Anything else (docker resources) is refused: the local stack must not declare any.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+
+from tests.graph.program import Declared, ProgramRun, run_program
+
+COMMAND = "command:local:Command"
+DIFF_KEYS = ("create", "update", "delete", "dir", "environment", "interpreter", "triggers", "stdin")
+
+
+class CommandFailed(Exception):
+    pass
+
+
+@dataclass
+class StoredCommand:
+    name: str
+    inputs: dict[str, Any]
+    outputs: dict[str, Any]
+    delete_before_replace: bool = False
+
+
+@dataclass
+class StackState:
+    """What `pulumi up` keeps between runs: each command's inputs and outputs, in order."""
+
+    commands: dict[str, StoredCommand] = field(default_factory=dict)
+    order: list[str] = field(default_factory=list)
+    exports: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class UpResult:
+    run: ProgramRun
+    created: list[str]
+    replaced: list[str]
+    unchanged: list[str]
+    seconds: dict[str, float]
+
+
+def _execute(text: str, inputs: dict[str, Any], extra_env: dict[str, str] | None = None):
+    interpreter = list(inputs.get("interpreter") or ["/bin/sh", "-c"])
+    env = {**os.environ, **(inputs.get("environment") or {}), **(extra_env or {})}
+    proc = subprocess.run(
+        [*interpreter, text],
+        cwd=inputs.get("dir") or None,
+        env=env,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    return proc.returncode, proc.stdout.removesuffix("\n"), proc.stderr.removesuffix("\n")
+
+
+def _comparable(inputs: dict[str, Any]) -> str:
+    return json.dumps({k: inputs.get(k) for k in DIFF_KEYS}, sort_keys=True, default=str)
+
+
+class LocalEngine(pulumi.runtime.Mocks):
+    def __init__(self, state: StackState, dbr: set[str]):
+        self.state = state
+        self.dbr = dbr  # names that asked for delete_before_replace
+        self.created: list[str] = []
+        self.replaced: list[str] = []
+        self.unchanged: list[str] = []
+        self.seconds: dict[str, float] = {}
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs):
+        if args.typ != COMMAND:
+            raise CommandFailed(f"{args.typ} {args.name}: only local commands run here")
+        inputs = dict(args.inputs)
+        previous = self.state.commands.get(args.name)
+        if previous and _comparable(previous.inputs) == _comparable(inputs):
+            self.unchanged.append(args.name)
+            return [f"{args.name}-id", previous.outputs]
+        if previous and previous.inputs.get("delete") and (args.name in self.dbr):
+            self._delete(previous)
+        started = time.monotonic()
+        code, stdout, stderr = _execute(inputs["create"], inputs)
+        self.seconds[args.name] = time.monotonic() - started
+        if code != 0:
+            raise CommandFailed(
+                f"{args.name}: exit {code}\n--- stderr (tail)\n{stderr[-3000:]}\n"
+                f"--- stdout (tail)\n{stdout[-1000:]}"
+            )
+        outputs = {**inputs, "stdout": stdout, "stderr": stderr}
+        if previous:
+            self.replaced.append(args.name)
+            if previous.inputs.get("delete") and args.name not in self.dbr:
+                self._delete(previous)
+        else:
+            self.created.append(args.name)
+            self.state.order.append(args.name)
+        self.state.commands[args.name] = StoredCommand(args.name, inputs, outputs)
+        return [f"{args.name}-id", outputs]
+
+    def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token != "command:local:run":
+            raise CommandFailed(f"unexpected invoke {args.token}")
+        code, stdout, stderr = _execute(args.args["command"], dict(args.args))
+        if code != 0:
+            raise CommandFailed(f"invoke command:local:run: exit {code}\n{stderr[-3000:]}")
+        return {"stdout": stdout, "stderr": stderr}
+
+    @staticmethod
+    def _delete(stored: StoredCommand) -> None:
+        delete(stored)
+
+
+def delete(stored: StoredCommand) -> None:
+    text = stored.inputs.get("delete")
+    if not text:
+        return
+    code, _, stderr = _execute(
+        text,
+        stored.inputs,
+        {
+            "PULUMI_COMMAND_STDOUT": stored.outputs.get("stdout", ""),
+            "PULUMI_COMMAND_STDERR": stored.outputs.get("stderr", ""),
+        },
+    )
+    if code != 0:
+        raise CommandFailed(f"delete of {stored.name}: exit {code}\n{stderr[-3000:]}")
+
+
+def up(stack: str, state: StackState, overrides: dict[str, Any]) -> UpResult:
+    """One `pulumi up`: evaluate the program, running what changed since `state`."""
+    dbr: set[str] = set()
+
+    def on_declare(declared: Declared, opts: pulumi.ResourceOptions | None) -> None:
+        if opts is not None and opts.delete_before_replace:
+            dbr.add(declared.name)
+
+    engine = LocalEngine(state, dbr)
+    run = run_program(stack, overrides=overrides, mocks=engine, on_declare=on_declare)
+    state.exports = dict(run.exports)
+    return UpResult(run, engine.created, engine.replaced, engine.unchanged, engine.seconds)
+
+
+def destroy(state: StackState) -> list[str]:
+    """`pulumi destroy`: every stored delete, in reverse order of creation."""
+    errors = []
+    for name in reversed(state.order):
+        stored = state.commands.pop(name, None)
+        if stored is None:
+            continue
+        try:
+            delete(stored)
+        except CommandFailed as error:
+            errors.append(str(error))
+    state.order.clear()
+    if errors:
+        raise CommandFailed("\n".join(errors))
+    return []
