@@ -106,7 +106,7 @@ def test_registry_stopped_mid_set_is_finished_by_the_retries(
 
 
 def _stop_mid_set(registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path) -> None:
-    names = [test_images.name(f"img{i}:1") for i in range(4)]
+    names = [test_images.name(f"img{i}:1") for i in range(6)]
     for name in names:
         test_images.push(name.split("/", 1)[1])
     env = {
@@ -126,7 +126,7 @@ def _stop_mid_set(registry: LocalRegistry, test_images: ImageFactory, tmp_path: 
     def read_stderr() -> None:
         for line in proc.stderr:
             stderr_lines.append(line)
-            if "1/4 ready (pulled" in line:
+            if "1/6 ready (pulled" in line:
                 first_ready.set()
 
     reader = threading.Thread(target=read_stderr, daemon=True)
@@ -146,7 +146,7 @@ def _stop_mid_set(registry: LocalRegistry, test_images: ImageFactory, tmp_path: 
     assert proc.returncode == 0, stderr
     assert "retry " in stderr, "the outage should have cost at least one retry:\n" + stderr
     out = json.loads(stdout.strip().splitlines()[-1])
-    assert (out["ready"], out["pulled"]) == (4, 4)
+    assert (out["ready"], out["pulled"]) == (6, 6)
     assert all(test_images.local_id(n.split("/", 1)[1]) for n in names)
 
 
