@@ -1,0 +1,223 @@
+"""End to end: the `local` stack from up to audit to destroy, for real, in the order Pulumi runs it.
+
+`__main__.py` is evaluated for `Pulumi.local.yaml` by tests/e2e/engine.py, which runs every
+host script the program declares on this machine's real Docker engine (the daemon config is
+applied to it and it is restarted by the stack's restart command), with the local registry as
+the image mirror and tinyproxy behind the proxy bridge. The test then waits for the oracle job
+with the progress command, audits the job from the stack outputs, archives it to moto's S3,
+checks that a second `up` runs nothing, destroys, and checks that nothing is left but results.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from components import outputs as keys
+from tests.audit.conftest import s3_env  # noqa: F401  (the moto S3 server fixture)
+from tests.conftest import CANARY_IMAGE, REGISTRY, ROOT, docker
+from tests.e2e.engine import StackState, destroy, up
+
+pytestmark = pytest.mark.real
+
+PY = sys.executable
+DAEMON_JSON = Path("/etc/docker/daemon.json")
+# What the oracle gets on the demo tasks: the expected category of every task.
+EXPECTED = {
+    "hello-file": "passed",
+    "hello-file-wrong": "agent_error",
+    "hello-file-slow": "agent_timeout",
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def target_url():
+    """A host-local HTTP server that a task container reaches only through the proxy bridge."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", _free_port()), Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+@pytest.fixture
+def canary_from_mirror(docker_engine):
+    """Drop the local tag of the demo tasks' image so `up` must pull it through the mirror."""
+    docker("image", "rm", CANARY_IMAGE, check=False)
+    yield
+    if docker("image", "inspect", CANARY_IMAGE, check=False).returncode != 0:
+        docker("pull", f"{REGISTRY}/{CANARY_IMAGE}")
+        docker("tag", f"{REGISTRY}/{CANARY_IMAGE}", CANARY_IMAGE)
+
+
+@pytest.fixture
+def stack(tmp_path, target_url, canary_from_mirror, harbor_bin):
+    """The local stack's overrides for this machine, and a destroy that always runs."""
+    workspace = tmp_path / "workspace"
+    overrides = {
+        "workspace": str(workspace),
+        "docker": {
+            "address_pools": [{"base": "10.213.0.0/16", "size": 24}],
+            "restart_command": f"bash {ROOT}/tests/env/dockerd.sh restart",
+            "proof_networks": 16,
+        },
+        "proxy": {"upstream": "127.0.0.1:27890", "bridge_port": 27891, "check_url": target_url},
+    }
+    daemon_before = DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None
+    state = StackState()
+    try:
+        yield state, overrides, workspace
+    finally:
+        if state.order:
+            destroy(state)
+        # Whatever happened, the engine's config is as it was and the engine answers.
+        if daemon_before is None:
+            assert not DAEMON_JSON.exists(), "destroy left /etc/docker/daemon.json behind"
+        else:
+            assert DAEMON_JSON.read_bytes() == daemon_before
+        docker("info")
+
+
+def wait_for_job(outputs: dict, timeout: int = 420) -> dict:
+    proc = subprocess.run(
+        [PY, "-m", "components.progress", outputs[keys.JOB_DIR], "--wait", "--json",
+         "--timeout", str(timeout), "--pid-file", outputs[keys.JOB_PID_FILE]],
+        capture_output=True, text=True, timeout=timeout + 60, cwd=ROOT,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def audit_json(*args: str, env: dict | None = None) -> dict:
+    proc = subprocess.run(
+        [PY, "-m", "audit", *args, "--format", "json"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, **(env or {})},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def assert_demo_scores(report: dict) -> None:
+    categories = {t["task"]: t["category"] for t in report["trials"]}
+    assert categories == EXPECTED
+    assert report["raw"] == {"passed": 1, "total": 3, "score": 33.33}
+
+
+def fake_pulumi_cli(directory: Path, exports: dict) -> Path:
+    """`pulumi stack output --json` answering with the outputs of the up above."""
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "outputs.json").write_text(json.dumps(exports))
+    script = directory / "pulumi"
+    script.write_text(f"#!/bin/sh\ncat {directory / 'outputs.json'}\n")
+    script.chmod(script.stat().st_mode | stat.S_IEXEC)
+    return directory
+
+
+def leftovers(job_name: str) -> dict[str, list[str]]:
+    project = job_name.lower()
+    containers = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    networks = docker("network", "ls", "--format", "{{.Name}}").stdout.split()
+    procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return {
+        "containers": [c for c in containers if "__env" in c or project in c],
+        "networks": [n for n in networks if "__env" in n or "benchstack-pool-proof" in n],
+        "processes": [
+            line for line in procs.splitlines()
+            if ("harbor run" in line or "harbor job resume" in line or "socat" in line)
+            and "ps -eo" not in line
+        ],
+    }
+
+
+def test_local_stack_up_audit_archive_reup_destroy(stack, s3_env, tmp_path):
+    state, overrides, workspace = stack
+
+    first = up("local", state, overrides)
+    outputs = first.run.exports
+    assert first.replaced == [] and first.unchanged == []
+    assert {keys.JOB_DIR, keys.JOB_LOG, keys.TOOLS_DIR, keys.PROXY_URL} <= outputs.keys()
+    assert outputs[keys.IMAGES_READY] == 1
+    assert docker("image", "inspect", CANARY_IMAGE, check=False).returncode == 0
+    daemon = json.loads(DAEMON_JSON.read_text())
+    assert daemon["default-address-pools"] == [{"base": "10.213.0.0/16", "size": 24}]
+
+    snapshot = wait_for_job(outputs)
+    assert snapshot["done"] == snapshot["total"] == 3
+
+    # The audit finds the job from the stack outputs alone.
+    bin_dir = fake_pulumi_cli(tmp_path / "pulumi-cli", outputs)
+    path_env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    report = audit_json("--stack", "local", env=path_env)
+    assert_demo_scores(report)
+
+    # Archive to S3, then audit the archived copy.
+    job_dir = outputs[keys.JOB_DIR]
+    uri = f"s3://benchstack-e2e/{Path(job_dir).name}"
+    proc = subprocess.run(
+        [PY, "-m", "audit", "archive", job_dir, uri], capture_output=True, text=True,
+        timeout=300, cwd=ROOT, env={**os.environ, **s3_env},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert_demo_scores(audit_json(uri, env=s3_env))
+
+    # A second up runs nothing: every command's inputs and triggers are unchanged.
+    second = up("local", state, overrides)
+    assert second.created == [] and second.replaced == [], (second.created, second.replaced)
+    assert second.run.exports[keys.JOB_NAME] == outputs[keys.JOB_NAME]
+
+    destroy(state)
+    assert leftovers(outputs[keys.JOB_NAME]) == {"containers": [], "networks": [], "processes": []}
+    remaining = sorted(p.name for p in workspace.iterdir()) if workspace.exists() else []
+    assert Path(job_dir).is_dir() and (Path(job_dir) / "result.json").is_file()
+    assert Path(outputs[keys.JOB_LOG]).is_file()
+    for name in remaining:
+        assert name in {"jobs", "logs", "results"}, f"destroy left {workspace / name}"
+
+
+def test_local_stack_sigterm_then_resume(stack):
+    state, overrides, _ = stack
+    first = up("local", state, overrides)
+    outputs = first.run.exports
+    pid = int(Path(outputs[keys.JOB_PID_FILE]).read_text().split()[0])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"harbor (pid {pid}) did not exit within 120 s of SIGTERM")
+    result = json.loads((Path(outputs[keys.JOB_DIR]) / "result.json").read_text())
+    assert result["finished_at"] is None
+
+    resumed = up("local", state, overrides)
+    assert resumed.replaced, "the interrupted job was not resumed by `up`"
+    assert resumed.run.exports[keys.JOB_DIR] == outputs[keys.JOB_DIR]
+    wait_for_job(outputs)
+    assert_demo_scores(audit_json(outputs[keys.JOB_DIR]))
+    destroy(state)
+    assert leftovers(outputs[keys.JOB_NAME]) == {"containers": [], "networks": [], "processes": []}
