@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 
 from components import outputs as keys
-from tests.audit.conftest import s3_env  # noqa: F401  (the moto S3 server fixture)
 from tests.conftest import CANARY_IMAGE, REGISTRY, ROOT, docker
 from tests.e2e.engine import StackState, destroy, up
 
