@@ -44,8 +44,10 @@ def test_pulls_tags_records_digests_then_rerun_makes_no_registry_request(
     names = sorted(digests)
     env = env_for(registry, names, tmp_path, CONCURRENCY="2", PIN_DIGESTS="1")
 
-    first = run_script("image_set.sh", env)
+    with ArgvWatcher([f"docker-daemon:{test_images.prefix}/"], program="skopeo") as copies:
+        first = run_script("image_set.sh", env)
     assert first.returncode == 0, first.stderr
+    assert copies.peak == 2, f"CONCURRENCY=2 should run two copies at once, saw {copies.peak}"
     out = first.outputs
     assert (out["ready"], out["total"], out["pulled"], out["present"]) == (3, 3, 3, 0)
     for name in names:
@@ -224,24 +226,35 @@ def test_credentials_from_an_authfile_never_printed(
 
 
 class ArgvWatcher:
-    """Scans every process's command line while active, recording any that holds a secret."""
+    """Scans every process's command line while active, recording those that hold a needle
+    (run by `program`, if given) and the most seen in one scan."""
 
-    def __init__(self, secrets: list[str]) -> None:
-        self.secrets = [x.encode() for x in secrets]
+    def __init__(self, needles: list[str], program: str | None = None) -> None:
+        self.secrets = [x.encode() for x in needles]
+        self.program = program.encode() if program else None
         self.seen: list[str] = []
+        self.peak = 0
         self.scans = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
+            hits = 0
             for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
                 try:
                     argv = cmdline.read_bytes()
                 except OSError:
                     continue
+                if (
+                    self.program
+                    and Path(argv.split(b"\0", 1)[0].decode()).name != self.program.decode()
+                ):
+                    continue
                 if any(secret in argv for secret in self.secrets):
+                    hits += 1
                     self.seen.append(argv.replace(b"\0", b" ").decode(errors="replace")[:200])
+            self.peak = max(self.peak, hits)
             self.scans += 1
             time.sleep(0.02)
 
