@@ -61,14 +61,30 @@ def script_text(script: str) -> str:
     return path.read_text()
 
 
-def render(script: str, env: Mapping[str, str]) -> str:
-    """The command line that runs `script` with `env` as exported variables, under bash."""
-    exports = "".join(f"export {key}={shlex.quote(str(value))}\n" for key, value in env.items())
+def _exports(env: Mapping[str, str]) -> str:
     for key in env:
         if not key.isidentifier():
             raise ValueError(f"script input {key!r} is not a valid environment variable name")
+    return "".join(f"export {key}={shlex.quote(str(value))}\n" for key, value in env.items())
+
+
+def render(script: str, env: Mapping[str, str], secret_env: Sequence[str] = ()) -> str:
+    """The command line that runs `script` with `env` as exported variables, under bash.
+
+    Keys in `secret_env` are left out of the command line (anyone on the host can read a
+    process's arguments): the script reads them from standard input instead, see `secret_stdin`.
+    """
+    plain = {k: v for k, v in env.items() if k not in secret_env}
+    prelude = _exports(plain)
+    if any(k in env for k in secret_env):
+        prelude += 'eval "$(cat)"\n'
     name = Path(script).stem.replace(".", "-")
-    return f"bash -c {shlex.quote(exports + script_text(script))} benchstack-{name}"
+    return f"bash -c {shlex.quote(prelude + script_text(script))} benchstack-{name}"
+
+
+def secret_stdin(env: Mapping[str, str], secret_env: Sequence[str]) -> str:
+    """The secret inputs as `export` lines, fed to the script's standard input."""
+    return _exports({k: v for k, v in env.items() if k in secret_env})
 
 
 def content_hash(*parts: str) -> str:
@@ -79,11 +95,11 @@ def content_hash(*parts: str) -> str:
     return digest.hexdigest()
 
 
-def _render_output(script: str, env: Mapping[str, pulumi.Input[str]]) -> pulumi.Output[str]:
+def _resolved(env: Mapping[str, pulumi.Input[str]], to_text) -> pulumi.Output[str]:
     keys = list(env)
     values = [env[key] for key in keys]
     return pulumi.Output.all(*values).apply(
-        lambda resolved: render(script, dict(zip(keys, resolved, strict=True)))
+        lambda resolved: to_text(dict(zip(keys, resolved, strict=True)))
     )
 
 
@@ -119,17 +135,26 @@ def host_script(
 ) -> ScriptRun:
     """Declare one script run on `host`; see the module docstring for the contract."""
     env = dict(env or {})
-    create = _render_output(script, env)
+    secret_keys = tuple(k for k in secret_env if k in env)
+    create = _resolved(env, lambda values: render(script, values, secret_keys))
+    # A delete runs without standard input: it gets no secrets at all.
+    delete_values = {
+        k: v for k, v in (delete_env if delete_env is not None else env).items()
+        if k not in secret_keys
+    }
     delete = (
-        _render_output(delete_script, dict(delete_env if delete_env is not None else env))
+        _resolved(delete_values, lambda values: render(delete_script, values))
         if delete_script
         else None
     )
     # The script text is a trigger too: an edited script re-runs on the next `up`.
     all_triggers = [content_hash(script_text(script)), *triggers]
-    has_secret = any(key in env for key in secret_env)
+    has_secret = bool(secret_keys)
     extra: dict = {}
     if has_secret:
+        extra["stdin"] = pulumi.Output.secret(
+            _resolved(env, lambda values: secret_stdin(values, secret_keys))
+        )
         # A secret rendered into the script must not reach the logs or plain state.
         logging = command.local.Logging.NONE if host.is_local else command.remote.Logging.NONE
         extra["logging"] = logging

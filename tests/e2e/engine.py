@@ -70,9 +70,9 @@ def _execute(text: str, inputs: dict[str, Any], extra_env: dict[str, str] | None
         [*interpreter, text],
         cwd=inputs.get("dir") or None,
         env=env,
+        input=inputs.get("stdin") or "",
         capture_output=True,
         text=True,
-        stdin=subprocess.DEVNULL,
     )
     return proc.returncode, proc.stdout.removesuffix("\n"), proc.stderr.removesuffix("\n")
 

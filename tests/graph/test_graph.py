@@ -115,9 +115,13 @@ def test_secrets_stay_secret(stack):
         # An output derived from a secret is shown as [secret] to the audit: none may be.
         assert run.secret_exports[key] is False, f"output {key} is tainted by a secret"
     commands = run.of_type("command:local:Command") + run.of_type("command:remote:Command")
-    rendered = [c for c in commands if SECRETS["apiKey"] in str(c.inputs.get("create", ""))]
-    assert rendered, "the API key reaches the Harbor launch script"
-    for command in rendered:
+    for command in commands:
+        for field in ("create", "delete", "triggers", "environment"):
+            # Arguments are readable by anyone on the host: secrets go through stdin only.
+            assert SECRETS["apiKey"] not in str(command.inputs.get(field)), (command.name, field)
+    fed = [c for c in commands if SECRETS["apiKey"] in str(c.inputs.get("stdin", ""))]
+    assert fed, "the API key reaches the Harbor launch script"
+    for command in fed:
         assert command.inputs.get("logging") == "none", command.name
 
 

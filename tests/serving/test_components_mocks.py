@@ -335,8 +335,13 @@ def test_s3_staging_runs_before_the_check_with_secret_credentials() -> None:
     rec = declare(lambda: [SGLangWorker("w", args).url])
     stage = rec.named("w-model-stage").inputs
     assert exported(stage["create"], "S3_URI") == "s3://models/qwen/Qwen3.8-27B"
-    assert exported(stage["create"], "AWS_SECRET_ACCESS_KEY") == "very-secret"
-    assert is_secret(stage["create"])  # never in plain state
+    # Credentials travel on the script's stdin, never in its arguments (readable in `ps`).
+    with pytest.raises(AssertionError, match="not exported"):
+        exported(stage["create"], "AWS_SECRET_ACCESS_KEY")
+    assert is_secret(stage["stdin"])  # never in plain state
+    fed = stage["stdin"]["value"]
+    assert f"export AWS_SECRET_ACCESS_KEY={shlex.quote('very-secret')}" in fed
+    assert is_secret(stage["create"])
     assert stage["logging"] == "none"  # nor in the logs
     assert rec.resource("w-model-stage") in rec.opts("w-model-check").depends_on
 
