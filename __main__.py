@@ -146,6 +146,7 @@ def main() -> None:
                 else None
             ),
             pin_digests=cfg.images.pin_digests,
+            require_sidecar=cfg.images.require_sidecar,
         ),
         opts=pulumi.ResourceOptions(depends_on=[harbor_daemon]),
     )

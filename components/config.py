@@ -181,6 +181,9 @@ class ImagesConfig(Model):
     concurrency: int = Field(default=4, ge=1, le=32)
     retries: int = Field(default=5, ge=0, le=20)
     pin_digests: bool = False
+    # Tasks with allow_internet = false need Harbor's egress sidecar image (built with buildx);
+    # true: fail before launch, naming those tasks, when it cannot be had.
+    require_sidecar: bool = True
 
 
 class ProxyConfig(Model):
