@@ -99,7 +99,7 @@ def test_oracle_job_through_the_override(jobs: JobFactory, demo_dataset: Path,
 
 def test_sigterm_stops_cleanly_then_resume_finishes(jobs: JobFactory, demo_dataset: Path,
                                                    canary_image: str) -> None:
-    # hello-file-slow sleeps 30 s; with a 20x agent timeout it passes when left to finish.
+    # hello-file-slow sleeps 15 s; with a 20x agent timeout it passes when left to finish.
     settings = JobSettings(agent="oracle", n_concurrent_trials=1, agent_timeout_multiplier=20.0)
     job = jobs.plan(demo_dataset, settings, include=("hello-file-slow",))
     assert job.preflight().returncode == 0
