@@ -16,6 +16,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -120,7 +121,9 @@ def run_audit(argv: list[str]) -> int:
                 "the s3:// URI"
             )
     report = _report(args, job, reference)
-    text = render(report, args.format)
+    to_terminal = args.out is None and sys.stdout.isatty()
+    width = shutil.get_terminal_size((120, 40)).columns if to_terminal else None
+    text = render(report, args.format, width=width, color=to_terminal)
     if args.out:
         try:
             args.out.parent.mkdir(parents=True, exist_ok=True)

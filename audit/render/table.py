@@ -22,9 +22,15 @@ _STYLE = {
 }
 
 
-def render(report: Report, width: int | None = None) -> str:
+def render(report: Report, width: int | None = None, color: bool = False) -> str:
+    """The report as text; ANSI colors only when asked (stdout is a terminal)."""
     buf = io.StringIO()
-    console = Console(file=buf, width=width or 120, force_terminal=False, color_system=None)
+    console = Console(
+        file=buf,
+        width=width or 120,
+        force_terminal=color,
+        color_system="standard" if color else None,
+    )
 
     summary = Table(title=f"Audit of {report.job.name}", show_header=False)
     summary.add_column(style="bold")
