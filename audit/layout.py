@@ -190,7 +190,12 @@ class JobLayout:
 
     def check_is_job(self) -> None:
         trials, _ = self.trial_dirs()
-        _, files = self._backend.entries()
+        dirs, files = self._backend.entries()
+        if not trials and TRIAL_LOG in files and ({"agent", "verifier"} & set(dirs)):
+            raise NotAJobError(
+                f"{self.location} is a trial dir, not a job dir: pass its parent "
+                "(<jobs_dir>/<job_name>)"
+            )
         if not trials and JOB_CONFIG not in files and JOB_RESULT not in files:
             raise NotAJobError(
                 f"{self.location} is not a Harbor job dir: no result.json, no config.json and "

@@ -124,3 +124,10 @@ def test_not_a_job_dir(tmp_path):
         build_report(JobLayout.local(tmp_path / "jobs"))
     with pytest.raises(NotAJobError, match="does not exist"):
         JobLayout.local(tmp_path / "missing")
+
+
+def test_a_trial_dir_is_not_taken_for_a_job(tmp_path):
+    job = _job(tmp_path, [TrialSpec("fix-git", verifier_stdout=PYTEST_PASS)])
+    (trial,) = _trial_dirs(job)
+    with pytest.raises(NotAJobError, match="is a trial dir, not a job dir: pass its parent"):
+        build_report(JobLayout.local(trial))
