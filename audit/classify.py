@@ -12,6 +12,7 @@ The order is the seed's audit procedure made explicit:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from audit import layout as L
@@ -84,6 +85,8 @@ def classify(ev: TrialEvidence, rules: list[CompiledRule]) -> Classification:
             head = _exception_line(ev)
             # The exception's first line is already shown once; keep the other matches.
             lines = [str(m) for m in matches if not (head and m.text in head[0])]
+            if rule.rule.category == "verifier_timeout":
+                lines += _pytest_progress(ev)
             return Classification(
                 rule.rule.category,
                 rule.rule.name,
@@ -92,6 +95,27 @@ def classify(ev: TrialEvidence, rules: list[CompiledRule]) -> Classification:
                 head + lines,
             )
     return _fallback(ev, etype, reward)
+
+
+_COLLECTED = re.compile(r"^collected (\d+) items?", re.MULTILINE)
+_RESULT = re.compile(r"::\S+ (PASSED|FAILED|ERROR)\b")
+
+
+def _pytest_progress(ev: TrialEvidence) -> list[str]:
+    """How far pytest got before the verifier's budget ran out (what an adjudication needs)."""
+    text = ev.text(L.VERIFIER_STDOUT)
+    if not text:
+        return []
+    results = [m.group(1) for m in _RESULT.finditer(text)]
+    collected = _COLLECTED.search(text)
+    if not results and not collected:
+        return []
+    of = f" of {collected.group(1)} collected" if collected else ""
+    return [
+        f"{L.VERIFIER_STDOUT}: pytest progress before the timeout: "
+        f"{results.count('PASSED')} passed, {results.count('FAILED')} failed, "
+        f"{results.count('ERROR')} errors{of}"
+    ]
 
 
 def _fallback(ev: TrialEvidence, etype: str | None, reward: float | None) -> Classification:

@@ -99,6 +99,7 @@ class Report(_Out):
     adjusted: AdjustedScore
     reference: Reference
     categories: dict[str, int]
+    signatures: dict[str, int]
     rerun: list[str]
     rerun_args: list[str]
     tokens: Tokens
@@ -179,8 +180,12 @@ def build_report(
         else None
     )
     categories = {c: 0 for c in CATEGORIES}
+    signatures: dict[str, int] = {}
     for r in rows:
         categories[r.category] += 1
+        if r.signature:
+            signatures[r.signature] = signatures.get(r.signature, 0) + 1
+    signatures = dict(sorted(signatures.items(), key=lambda kv: (-kv[1], kv[0])))
     rerun = sorted({r.task for r in rows if r.category == "infra"})
     tokens = Tokens(
         input=sum(r.tokens.input for r in rows),
@@ -195,6 +200,7 @@ def build_report(
         adjusted=adjusted,
         reference=Reference(score=reference_score, difference=difference),
         categories=categories,
+        signatures=signatures,
         rerun=rerun,
         rerun_args=[arg for task in rerun for arg in ("-i", task)],
         tokens=tokens,

@@ -62,6 +62,7 @@ def render(report: Report) -> str:
         f'<p class="rule"><b>Scoring rule.</b> {escape(report.scoring_rule)}</p>',
         "<h2>Outcomes by category</h2>",
         _category_chart(report),
+        _signatures(report),
         "<h2>Time per phase, per trial</h2>",
         _phase_chart(report),
         "<h2>Tokens per task</h2>",
@@ -212,6 +213,15 @@ def _token_chart(report: Report) -> str:
         for task, (i, o) in items
     ]
     return _legend(TOKEN_COLORS) + note + _bars(rows, "n")
+
+
+def _signatures(report: Report) -> str:
+    if not report.signatures:
+        return ""
+    rows = "".join(
+        f"<tr><td>{escape(sig)}</td><td>{n}</td></tr>" for sig, n in report.signatures.items()
+    )
+    return f"<table><tr><th>signature</th><th>trials</th></tr>{rows}</table>"
 
 
 def _adjudications(report: Report) -> str:

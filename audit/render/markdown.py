@@ -18,6 +18,9 @@ def render(report: Report) -> str:
 
     out += ["## Outcomes by category", "", "| category | trials |", "|---|---:|"]
     out += [f"| {c} | {n} |" for c, n in report.categories.items()]
+    if report.signatures:
+        out += ["", "## Signatures", "", "| signature | trials |", "|---|---:|"]
+        out += [f"| {s} | {n} |" for s, n in report.signatures.items()]
 
     out += ["", "## Adjudications", ""]
     if report.adjudications:

@@ -47,6 +47,14 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
         cats.add_row(f"[{_STYLE[cat]}]{cat}[/]", str(n))
     console.print(cats)
 
+    if report.signatures:
+        sigs = Table(title="Signatures")
+        sigs.add_column("signature")
+        sigs.add_column("trials", justify="right")
+        for sig, n in report.signatures.items():
+            sigs.add_row(sig, str(n))
+        console.print(sigs)
+
     if report.adjudications:
         adj = Table(title="Adjudications (change the adjusted score only)")
         for col in ("task", "decision", "raw outcome", "reason"):

@@ -45,6 +45,9 @@ def test_categories_of_the_seed_audit(seed_job):
         "cancelled": 0,
         "insufficient_evidence": 0,
     }
+    assert report.signatures["verifier_proxy_5xx"] == 2
+    assert report.signatures["graded_fail"] == 11
+    assert sum(report.signatures.values()) == 89 - 59
     assert report.rerun == [
         "build-pov-ray",
         "dna-assembly",
@@ -65,6 +68,12 @@ def test_evidence_quotes_the_seed_tables(seed_job):
     assert "UNEXPECTED_EOF_WHILE_READING" in rows["dna-assembly"]
     assert "curl: (28)" in rows["build-pov-ray"]
     assert "test session starts" in rows["pytorch-model-recovery"]
+    # What the seed's adjudication rests on: the first four tests passed before the timeout.
+    assert (
+        "pytest progress before the timeout: 4 passed, 0 failed, 0 errors of 5 collected"
+        in rows["pytorch-model-recovery"]
+    )
+    assert "pytest progress" not in rows["torch-tensor-parallelism"], "pytest never started"
     assert "tmux kill-server" in rows["headless-terminal"]
 
 
