@@ -142,7 +142,7 @@ def test_sigterm_stops_cleanly_then_resume_finishes(jobs: JobFactory, demo_datas
     assert job.leftovers() == []
 
 
-def test_sigkill_leftovers_are_removed_by_the_stop_script(jobs: JobFactory, demo_dataset: Path,
+def test_sigkill_leftovers_are_removed_then_resume(jobs: JobFactory, demo_dataset: Path,
                                                           canary_image: str) -> None:
     settings = JobSettings(agent="oracle", n_concurrent_trials=1, agent_timeout_multiplier=20.0)
     job = jobs.plan(demo_dataset, settings, include=("hello-file-slow",))
@@ -170,3 +170,13 @@ def test_sigkill_leftovers_are_removed_by_the_stop_script(jobs: JobFactory, demo
         docker("rm", "-f", other, check=False)
     # Results are never deleted: the half-written trial dir and the log are still there.
     assert any(job.dir.iterdir()) and job.log.exists()
+
+    # What the next `pulumi up` does (the launch is replaced: stop above, then launch with the
+    # probe's new token): Harbor resumes, drops the half-written trial and runs it again.
+    status = job.status()
+    assert status["state"] == "interrupted"
+    resumed = job.launch(token=status["token"])
+    assert resumed.returncode == 0 and resumed.outputs["mode"] == "resume", resumed.stderr
+    snap = job.wait_finished()
+    assert snap["rewards"] == {"1.0": 1} and snap["total"] == 1
+    assert job.leftovers() == []
