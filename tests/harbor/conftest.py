@@ -22,7 +22,7 @@ import pytest
 
 from components.harbor_config import DatasetSpec, JobSettings
 from components.harbor_job import Rendered, render_plan
-from components.host import render
+from components.host import render, secret_stdin
 from tests.conftest import ROOT, STATE, ScriptResult, docker
 
 DEMO_TASKS = ROOT / "demo" / "tasks"
@@ -31,18 +31,26 @@ WHEEL_SHA256 = "c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21
 HARBOR_PYTHON = os.environ.get(
     "BENCHSTACK_HARBOR_PYTHON", "/root/.pyenv/versions/3.13.0/bin/python3.13"
 )
+API_KEY = "sk-benchstack-harbor-test"
 # The machine's hard limit may be below the seed's 65536: the launch refuses to start otherwise.
 NOFILE = str(min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
 
 
-def seam(script: str, env: dict[str, str], timeout: float = 600) -> ScriptResult:
-    """Run components/scripts/<script> the way the host seam does (rendered, `bash -c`)."""
+def seam(
+    script: str, env: dict[str, str], timeout: float = 600, secret_env: tuple[str, ...] = ()
+) -> ScriptResult:
+    """Run components/scripts/<script> the way the host seam does (rendered, `bash -c`,
+    secrets on standard input, never on the command line)."""
+    command = render(script, env, secret_env)
+    for key in secret_env:
+        if env[key] in command:
+            raise AssertionError(f"secret {key} is on the command line")
     proc = subprocess.run(
-        ["bash", "-c", render(script, env)],
+        ["bash", "-c", command],
         capture_output=True,
         text=True,
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
+        input=secret_stdin(env, secret_env) if secret_env else "",
     )
     return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
 
@@ -121,8 +129,8 @@ class Job:
         return seam("harbor_launch.sh", {
             **self.base_env(), "HARBOR_BIN": self.harbor_bin, "JOB_CONFIG": self.plan.config_path,
             "COMPOSE_PATH": self.plan.compose_path, "NOFILE": NOFILE, "LAUNCH_TOKEN": token,
-            "START_TIMEOUT_S": "180", "OPENAI_API_KEY": "EMPTY", **env,
-        })
+            "START_TIMEOUT_S": "180", "OPENAI_API_KEY": API_KEY, **env,
+        }, secret_env=("OPENAI_API_KEY",))
 
     def status(self) -> dict:
         result = seam("harbor_status.sh", self.base_env())

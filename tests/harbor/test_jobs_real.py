@@ -18,7 +18,7 @@ import pytest
 
 from components.harbor_config import JobSettings
 from tests.conftest import CANARY_IMAGE, docker
-from tests.harbor.conftest import NOFILE, JobFactory, seam
+from tests.harbor.conftest import API_KEY, NOFILE, JobFactory, seam
 
 PROXY_URL = "http://host.docker.internal:27891"
 
@@ -63,6 +63,11 @@ def test_oracle_job_through_the_override(jobs: JobFactory, demo_dataset: Path,
         assert any(line.startswith("Max open files") and line.split()[3] == NOFILE
                    for line in limits.splitlines())
         assert os.readlink(f"/proc/{pid}/fd/1") == str(job.log)
+        # The key reached Harbor's environment (from the seam's stdin), not its arguments.
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"OPENAI_API_KEY={API_KEY}".encode() in environ
+        assert API_KEY not in Path(f"/proc/{pid}/cmdline").read_text()
+    assert API_KEY not in launched.stdout + launched.stderr + job.log.read_text()
     assert job.status()["state"] in ("running", "finished")
 
     snap = job.wait_finished()
