@@ -218,6 +218,7 @@ def main() -> None:
             api_key=secrets.api_key,
             job_name_prefix=cfg.harbor.job_name_prefix,
             stop_timeout_s=cfg.harbor.stop_timeout_s,
+            nofile=cfg.harbor.nofile,
         ),
         opts=pulumi.ResourceOptions(depends_on=job_deps),
     )

@@ -160,6 +160,8 @@ class HarborConfig(Model):
     job_name_prefix: str = Field(default="benchstack", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     reference_score: float | None = Field(default=None, ge=0, le=100)
     stop_timeout_s: int = Field(default=600, gt=0)
+    # Open files for Harbor (the seed's `ulimit -n 65536`); the host's hard limit must allow it.
+    nofile: int = Field(default=65536, ge=1024)
 
 
 class DatasetConfig(Model):
