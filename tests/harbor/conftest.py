@@ -152,6 +152,10 @@ class Job:
             capture_output=True, text=True, timeout=timeout + 60, cwd=ROOT,
         )
         assert proc.returncode == 0, f"job not finished: {proc.stderr[-2000:]}\n{self.log_tail()}"
+        # Harbor writes finished_at, then closes its logs and exits: wait for the exit too.
+        deadline = time.monotonic() + 60
+        while Path(f"/proc/{self.pid()}").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
         return json.loads(proc.stdout.strip().splitlines()[-1])
 
     def trials(self) -> dict[str, dict]:
