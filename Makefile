@@ -1,23 +1,33 @@
-# The two commands a new user needs: `make test` (installs every test peer, then runs the
-# tests) and `make up STACK=local` (the Pulumi CLI against the local file state backend).
+# `make test`: installs and starts every test peer (tests/env/setup.sh), then lint + pytest.
+# `make up STACK=local` (the default stack): the Pulumi CLI on the local file state backend.
 STACK ?= local
 VENV ?= .venv
 PY := $(VENV)/bin/python
+# The local file backend encrypts secrets with a passphrase; empty unless you set one.
 export PULUMI_CONFIG_PASSPHRASE ?=
 
-.PHONY: setup test lint up preview destroy bench
+.PHONY: setup venv test lint up preview destroy refresh bench
 
 setup:
 	bash tests/env/setup.sh
+
+# The program's own environment (no test peers): what `pulumi up` needs on an operator machine.
+venv: $(VENV)/.benchstack-program
+$(VENV)/.benchstack-program: pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q -e .
+	touch $@
+
+lint:
+	$(PY) -m ruff check components audit tests benchmarks __main__.py
 
 test: setup
 	$(PY) -m ruff check components audit tests benchmarks __main__.py
 	$(PY) -m pytest -q
 
-up preview destroy: setup
-	pulumi login --local
+up preview destroy refresh: venv
 	pulumi stack select --create $(STACK)
-	pulumi $@ --stack $(STACK) --yes
+	pulumi $@ --stack $(STACK) $(if $(filter preview,$@),,--yes)
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
