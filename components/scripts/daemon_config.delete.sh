@@ -94,6 +94,8 @@ if [[ "$ORIGINAL" == file ]] && [[ -n "$BACKUP" ]] && priv test -f "$BACKUP"; th
 else
   [[ "$ORIGINAL" == file ]] && log "backup '${BACKUP}' is gone: removing only default-address-pools"
   rest=$(jq 'del(.["default-address-pools"])' <<<"$CURRENT")
+  # With no daemon.json before, a `bip` can only be the docker0 pin the create added.
+  [[ "$ORIGINAL" == absent ]] && rest=$(jq 'del(.bip)' <<<"$rest")
   if [[ "$ORIGINAL" == absent && "$(jq -c . <<<"$rest")" == "{}" ]]; then
     priv rm -f "$DAEMON_JSON"
     log "removed $DAEMON_JSON (there was none before)"

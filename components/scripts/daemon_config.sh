@@ -28,6 +28,8 @@
 #   "unchanged": the state before benchstack, which destroy restores), backup (path of that
 #   original, "" unless original == "file"), record (RECORD_FILE, "" when original == unchanged),
 #   daemon_json, address_pools (list), first_subnet, last_subnet, proof_networks (int)
+# The merged file also pins `bip` to docker0's current address when it sets neither `bip` nor
+# `bridge`: otherwise the restart moves docker0 into the first pool subnet for good.
 # The record keeps the pre-benchstack original across re-runs and pool changes: a run that
 # replaces pools benchstack set keeps the first backup as the one destroy restores.
 # Delete: daemon_config.delete.sh with the same DAEMON_JSON, ADDRESS_POOLS_JSON (and RECORD_FILE).
@@ -134,6 +136,21 @@ if priv test -f "$RECORD_FILE"; then
   fi
 fi
 MERGED=$(jq --argjson pools "$POOLS" '.["default-address-pools"] = $pools' <<<"$CURRENT")
+# Without `bip`, a restart with new pools moves the default bridge (docker0) into the first
+# pool subnet, and the engine keeps it there even after the pools are removed: pin docker0
+# where it is now, so applying and restoring the pools leaves it alone.
+# (Only for the engine's own docker0: an engine started with `--bridge` takes no `bip`.)
+bridge_if=$(docker network inspect bridge --format '{{index .Options "com.docker.network.bridge.name"}}' 2>/dev/null || true)
+if [[ "$bridge_if" == docker0 ]] && jq -e 'has("bip") or has("bridge") | not' <<<"$CURRENT" >/dev/null; then
+  bridge_cidr=$(docker network inspect bridge --format '{{range .IPAM.Config}}{{.Gateway}} {{.Subnet}}{{end}}' 2>/dev/null || true)
+  read -r gw subnet <<<"$bridge_cidr" || true
+  if [[ -z "${gw:-}" && -n "${subnet:-}" ]]; then
+    gw=$(ip -4 -o addr show docker0 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -n1)
+  fi
+  if [[ -n "${gw:-}" && -n "${subnet:-}" ]]; then
+    MERGED=$(jq --arg bip "$gw/${subnet#*/}" '.bip = $bip' <<<"$MERGED")
+  fi
+fi
 
 need_write=true
 need_restart=true

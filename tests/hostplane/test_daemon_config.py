@@ -103,7 +103,15 @@ def test_absent_config_is_created_and_destroy_removes_it(test_engine: SecondEngi
     res = test_engine.run("daemon_config.sh", env_for(test_engine, PROOF_NETWORKS="4"))
     assert res.returncode == 0, res.stderr
     assert res.outputs["original"] == "absent" and res.outputs["backup"] == ""
-    assert json.loads(test_engine.config.read_text()) == {"default-address-pools": POOLS}
+    written = json.loads(test_engine.config.read_text())
+    # docker0 is pinned where it was: a restart with new pools would otherwise move it into
+    # the first pool subnet, for good.
+    gateway = test_engine.docker(
+        "network", "inspect", "bridge", "--format", "{{range .IPAM.Config}}{{.Gateway}}{{end}}"
+    ).stdout.strip()
+    assert written == {"default-address-pools": POOLS, "bip": written["bip"]}
+    bip = ipaddress.ip_interface(written["bip"])
+    assert str(bip.ip) == gateway and not in_pool(str(bip.network))
     assert not list(test_engine.dir.glob("daemon.json.backup-*"))
 
     gone = test_engine.run("daemon_config.delete.sh", env_for(test_engine))
