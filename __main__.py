@@ -170,7 +170,8 @@ def main() -> None:
                 host=harbor_host,
                 upstream=cfg.proxy.upstream,
                 bridge_port=cfg.proxy.bridge_port,
-                state_dir=f"{workspace}/proxy-bridge",
+                # Its log stays with the other logs; destroy removes only the pid files.
+                state_dir=f"{workspace}/logs/proxy-bridge",
                 bind_address=cfg.proxy.bind_address or "",
                 check_image=canary,
                 check_url=cfg.proxy.check_url,

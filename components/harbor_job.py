@@ -285,6 +285,8 @@ class HarborJob(pulumi.ComponentResource):
                 "PYTHON": args.python,
                 "WHEEL": args.wheel_path or "",
             },
+            delete_script="harbor_install.delete.sh",
+            delete_env={"WORKSPACE": workspace, "HARBOR_VERSION": args.harbor_version},
             opts=child(),
         )
         dataset_run = host_script(
@@ -302,6 +304,8 @@ class HarborJob(pulumi.ComponentResource):
                 "INCLUDE": " ".join(dataset.include),
                 "EXCLUDE": " ".join(dataset.exclude),
             },
+            delete_script="harbor_dataset.delete.sh",
+            delete_env={"CLONE_DIR": "" if dataset.path else dataset_dir(workspace, dataset)},
             opts=child(),
         )
 
@@ -334,6 +338,8 @@ class HarborJob(pulumi.ComponentResource):
                 "COMPOSE_YAML": rendered.apply(lambda r: r.compose_yaml),
             },
             triggers=[config_hash],
+            delete_script="harbor_configs.delete.sh",
+            delete_env={"CONFIG_PATH": config_path, "COMPOSE_PATH": compose_path},
             opts=child(dataset_run.command),
         )
         default_bin = f"{workspace}/harbor-{args.harbor_version}/bin/harbor"

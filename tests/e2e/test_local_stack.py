@@ -22,6 +22,7 @@ import threading
 import time
 from pathlib import Path
 
+import boto3
 import pytest
 
 from components import outputs as keys
@@ -173,6 +174,10 @@ def test_local_stack_up_audit_archive_reup_destroy(stack, s3_env, tmp_path):
 
     # Archive to S3, then audit the archived copy.
     job_dir = outputs[keys.JOB_DIR]
+    boto3.client(
+        "s3", endpoint_url=s3_env["AWS_ENDPOINT_URL"], region_name="us-east-1",
+        aws_access_key_id="testing", aws_secret_access_key="testing",
+    ).create_bucket(Bucket="benchstack-e2e")
     uri = f"s3://benchstack-e2e/{Path(job_dir).name}"
     proc = subprocess.run(
         [PY, "-m", "audit", "archive", job_dir, uri], capture_output=True, text=True,
@@ -191,8 +196,11 @@ def test_local_stack_up_audit_archive_reup_destroy(stack, s3_env, tmp_path):
     remaining = sorted(p.name for p in workspace.iterdir()) if workspace.exists() else []
     assert Path(job_dir).is_dir() and (Path(job_dir) / "result.json").is_file()
     assert Path(outputs[keys.JOB_LOG]).is_file()
-    for name in remaining:
-        assert name in {"jobs", "logs", "results"}, f"destroy left {workspace / name}"
+    assert set(remaining) <= {"logs", "results"}, f"destroy left {remaining} in {workspace}"
+    logs = Path(outputs[keys.JOB_LOG]).parent
+    job_pid = Path(outputs[keys.JOB_PID_FILE]).name
+    pid_files = [p.name for p in logs.rglob("*.pid*") if p.name != job_pid]
+    assert pid_files == [], f"destroy left supervisor pid files: {pid_files}"
 
 
 def test_local_stack_sigterm_then_resume(stack):
