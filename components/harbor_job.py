@@ -207,37 +207,39 @@ def render_plan(
     )
 
 
-def _ssh_wrap(host: Host, script_command: str, private_key: str | None) -> str:
+def _ssh_wrap(host: Host, script_command: str, with_key: bool) -> str:
     """Run a rendered script on a remote host with the local ssh client (for the probe)."""
     target = f"{host.user}@{host.address}" if host.user else host.address
     ssh = (
-        f"ssh -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout="
+        f"ssh -n -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout="
         f"{host.per_dial_timeout} -o ConnectionAttempts=3 -p {host.port}"
     )
     remote = shlex.quote(script_command)
-    if private_key:
-        # The key only lives in a private temp file for the duration of the call.
+    if with_key:
+        # The key arrives on stdin (never in an argument, which `ps` shows) and lives in a
+        # private temp file for the duration of the call.
         return (
             "set -euo pipefail; key=$(mktemp); trap 'rm -f \"$key\"' EXIT; chmod 600 \"$key\"; "
-            f"printf '%s\\n' {shlex.quote(private_key)} >\"$key\"; "
-            f"{ssh} -i \"$key\" {shlex.quote(target)} {remote}"
+            f"cat >\"$key\"; {ssh} -i \"$key\" {shlex.quote(target)} {remote}"
         )
     return f"{ssh} {shlex.quote(target)} {remote}"
 
 
 def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
     """The job's state and launch token, read on the host now (see the module docstring)."""
+    key = None if host.is_local else host.private_key
 
-    def command_text(values: list) -> str:
-        env_values, key = values
+    def command_text(env_values: dict) -> str:
         text = render("harbor_status.sh", env_values)
-        return text if host.is_local else _ssh_wrap(host, text, key)
+        return text if host.is_local else _ssh_wrap(host, text, key is not None)
 
-    text = pulumi.Output.all(env, host.private_key if not host.is_local else None).apply(
-        command_text
-    )
+    text = pulumi.Output.from_input(env).apply(command_text)
     # bash, not the invoke's default /bin/sh (dash on Debian has no `pipefail`).
-    result = command.local.run_output(command=text, interpreter=["/bin/bash", "-c"])
+    result = command.local.run_output(
+        command=text,
+        interpreter=["/bin/bash", "-c"],
+        stdin=pulumi.Output.secret(key) if key is not None else None,
+    )
     return result.stdout.apply(parse_outputs)
 
 

@@ -198,8 +198,10 @@ def test_remote_hosts_probe_over_ssh() -> None:
     rec = declare(RUNNING, host=REMOTE)
     assert rec.types["job-launch"] == "command:remote:Command"
     (probe,) = rec.probes
-    assert probe.startswith("set -euo pipefail") and "ssh -o BatchMode=yes" in probe
+    assert probe.startswith("set -euo pipefail") and "ssh -n -o BatchMode=yes" in probe
     assert "-p 2222" in probe and "bench@10.0.0.2" in probe
+    # The key file is filled from stdin: the key itself is in no argument.
+    assert 'cat >"$key"' in probe and "KEY-SECRET" not in probe
 
 
 @pytest.mark.parametrize(
