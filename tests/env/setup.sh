@@ -31,7 +31,9 @@ done
 if ((${#missing[@]})); then
   log "installing ${missing[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # With recommends, as the packages were proven with (debootstrap wants the archive keyring).
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >"$STATE/apt.log" 2>&1 \
+    || die "apt-get install ${missing[*]} failed; see $STATE/apt.log"
 fi
 
 # --- Python environment for the project and its tests ------------------------------------
