@@ -205,6 +205,14 @@ class ProxyConfig(Model):
             raise ValueError(f"expected HOST:PORT, got {value!r}")
         return value
 
+    @field_validator("check_url")
+    @classmethod
+    def _plain_http(cls, value: str | None) -> str | None:
+        # The check speaks HTTP/1.0 to the proxy from bash (task images may lack curl).
+        if value is not None and not value.startswith("http://"):
+            raise ValueError(f"must be an http:// URL (the check sends a plain GET), got {value!r}")
+        return value
+
     @property
     def upstream_port(self) -> int:
         return int(self.upstream.rpartition(":")[2])

@@ -169,6 +169,12 @@ INVALID = [
     ("bad-sha", local, [("harbor.wheel_sha256", "abc")], "benchstack:harbor.wheel_sha256"),
     ("top-p-range", a100, [("harbor.agent.top_p", 1.5)], "benchstack:harbor.agent.top_p"),
     ("bad-proxy", local, [("proxy.upstream", "27890")], "benchstack:proxy.upstream"),
+    (
+        "https-check-url",
+        a100,
+        [("proxy.check_url", "https://example.com/")],
+        "benchstack:proxy.check_url",
+    ),
 ]
 
 
