@@ -13,6 +13,7 @@ import pytest
 
 from components import outputs as keys
 from components.config import load_stack_file
+from components.manifest import load_manifest
 from tests.conftest import ROOT
 from tests.graph.program import ProgramRun, run_program
 
@@ -144,3 +145,14 @@ def test_gpu_stacks_name_a_docker_provider_per_host(stack):
         if registration.type.startswith("docker:"):
             assert registration.provider, f"{registration.name} uses a default provider"
     assert run.of_type("command:local:Command") == [], "a GPU stack ran a script locally"
+
+
+@pytest.mark.parametrize("stack", [s for s in STACKS if s != "local"])
+def test_gpu_stacks_prove_the_proxy_from_a_task_image(stack):
+    cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    run = program(stack)
+    (socat,) = [r for r in run.registrations if r.name == "proxy-socat"]
+    create = str(socat.inputs["create"])
+    assert f"export CHECK_URL={cfg.proxy.check_url}" in create
+    canary = load_manifest(ROOT / cfg.dataset.manifest_path).images[0].image
+    assert f"export CHECK_IMAGE={canary}" in create
