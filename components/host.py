@@ -54,11 +54,22 @@ class Host:
         return f"ssh://{user}{self.address}{port}"
 
 
+INCLUDE = "# benchstack:include "
+
+
 def script_text(script: str) -> str:
+    """A script's text as it runs on the host, with its `# benchstack:include FILE` lines
+    replaced by those files: a script reaches the host as one string, so it cannot `source`."""
     path = SCRIPTS_DIR / script
     if not path.is_file():
         raise ValueError(f"host script {script!r} not found in {SCRIPTS_DIR}")
-    return path.read_text()
+    lines = []
+    for line in path.read_text().splitlines(keepends=True):
+        if line.startswith(INCLUDE):
+            lines.append(script_text(line[len(INCLUDE):].strip()))
+        else:
+            lines.append(line)
+    return "".join(lines)
 
 
 def _exports(env: Mapping[str, str]) -> str:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from components.host import script_text
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "components" / "scripts"
 SHARED = ROOT.parent / "shared"
@@ -50,10 +52,11 @@ class ScriptResult:
 
 
 def run_script(name: str, env: dict[str, str] | None = None, timeout: float = 600) -> ScriptResult:
-    """Run components/scripts/<name> the way the host seam does: bash, inputs as environment."""
+    """Run components/scripts/<name> the way the host seam does: its text (includes expanded)
+    under `bash -c`, inputs as environment."""
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.run(
-        ["bash", str(SCRIPTS / name)],
+        ["bash", "-c", script_text(name), f"benchstack-{name}"],
         env=full_env,
         capture_output=True,
         text=True,

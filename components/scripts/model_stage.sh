@@ -20,6 +20,7 @@ set -euo pipefail
 
 die() { printf 'model_stage: %s\n' "$*" >&2; exit 1; }
 log() { printf '[model_stage] %s\n' "$*" >&2; }
+# benchstack:include lib/pinned_venv.sh
 
 [[ "${S3_URI:-}" == s3://?* ]] || die "S3_URI=${S3_URI:-} is not s3://bucket/prefix: fix model.s3_uri"
 [[ -n "${MODEL_PATH:-}" ]] || die "MODEL_PATH is empty: set it to the checkpoint directory"
@@ -32,22 +33,8 @@ if [[ -n "${STAGE_PYTHON:-}" ]]; then
     || die "STAGE_PYTHON=$STAGE_PYTHON cannot import boto3: unset it to use the staging venv"
   python=$STAGE_PYTHON
 else
-  python=$STAGE_VENV/bin/python
-  if ! "$python" -c 'import boto3' >/dev/null 2>&1; then
-    command -v python3 >/dev/null || die "python3 not found on this host: install python3 and python3-venv"
-    log "building the staging venv $STAGE_VENV (boto3==$BOTO3_VERSION)"
-    mkdir -p "$(dirname "$STAGE_VENV")"
-    staging=$(mktemp -d "$STAGE_VENV.tmp.XXXXXX")
-    trap 'rm -rf "$staging"' EXIT
-    python3 -m venv "$staging" >&2 || die "python3 -m venv failed: install python3-venv on this host"
-    # shellcheck disable=SC2086  # STAGE_PIP_ARGS is a list of words on purpose
-    timeout 600 "$staging/bin/pip" install -q --disable-pip-version-check ${STAGE_PIP_ARGS:-} \
-      "boto3==$BOTO3_VERSION" >&2 \
-      || die "pip could not install boto3==$BOTO3_VERSION: check the host's pip index/proxy or set STAGE_PIP_ARGS"
-    rm -rf "$STAGE_VENV"
-    mv "$staging" "$STAGE_VENV"
-    trap - EXIT
-  fi
+  python=$(pinned_venv "$STAGE_VENV" boto3 "boto3==$BOTO3_VERSION" 600 STAGE_PIP_ARGS \
+    "${STAGE_PIP_ARGS:-}")
 fi
 
 log "staging $S3_URI into $MODEL_PATH"

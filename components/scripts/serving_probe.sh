@@ -16,6 +16,7 @@ set -euo pipefail
 
 die() { printf 'serving_probe: %s\n' "$*" >&2; exit 1; }
 log() { printf '[serving_probe] %s\n' "$*" >&2; }
+# benchstack:include lib/pinned_venv.sh
 
 [[ -n "${PROBE_SPEC:-}" ]] || die "PROBE_SPEC is empty: pass the probe's JSON spec"
 [[ -n "${READINESS_PY:-}" ]] || die "READINESS_PY is empty: pass the source of components/readiness.py"
@@ -27,27 +28,8 @@ if [[ -n "${PROBE_PYTHON:-}" ]]; then
     || die "PROBE_PYTHON=$PROBE_PYTHON cannot import httpx: unset it to use the probe venv"
   python=$PROBE_PYTHON
 else
-  python=$PROBE_VENV/bin/python
-  if ! "$python" -c 'import httpx' >/dev/null 2>&1; then
-    command -v python3 >/dev/null || die "python3 not found on this host: install python3 and python3-venv"
-    log "building the probe venv $PROBE_VENV (httpx==$HTTPX_VERSION)"
-    mkdir -p "$(dirname "$PROBE_VENV")"
-    staging=$(mktemp -d "$PROBE_VENV.tmp.XXXXXX")
-    # A half-built venv must never be left where the next run would trust it.
-    trap 'rm -rf "$staging"' EXIT
-    python3 -m venv "$staging" >&2 \
-      || die "python3 -m venv failed: install the python3-venv package on this host"
-    # shellcheck disable=SC2086  # PROBE_PIP_ARGS is a list of words on purpose
-    timeout 300 "$staging/bin/pip" install -q --disable-pip-version-check ${PROBE_PIP_ARGS:-} \
-      "httpx==$HTTPX_VERSION" >&2 \
-      || die "pip could not install httpx==$HTTPX_VERSION: check the host's pip index/proxy or set PROBE_PIP_ARGS"
-    rm -rf "$PROBE_VENV"
-    # A renamed venv keeps a working bin/python (only its scripts' shebangs go stale, and
-    # nothing here runs them).
-    mv "$staging" "$PROBE_VENV"
-    trap - EXIT
-    "$python" -c 'import httpx' || die "probe venv $PROBE_VENV is broken: remove it and re-run"
-  fi
+  python=$(pinned_venv "$PROBE_VENV" httpx "httpx==$HTTPX_VERSION" 300 PROBE_PIP_ARGS \
+    "${PROBE_PIP_ARGS:-}")
 fi
 
 probe=$(mktemp --suffix=.py)
