@@ -14,12 +14,14 @@
 #   ADDRESS_POOLS_JSON  the pools create installed     ([{"base":"172.18.0.0/15","size":24}])
 #   BACKUP_DIR, RECORD_FILE  as for create   (directory of DAEMON_JSON, <DAEMON_JSON>.benchstack.json)
 #   ORIGINAL, BACKUP    override the record (file | absent | unchanged, a path) ("": use the record)
+#   DOCKER0             docker0's address before benchstack, checked after the restore ("": the record's)
 #   DOCKER_HOST, RESTART_CMD, ALLOW_RESTART_WITH_RUNNING (0), READY_TIMEOUT (90): as for create
 # Outputs (last stdout line, JSON): restored (bool: daemon.json changed back), restarted (bool),
 #   daemon_json, original
 set -euo pipefail
 
 DAEMON_JSON=${DAEMON_JSON:-/etc/docker/daemon.json}
+DOCKER0=${DOCKER0:-}
 ORIGINAL=${ORIGINAL:-}
 BACKUP=${BACKUP:-}
 BACKUP_DIR=${BACKUP_DIR:-$(dirname "$DAEMON_JSON")}
@@ -49,7 +51,7 @@ POOLS=$(jq -ce 'map({base, size})' <<<"$ADDRESS_POOLS_JSON" 2>/dev/null) \
 if [[ -z "$ORIGINAL" ]]; then
   ORIGINAL=unchanged
   if priv test -f "$RECORD_FILE"; then
-    rec=$(priv cat "$RECORD_FILE" | jq -c '{original, backup: (.backup // ""), pools: (.pools // [] | map({base, size}))}' 2>/dev/null) \
+    rec=$(priv cat "$RECORD_FILE" | jq -c '{original, backup: (.backup // ""), docker0: (.docker0 // ""), pools: (.pools // [] | map({base, size}))}' 2>/dev/null) \
       || die "RECORD_FILE=$RECORD_FILE is not valid JSON: restore DAEMON_JSON from a backup in $BACKUP_DIR by hand"
     if [[ "$(jq -c .pools <<<"$rec")" != "$POOLS" ]]; then
       log "the record names other pools (a later run replaced these): nothing to undo"
@@ -58,6 +60,7 @@ if [[ -z "$ORIGINAL" ]]; then
     fi
     ORIGINAL=$(jq -r .original <<<"$rec")
     BACKUP=$(jq -r .backup <<<"$rec")
+    DOCKER0=$(jq -r .docker0 <<<"$rec")
   fi
 fi
 case "$ORIGINAL" in file | absent | unchanged) ;; *) die "ORIGINAL='$ORIGINAL' must be file, absent or unchanged" ;; esac
@@ -110,10 +113,31 @@ fi
 # The record is spent once the original is back, even if the restart below fails.
 priv rm -f "$RECORD_FILE"
 log "restarting the engine: $RESTART_CMD"
-priv bash -c "$RESTART_CMD" >&2 || die "'$RESTART_CMD' failed after restoring $DAEMON_JSON: restart the engine by hand"
-deadline=$((SECONDS + READY_TIMEOUT))
-until docker info >/dev/null 2>&1; do
-  ((SECONDS < deadline)) || die "the engine did not answer within ${READY_TIMEOUT}s after restoring $DAEMON_JSON: see the engine log"
-  sleep 0.5
-done
+restart_engine() {
+  priv bash -c "$RESTART_CMD" >&2 || die "'$RESTART_CMD' failed after restoring $DAEMON_JSON: restart the engine by hand"
+  local deadline=$((SECONDS + READY_TIMEOUT))
+  until docker info >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "the engine did not answer within ${READY_TIMEOUT}s after restoring $DAEMON_JSON: see the engine log"
+    sleep 0.5
+  done
+}
+docker0_now() { ip -4 -o addr show dev docker0 2>/dev/null | awk '{print $4; exit}'; }
+restart_engine
+
+# docker0 back where it was before benchstack. The engine keeps the bridge subnet it last used,
+# so a docker0 that moved (a create from before the bip pin, or a hand restart) stays moved
+# unless one restart pins it back; the restored config then keeps it there.
+if [[ -n "$DOCKER0" && "$(docker0_now)" != "$DOCKER0" ]]; then
+  log "docker0 is at $(docker0_now), not $DOCKER0 as before benchstack: pinning it back"
+  restored=$(priv cat "$DAEMON_JSON" 2>/dev/null || echo '{}')
+  printf '%s\n' "$(jq --arg bip "$DOCKER0" '.bip = $bip' <<<"$restored")" | priv tee "$TMP" >/dev/null
+  priv chmod 0644 "$TMP"
+  if priv test -e "$DAEMON_JSON"; then priv cp -p "$DAEMON_JSON" "$TMP.orig"; fi
+  priv mv -f "$TMP" "$DAEMON_JSON"
+  restart_engine
+  if priv test -e "$TMP.orig"; then priv mv -f "$TMP.orig" "$DAEMON_JSON"; else priv rm -f "$DAEMON_JSON"; fi
+  restart_engine
+  [[ "$(docker0_now)" == "$DOCKER0" ]] \
+    || die "docker0 is at $(docker0_now) after restoring $DAEMON_JSON, not $DOCKER0: set \"bip\": \"$DOCKER0\" by hand"
+fi
 out true true

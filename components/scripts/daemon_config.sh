@@ -29,7 +29,9 @@
 #   original, "" unless original == "file"), record (RECORD_FILE, "" when original == unchanged),
 #   daemon_json, address_pools (list), first_subnet, last_subnet, proof_networks (int)
 # The merged file also pins `bip` to docker0's current address when it sets neither `bip` nor
-# `bridge`: otherwise the restart moves docker0 into the first pool subnet for good.
+# `bridge`: otherwise the restart moves docker0 into the first pool subnet for good (the engine
+# stores the bridge's subnet and reuses it after the pools are gone). The record keeps docker0's
+# address from before benchstack, so destroy can check it is back there.
 # The record keeps the pre-benchstack original across re-runs and pool changes: a run that
 # replaces pools benchstack set keeps the first backup as the one destroy restores.
 # Delete: daemon_config.delete.sh with the same DAEMON_JSON, ADDRESS_POOLS_JSON (and RECORD_FILE).
@@ -141,15 +143,17 @@ MERGED=$(jq --argjson pools "$POOLS" '.["default-address-pools"] = $pools' <<<"$
 # where it is now, so applying and restoring the pools leaves it alone.
 # (Only for the engine's own docker0: an engine started with `--bridge` takes no `bip`.)
 bridge_if=$(docker network inspect bridge --format '{{index .Options "com.docker.network.bridge.name"}}' 2>/dev/null || true)
-if [[ "$bridge_if" == docker0 ]] && jq -e 'has("bip") or has("bridge") | not' <<<"$CURRENT" >/dev/null; then
-  bridge_cidr=$(docker network inspect bridge --format '{{range .IPAM.Config}}{{.Gateway}} {{.Subnet}}{{end}}' 2>/dev/null || true)
-  read -r gw subnet <<<"$bridge_cidr" || true
-  if [[ -z "${gw:-}" && -n "${subnet:-}" ]]; then
-    gw=$(ip -4 -o addr show docker0 2>/dev/null | awk '{print $4}' | cut -d/ -f1 | head -n1)
-  fi
-  if [[ -n "${gw:-}" && -n "${subnet:-}" ]]; then
-    MERGED=$(jq --arg bip "$gw/${subnet#*/}" '.bip = $bip' <<<"$MERGED")
-  fi
+# docker0's own address is the truth: a fresh engine's bridge IPAM has a Subnet but no Gateway.
+DOCKER0=""
+if [[ "$bridge_if" == docker0 ]]; then
+  DOCKER0=$(ip -4 -o addr show dev docker0 2>/dev/null | awk '{print $4; exit}')
+fi
+if [[ -n "$DOCKER0" ]] && jq -e 'has("bip") or has("bridge") | not' <<<"$CURRENT" >/dev/null; then
+  MERGED=$(jq --arg bip "$DOCKER0" '.bip = $bip' <<<"$MERGED")
+fi
+# The record keeps docker0's address from before benchstack, for destroy to check.
+if [[ -n "$RECORD" ]]; then
+  DOCKER0=$(priv cat "$RECORD_FILE" | jq -r '.docker0 // ""' 2>/dev/null || true)
 fi
 
 need_write=true
@@ -288,7 +292,7 @@ fi
 
 if $need_write; then
   jq -n --arg original "$ORIGINAL" --arg backup "$BACKUP" --arg d "$DAEMON_JSON" --argjson pools "$POOLS" \
-    '{original: $original, backup: $backup, daemon_json: $d, pools: $pools}' | priv tee "$RECORD_FILE.tmp" >/dev/null \
+    --arg docker0 "$DOCKER0" '{original: $original, backup: $backup, daemon_json: $d, pools: $pools, docker0: $docker0}' | priv tee "$RECORD_FILE.tmp" >/dev/null \
     && priv mv -f "$RECORD_FILE.tmp" "$RECORD_FILE" || die "cannot write RECORD_FILE=$RECORD_FILE; original restored"
   RECORD=$RECORD_FILE
 fi

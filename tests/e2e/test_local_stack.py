@@ -86,6 +86,7 @@ def stack(tmp_path, target_url, canary_from_mirror, harbor_bin):
         "proxy": {"upstream": "127.0.0.1:27890", "bridge_port": 27891, "check_url": target_url},
     }
     daemon_before = DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None
+    docker0_before = docker0_address()
     state = StackState()
     try:
         yield state, overrides, workspace
@@ -98,6 +99,14 @@ def stack(tmp_path, target_url, canary_from_mirror, harbor_bin):
         else:
             assert DAEMON_JSON.read_bytes() == daemon_before
         docker("info")
+        assert docker0_address() == docker0_before, "destroy left docker0 at another address"
+
+
+
+def docker0_address() -> str:
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "docker0"],
+                         capture_output=True, text=True, check=True).stdout.split()
+    return out[out.index("inet") + 1]
 
 
 def wait_for_job(outputs: dict, timeout: int = 420) -> dict:

@@ -118,6 +118,28 @@ class SecondEngine:
             self.helper("restart")
         self.wait_ready()
 
+    def docker0(self) -> str:
+        """The namespace's docker0 address as `ip` shows it (a.b.c.d/n)."""
+        out = subprocess.run(
+            ["ip", "-n", self.ns, "-4", "-o", "addr", "show", "dev", "docker0"],
+            capture_output=True, text=True, check=True,
+        ).stdout.split()
+        return out[out.index("inet") + 1]
+
+    def pristine(self) -> None:
+        """The engine as on a fresh machine: no config file, no stored networks, no docker0.
+
+        A fresh engine's bridge has a Subnet but no Gateway in its IPAM config; an engine that
+        ever ran with `bip` has both, which hid the unpinned docker0 from the other tests.
+        """
+        self.reset(BASE_CONFIG)
+        self.helper("stop")
+        self.config.unlink(missing_ok=True)
+        (self.dir / "data" / "network" / "files" / "local-kv.db").unlink(missing_ok=True)
+        subprocess.run(["ip", "-n", self.ns, "link", "del", "docker0"], check=False)
+        self.helper("start")
+        self.wait_ready()
+
     def run(self, script: str, env: dict[str, str], timeout: float = 300) -> ScriptResult:
         """Run a host script the way the seam does, inside the engine's network namespace."""
         proc = subprocess.run(

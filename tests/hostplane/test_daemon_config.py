@@ -54,8 +54,10 @@ def test_merge_backup_restart_proof_then_noop_then_restore(test_engine: SecondEn
     assert out["changed"] is True and out["restarted"] is True and out["original"] == "file"
     record = json.loads((test_engine.dir / "daemon.json.benchstack.json").read_text())
     assert out["record"] == str(test_engine.dir / "daemon.json.benchstack.json")
+    # docker0's address from before: the config's own bip keeps it there.
     assert record == {"original": "file", "backup": out["backup"],
-                      "daemon_json": str(test_engine.config), "pools": POOLS}
+                      "daemon_json": str(test_engine.config), "pools": POOLS,
+                      "docker0": json.loads(BASE_CONFIG)["bip"]}
     assert test_engine.pid() != pid_before, "the engine was not restarted"
     # Every other key kept, the pools merged in, the engine really uses them.
     merged = json.loads(test_engine.config.read_text())
@@ -118,6 +120,56 @@ def test_absent_config_is_created_and_destroy_removes_it(test_engine: SecondEngi
     assert gone.returncode == 0, gone.stderr
     assert not test_engine.config.exists(), "destroy must restore 'no daemon.json'"
     assert test_engine.pools() == []
+
+
+def test_fresh_engine_keeps_docker0_through_create_and_destroy(test_engine: SecondEngine) -> None:
+    """On a fresh machine (no daemon.json, docker0 never pinned), up and destroy leave docker0
+    at its first address: the CI failure where the pools' first /24 became docker0 for good."""
+    test_engine.pristine()
+    ipam = test_engine.docker("network", "inspect", "bridge", "--format", "{{json .IPAM.Config}}")
+    assert "Gateway" not in ipam.stdout, f"not the fresh-engine case: {ipam.stdout}"
+    before = test_engine.docker0()
+    assert not in_pool(str(ipaddress.ip_interface(before).network))
+
+    res = test_engine.run("daemon_config.sh", env_for(test_engine, PROOF_NETWORKS="4"))
+    assert res.returncode == 0, res.stderr
+    assert json.loads(test_engine.config.read_text())["bip"] == before
+    assert test_engine.docker0() == before
+    record = json.loads(test_engine.config.with_name("daemon.json.benchstack.json").read_text())
+    assert record["docker0"] == before
+
+    gone = test_engine.run("daemon_config.delete.sh", env_for(test_engine))
+    assert gone.returncode == 0, gone.stderr
+    assert not test_engine.config.exists()
+    assert test_engine.docker0() == before
+    test_engine.helper("restart")
+    test_engine.wait_ready()
+    assert test_engine.docker0() == before, "docker0 moved at the next restart after destroy"
+
+
+def test_destroy_moves_a_moved_docker0_back(test_engine: SecondEngine) -> None:
+    """docker0 moved into a pool while benchstack's config was on (the engine restarted without
+    the pin): destroy puts it back where the record says it was, and it stays there."""
+    test_engine.pristine()
+    before = test_engine.docker0()
+    res = test_engine.run("daemon_config.sh", env_for(test_engine, PROOF_NETWORKS="1"))
+    assert res.returncode == 0, res.stderr
+    unpinned = json.loads(test_engine.config.read_text())
+    del unpinned["bip"]
+    test_engine.config.write_text(json.dumps(unpinned))
+    test_engine.helper("restart")
+    test_engine.wait_ready()
+    moved = test_engine.docker0()
+    assert moved != before and in_pool(str(ipaddress.ip_interface(moved).network))
+
+    gone = test_engine.run("daemon_config.delete.sh", env_for(test_engine))
+    assert gone.returncode == 0, gone.stderr
+    assert "pinning it back" in gone.stderr
+    assert not test_engine.config.exists()
+    assert test_engine.docker0() == before
+    test_engine.helper("restart")
+    test_engine.wait_ready()
+    assert test_engine.docker0() == before
 
 
 def test_changed_pools_keep_the_first_original(test_engine: SecondEngine) -> None:
