@@ -13,11 +13,16 @@ with `require_secret`/`get_secret` and stay Pulumi Outputs (see `StackSecrets`).
 from __future__ import annotations
 
 import ipaddress
+import json
+import typing
 from pathlib import Path
+from types import UnionType
 from typing import Any, Literal
 
+import pulumi
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic.fields import FieldInfo
 
 NAMESPACE = "benchstack"
 PROJECT_DIR = Path(__file__).resolve().parent.parent
@@ -28,8 +33,12 @@ MODEL_FREE_AGENTS = {"oracle", "nop"}
 BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int4": 0.5}
 
 
-class ConfigError(ValueError):
-    """A stack config that cannot work; `problems` lists `key: message` lines."""
+class ConfigError(pulumi.RunError, ValueError):
+    """A stack config that cannot work; `problems` lists `key: message` lines.
+
+    A `pulumi.RunError`: the CLI prints its message alone, with no traceback, and registers
+    nothing.
+    """
 
     def __init__(self, problems: list[str], source: str = "stack config"):
         self.problems = problems
@@ -475,10 +484,17 @@ def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:
 
     config = pulumi.Config(NAMESPACE)
     values: dict[str, Any] = {}
-    for key in StackConfig.model_fields:
-        value = config.get_object(key)
-        if value is not None:
-            values[key] = value
+    problems: list[str] = []
+    for key, field in StackConfig.model_fields.items():
+        raw = config.get(key)
+        if raw is None:
+            continue
+        try:
+            values[key] = decode_config_value(raw, field)
+        except ValueError as error:
+            problems.append(f"{NAMESPACE}:{key}: {error}")
+    if problems:
+        raise ConfigError(problems, f"Pulumi.{pulumi.get_stack()}.yaml")
     unknown = _unknown_keys(pulumi.get_stack())
     if unknown:
         raise ConfigError([f"{NAMESPACE}:{k}: unknown key" for k in unknown], "stack config")
@@ -497,6 +513,27 @@ def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:
             "stack config",
         )
     return stack_config, secrets
+
+
+def decode_config_value(raw: str, field: FieldInfo) -> Any:
+    """One config value as the Pulumi CLI hands it to the program: a plain string stays a
+    string (`benchstack:workspace: /var/lib/...`); objects, lists, numbers and booleans arrive
+    as JSON text."""
+    if _is_plain_string(field.annotation):
+        return raw
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        shown = raw if len(raw) <= 60 else raw[:57] + "..."
+        raise ValueError(
+            f"expected a YAML object, list or number, got the text {shown!r}"
+        ) from None
+
+
+def _is_plain_string(annotation: Any) -> bool:
+    args = [a for a in typing.get_args(annotation) if a is not type(None)]
+    return annotation is str or (typing.get_origin(annotation) in (typing.Union, UnionType)
+                                 and args == [str])
 
 
 def _unknown_keys(stack: str) -> list[str]:

@@ -46,6 +46,11 @@ if [[ ! -x "$VENV/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; th
   echo "$want" >"$stamp"
 fi
 
+# --- The Pulumi engine, compiled from Go modules (once per machine; see engine/build.sh) -----
+ENGINE_DIR=${BENCHSTACK_ENGINE_DIR:-/var/lib/benchstack-engine}
+BENCHSTACK_ENGINE_DIR=$ENGINE_DIR bash "$ROOT/tests/env/engine/build.sh" >/dev/null \
+  || die "the Pulumi engine did not build; see $ENGINE_DIR/build.log"
+
 # --- Docker Compose v2 as the CLI plugin (Harbor calls `docker compose`) ------------------
 plugin=/usr/local/lib/docker/cli-plugins/docker-compose
 compose_bin=$("$VENV/bin/python" -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')
@@ -138,4 +143,4 @@ if [[ ! -f "$HARBOR_VENV/.benchstack-complete" ]]; then
 fi
 HARBOR_TELEMETRY=0 "$HARBOR_VENV/bin/harbor" --version >/dev/null || die "harbor does not run from $HARBOR_VENV"
 
-log "ready: docker $(docker version -f '{{.Server.Version}}'), registry $REGISTRY_ADDR, proxy $PROXY_ADDR, harbor $HARBOR_VENV"
+log "ready: docker $(docker version -f '{{.Server.Version}}'), registry $REGISTRY_ADDR, proxy $PROXY_ADDR, harbor $HARBOR_VENV, pulumi $("$ENGINE_DIR/current/bin/pulumi" version) ($ENGINE_DIR/current)"

@@ -104,13 +104,36 @@ class RecordingMocks(pulumi.runtime.Mocks):
         return {}
 
 
+def cli_encoded(value: Any) -> str:
+    """A config value as the Pulumi CLI hands it to a program: a plain string as it is,
+    anything else (object, list, number, boolean) as JSON. tests/engine checks this against
+    what the real CLI passes."""
+    if isinstance(value, str):
+        return value
+    # Go's encoding/json: compact, keys sorted, whole floats without ".0", non-ASCII kept,
+    # and <, >, & escaped.
+    text = json.dumps(_go_numbers(value), separators=(",", ":"), sort_keys=True,
+                      ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _go_numbers(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _go_numbers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_go_numbers(v) for v in value]
+    return value
+
+
 def stack_config(stack: str, overrides: dict[str, Any] | None = None) -> dict[str, str]:
-    """The stack file's `benchstack:*` values as Pulumi passes them to a program (JSON)."""
+    """The stack file's `benchstack:*` values as the Pulumi CLI passes them to a program."""
     values, secrets = split_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     values.update(overrides or {})
-    config = {f"{NAMESPACE}:{k}": json.dumps(v) for k, v in values.items()}
+    config = {f"{NAMESPACE}:{k}": cli_encoded(v) for k, v in values.items()}
     for key, value in secrets.items():
-        config[f"{NAMESPACE}:{key}"] = value if isinstance(value, str) else json.dumps(value)
+        config[f"{NAMESPACE}:{key}"] = cli_encoded(value)
     return config
 
 
