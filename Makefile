@@ -25,9 +25,15 @@ test: setup
 	$(PY) -m ruff check components audit tests benchmarks __main__.py
 	$(PY) -m pytest -q
 
+# The `pulumi` on PATH, else the one `make setup` built (tests/env/engine/build.sh).
+ENGINE_DIR ?= /var/lib/benchstack-engine
+PULUMI ?= $(or $(shell command -v pulumi 2>/dev/null),$(ENGINE_DIR)/current/bin/pulumi)
+
 up preview destroy refresh: venv
-	pulumi stack select --create $(STACK)
-	pulumi $@ --stack $(STACK) $(if $(filter preview,$@),,--yes)
+	@test -x "$(PULUMI)" || { echo "make $@: no pulumi on PATH and none built in $(ENGINE_DIR): install the Pulumi CLI or run 'make setup'" >&2; exit 1; }
+	@PATH="$(dir $(PULUMI)):$$PATH" command -v pulumi-language-python >/dev/null || { echo "make $@: $(PULUMI) has no Python language host (pulumi-language-python) beside it or on PATH; the one built here lacks it (see README, 'The Pulumi engine'): install the Pulumi CLI" >&2; exit 1; }
+	$(PULUMI) stack select --create $(STACK)
+	$(PULUMI) $@ --stack $(STACK) $(if $(filter preview,$@),,--yes)
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

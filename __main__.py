@@ -12,7 +12,7 @@ from pathlib import PurePosixPath
 import pulumi
 
 from components import outputs as keys
-from components.config import PROJECT_DIR, HostConfig, StackConfig, load_pulumi_config
+from components.config import PROJECT_DIR, HostConfig, SshConfig, StackConfig, load_pulumi_config
 from components.docker_daemon import DockerDaemonConfig, DockerDaemonConfigArgs
 from components.harbor_job import HarborJob, HarborJobArgs
 from components.host import Host
@@ -24,13 +24,16 @@ from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
 from components.tool_bundle import ToolBundle, ToolBundleArgs
 
 
-def host_of(cfg: HostConfig, ssh_private_key) -> Host:
+def host_of(cfg: HostConfig, ssh: SshConfig, ssh_private_key) -> Host:
     return Host(
         name=cfg.name,
         address=cfg.address,
         user=cfg.user,
         port=cfg.port,
         private_key=None if cfg.is_local else ssh_private_key,
+        key_path=cfg.ssh_key_path,
+        host_key=cfg.host_key,
+        known_hosts=ssh.known_hosts,
     )
 
 
@@ -41,7 +44,7 @@ def local_path(cfg: StackConfig, path: str) -> str:
 
 def main() -> None:
     cfg, secrets = load_pulumi_config()
-    hosts = {h.name: host_of(h, secrets.ssh_private_key) for h in cfg.hosts}
+    hosts = {h.name: host_of(h, cfg.ssh, secrets.ssh_private_key) for h in cfg.hosts}
     harbor_cfg = cfg.harbor_host
     harbor_host = hosts[harbor_cfg.name]
     workspace = cfg.workspace.rstrip("/")
@@ -95,7 +98,6 @@ def main() -> None:
                         s3_uri=cfg.model.s3_uri,
                         s3_access_key_id=secrets.s3_access_key_id,
                         s3_secret_access_key=secrets.s3_secret_access_key,
-                        ssh_key_path=h.ssh_key_path,
                     ),
                     opts=pulumi.ResourceOptions(depends_on=[daemons[h.name]]),
                 )
@@ -121,7 +123,6 @@ def main() -> None:
                 # Each worker registers once per DP rank: check that all of them did.
                 worker_dp_size=cfg.serving.dp_size,
                 model_path=cfg.model.path,
-                ssh_key_path=harbor_cfg.ssh_key_path,
             ),
             # The router is only useful once every worker reports the config we asked for.
             opts=pulumi.ResourceOptions(depends_on=[*workers, daemons[harbor_cfg.name]]),

@@ -49,6 +49,9 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+HOST_KEY_PATTERN = r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,3}$"
+
+
 class GpuSpec(Model):
     count: int = Field(ge=1)
     model: str
@@ -67,6 +70,9 @@ class HostConfig(Model):
     # The key pulumi-docker's ssh connection uses (it shells out to the local ssh, which takes
     # a key file, not key material); unset: the ssh agent.
     ssh_key_path: str | None = None
+    # The host's SSH key, pinned on every SSH path ("ssh-ed25519 AAAA...", as
+    # `ssh-keyscan -t ed25519 ADDRESS` prints it after the address); unset: ssh.host_key_policy.
+    host_key: str | None = Field(default=None, pattern=HOST_KEY_PATTERN)
     arch: str = "amd64"
     gpus: GpuSpec | None = None
     roles: list[Role] = Field(min_length=1)
@@ -78,6 +84,14 @@ class HostConfig(Model):
     @property
     def reach_address(self) -> str:
         return self.private_ip or ("127.0.0.1" if self.is_local else self.address)
+
+
+class SshConfig(Model):
+    # How every SSH path (remote commands, the status probe, the Docker provider) checks a host
+    # without a pinned `hosts[].host_key`: `accept-new` trusts the first key seen, records it in
+    # `known_hosts` and accepts only that one after; `pinned` requires hosts[].host_key.
+    host_key_policy: Literal["accept-new", "pinned"] = "accept-new"
+    known_hosts: str = "~/.ssh/known_hosts"
 
 
 class AddressPool(Model):
@@ -249,6 +263,7 @@ class StackConfig(Model):
     model: ModelConfig | None = None
     serving: ServingConfig | None = None
     router: RouterConfig | None = None
+    ssh: SshConfig = SshConfig()
 
     # -- derived views ------------------------------------------------------------------
     @property
@@ -290,6 +305,12 @@ def _check(cfg: StackConfig) -> list[str]:
             problems.append(f"{ns}:hosts[{i}].gpus: {host.name} has role gpu_worker but no gpus")
         if not host.is_local and host.user is None:
             problems.append(f"{ns}:hosts[{i}].user: SSH host {host.name} needs a user")
+        if not host.is_local and host.host_key is None and cfg.ssh.host_key_policy == "pinned":
+            port = f"-p {host.port} " if host.port != 22 else ""
+            problems.append(
+                f"{ns}:hosts[{i}].host_key: {ns}:ssh.host_key_policy is pinned and {host.name} "
+                f"has no key: set it from `ssh-keyscan {port}-t ed25519 {host.address}`"
+            )
 
     harbor_hosts = [h.name for h in cfg.hosts if "harbor" in h.roles]
     if len(harbor_hosts) != 1:

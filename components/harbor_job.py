@@ -40,7 +40,6 @@ Destroy never deletes results: the job dir, the log and the PID file stay on the
 
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -56,7 +55,7 @@ from components.harbor_config import (
     render_compose_override,
     render_job_config,
 )
-from components.host import Host, content_hash, host_script, parse_outputs, render
+from components.host import Host, content_hash, host_script, parse_outputs, render, ssh_command
 
 HARBOR_0_21_0_SHA256 = "c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21"
 
@@ -207,31 +206,13 @@ def render_plan(
     )
 
 
-def _ssh_wrap(host: Host, script_command: str, with_key: bool) -> str:
-    """Run a rendered script on a remote host with the local ssh client (for the probe)."""
-    target = f"{host.user}@{host.address}" if host.user else host.address
-    ssh = (
-        f"ssh -n -o BatchMode=yes -o StrictHostKeyChecking=accept-new -o ConnectTimeout="
-        f"{host.per_dial_timeout} -o ConnectionAttempts=3 -p {host.port}"
-    )
-    remote = shlex.quote(script_command)
-    if with_key:
-        # The key arrives on stdin (never in an argument, which `ps` shows) and lives in a
-        # private temp file for the duration of the call.
-        return (
-            "set -euo pipefail; key=$(mktemp); trap 'rm -f \"$key\"' EXIT; chmod 600 \"$key\"; "
-            f"cat >\"$key\"; {ssh} -i \"$key\" {shlex.quote(target)} {remote}"
-        )
-    return f"{ssh} {shlex.quote(target)} {remote}"
-
-
 def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
     """The job's state and launch token, read on the host now (see the module docstring)."""
     key = None if host.is_local else host.private_key
 
     def command_text(env_values: dict) -> str:
         text = render("harbor_status.sh", env_values)
-        return text if host.is_local else _ssh_wrap(host, text, key is not None)
+        return text if host.is_local else ssh_command(host, text, with_key=key is not None)
 
     text = pulumi.Output.from_input(env).apply(command_text)
     # bash, not the invoke's default /bin/sh (dash on Debian has no `pipefail`).

@@ -13,12 +13,14 @@ parses it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import pulumi
 import pulumi_command as command
@@ -27,15 +29,30 @@ SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
 LOCAL_ADDRESS = "local"
 
 
+HostKeyPolicy = Literal["pinned", "accept-new"]
+
+
 @dataclass(frozen=True, kw_only=True)
 class Host:
-    """Where scripts and containers run; `private_key` is a Pulumi secret (None: ssh agent)."""
+    """Where scripts and containers run, and how every SSH path reaches it.
+
+    `private_key` is a Pulumi secret (None: the ssh agent); `key_path` is a key file for the
+    paths that run the local OpenSSH client with no way to take key material (pulumi-docker).
+
+    Host keys, the same on every path (remote commands, the status probe, the Docker
+    provider): `host_key` ("ssh-ed25519 AAAA...") pins the one key accepted; without it,
+    `accept-new` trusts the first key seen, records it in `known_hosts` (as OpenSSH's own
+    `StrictHostKeyChecking=accept-new` does) and accepts only that key from then on.
+    """
 
     name: str
     address: str
     user: str | None = None
     port: int = 22
     private_key: pulumi.Input[str] | None = None
+    key_path: str | None = None
+    host_key: str | None = None
+    known_hosts: str = "~/.ssh/known_hosts"
     # A host still booting refuses connections: retry with a pause, not in a tight loop.
     dial_error_limit: int = 20
     per_dial_timeout: int = 15
@@ -43,6 +60,40 @@ class Host:
     @property
     def is_local(self) -> bool:
         return self.address == LOCAL_ADDRESS
+
+    @property
+    def host_key_policy(self) -> HostKeyPolicy:
+        return "pinned" if self.host_key else "accept-new"
+
+    @property
+    def known_hosts_name(self) -> str:
+        """The host as known_hosts names it (`[addr]:port` off port 22)."""
+        return self.address if self.port == 22 else f"[{self.address}]:{self.port}"
+
+    def ssh_options(self) -> list[str]:
+        """Options for every run of the local OpenSSH client toward this host (no `-p`: the
+        Docker provider takes the port from its ssh:// URL)."""
+        opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={self.per_dial_timeout}",
+                "-o", "ServerAliveInterval=30"]
+        if self.host_key:
+            # The pinned key and nothing else: no known_hosts file is read or written.
+            opts += ["-o", "StrictHostKeyChecking=yes", "-o", "UserKnownHostsFile=/dev/null",
+                     "-o", f"KnownHostsCommand=/bin/echo {self.known_hosts_name} {self.host_key}"]
+        else:
+            opts += ["-o", "StrictHostKeyChecking=accept-new",
+                     "-o", f"UserKnownHostsFile={self.known_hosts}"]
+        if self.key_path:
+            opts += ["-i", self.key_path, "-o", "IdentitiesOnly=yes"]
+        return opts
+
+    @property
+    def ssh_target(self) -> str:
+        return f"{self.user}@{self.address}" if self.user else self.address
+
+    @functools.cached_property
+    def accepted_host_key(self) -> pulumi.Output[str]:
+        """The one host key every path accepts (looked up once per program run)."""
+        return known_host_key(self)
 
     @property
     def docker_host(self) -> str:
@@ -126,6 +177,76 @@ def parse_outputs(stdout: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+def ssh_command(host: Host, remote_command: str, *, with_key: bool) -> str:
+    """A bash command that runs `remote_command` on `host` with the local ssh client.
+
+    With `with_key`, the private key arrives on this command's standard input (never in an
+    argument, which `ps` shows) and lives in a private temp file for the call. The key is
+    written with its final newline: `pulumi config set --secret ... < key` stores it without
+    one, and OpenSSH then refuses the file ("error in libcrypto").
+    """
+    ssh = " ".join(shlex.quote(o) for o in ["ssh", "-n", *host.ssh_options(),
+                                             "-o", "ConnectionAttempts=3", "-p", str(host.port)])
+    target = shlex.quote(host.ssh_target)
+    remote = shlex.quote(remote_command)
+    if not with_key:
+        return f"{ssh} {target} {remote}"
+    return (
+        "set -euo pipefail; key=$(mktemp); trap 'rm -f \"$key\"' EXIT; chmod 600 \"$key\"; "
+        f"printf '%s\\n' \"$(cat)\" >\"$key\"; {ssh} -i \"$key\" {target} {remote}"
+    )
+
+
+KNOWN_HOST_KEY_SCRIPT = "known_host_key.sh"
+
+
+def known_host_key(host: Host) -> pulumi.Output[str]:
+    """The host key every path accepts: the pinned one, or (accept-new) the one recorded in
+    `known_hosts` at the first contact, which this makes now if there was none. Read at every
+    preview and up, like the status probe: it changes nothing on the host."""
+    if host.host_key:
+        return pulumi.Output.from_input(host.host_key)
+    env = {
+        "SSH_HOST": host.address,
+        "SSH_PORT": str(host.port),
+        "KNOWN_HOSTS": host.known_hosts,
+        "SSH_OPTIONS": " ".join(shlex.quote(o) for o in host.ssh_options()),
+    }
+    result = command.local.run_output(
+        command=render(KNOWN_HOST_KEY_SCRIPT, env), interpreter=["/bin/bash", "-c"]
+    )
+    return result.stdout.apply(lambda out: _host_key_line(host, out))
+
+
+def _host_key_line(host: Host, stdout: str) -> str:
+    key = parse_outputs(stdout).get("host_key", "")
+    if not isinstance(key, str) or not key.startswith(("ssh-", "ecdsa-")):
+        raise pulumi.RunError(
+            f"host {host.name} ({host.known_hosts_name}): no host key could be read or recorded "
+            f"in {host.known_hosts}; pin one with benchstack:hosts[].host_key "
+            f"(`ssh-keyscan -p {host.port} {host.address}`)"
+        )
+    return key
+
+
+def remote_connection(host: Host) -> command.remote.ConnectionArgs:
+    """pulumi-command's SSH connection to `host`: its key (with the final newline OpenSSH
+    keys need), and the host key the other paths accept too (unset, the provider would accept
+    any)."""
+    key = host.private_key
+    if key is not None:
+        key = pulumi.Output.secret(key).apply(lambda k: k if k.endswith("\n") else k + "\n")
+    return command.remote.ConnectionArgs(
+        host=host.address,
+        user=host.user,
+        port=host.port,
+        private_key=key,
+        host_key=host.accepted_host_key,
+        dial_error_limit=host.dial_error_limit,
+        per_dial_timeout=host.per_dial_timeout,
+    )
+
+
 @dataclass(frozen=True)
 class ScriptRun:
     command: pulumi.CustomResource
@@ -186,14 +307,7 @@ def host_script(
     else:
         resource = command.remote.Command(
             resource_name,
-            connection=command.remote.ConnectionArgs(
-                host=host.address,
-                user=host.user,
-                port=host.port,
-                private_key=host.private_key,
-                dial_error_limit=host.dial_error_limit,
-                per_dial_timeout=host.per_dial_timeout,
-            ),
+            connection=remote_connection(host),
             create=create,
             delete=delete,
             triggers=all_triggers,

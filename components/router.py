@@ -61,7 +61,6 @@ class RouterArgs:
     workspace: str | None = None
     # The seed mounts the checkpoint into the router too (read-only); optional.
     model_path: str | None = None
-    ssh_key_path: str | None = None
     probe_python: str | None = None
 
 
@@ -123,7 +122,7 @@ class Router(pulumi.ComponentResource):
         worker_urls = pulumi.Output.all(*args.worker_urls).apply(
             lambda urls: [str(u).rstrip("/") for u in urls]
         )
-        provider = docker_provider(name, host, args.ssh_key_path, self)
+        provider = docker_provider(name, host, self)
 
         # The private network from this host to every worker: the path the router will use.
         reach_spec = worker_urls.apply(

@@ -63,8 +63,6 @@ class SGLangWorkerArgs:
     s3_secret_access_key: pulumi.Input[str] | None = None
     s3_endpoint_url: str | None = None
     s3_region: str = "us-east-1"
-    # The docker provider shells out to the local `ssh`: a key file path or the ssh agent.
-    ssh_key_path: str | None = None
     # A python with httpx on the host, instead of the probe venv (air-gapped hosts).
     probe_python: str | None = None
     # Extra `sglang serve` flags, appended as given (an escape hatch, e.g. --enable-metrics).
@@ -151,26 +149,19 @@ def expected_server_info(args: SGLangWorkerArgs) -> dict:
     return expect
 
 
-def docker_provider(name: str, host: Host, ssh_key_path: str | None,
-                    parent: pulumi.Resource) -> docker.Provider:
+def docker_provider(name: str, host: Host, parent: pulumi.Resource) -> docker.Provider:
     """One explicit provider per host (default providers are disabled in Pulumi.yaml).
 
     pulumi-docker reaches `ssh://user@host` by running the local `ssh` binary, which cannot take
     key material, only a file or an agent. Writing the secret key to a stable path would leave
     it on disk in plain text, so the key comes from the user's ssh-agent (`ssh-add`) or from a
-    key file they already keep (`ssh_key_path`). BatchMode makes a missing key fail at once
-    instead of waiting for a password prompt nobody sees.
+    key file they already keep (`hosts[].ssh_key_path`). The host-key policy and BatchMode come
+    from the seam (`Host.ssh_options`), the same as every other SSH path.
     """
-    ssh_opts = None
-    if not host.is_local:
-        ssh_opts = ["-o", "BatchMode=yes", "-o", f"ConnectTimeout={host.per_dial_timeout}",
-                    "-o", "ServerAliveInterval=30"]
-        if ssh_key_path:
-            ssh_opts += ["-i", ssh_key_path, "-o", "IdentitiesOnly=yes"]
     return docker.Provider(
         f"{name}-docker",
         host=host.docker_host,
-        ssh_opts=ssh_opts,
+        ssh_opts=None if host.is_local else host.ssh_options(),
         opts=pulumi.ResourceOptions(parent=parent),
     )
 
@@ -246,7 +237,7 @@ class SGLangWorker(pulumi.ComponentResource):
         _check(args)
         host = args.host
 
-        provider = docker_provider(name, host, args.ssh_key_path, self)
+        provider = docker_provider(name, host, self)
 
         # --- the checkpoint: optional staging from S3, then proof it is complete -----------
         model_deps: list[pulumi.Resource] = []

@@ -28,6 +28,8 @@ REGISTRY = os.environ.get("BENCHSTACK_REGISTRY", "127.0.0.1:5000")
 PROXY = os.environ.get("BENCHSTACK_PROXY", "127.0.0.1:27890")
 CANARY_IMAGE = os.environ.get("BENCHSTACK_CANARY_IMAGE", "benchstack/minbase:bookworm")
 HARBOR_VENV = Path(os.environ.get("BENCHSTACK_HARBOR_VENV", str(STATE / "harbor-0.21.0")))
+SSHD_PORT = int(os.environ.get("BENCHSTACK_SSHD_PORT", "22022"))
+SSHD_DIR = STATE / "sshd"
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ REGISTRY_ADDR=${BENCHSTACK_REGISTRY:-127.0.0.1:5000}
 PROXY_ADDR=${BENCHSTACK_PROXY:-127.0.0.1:27890}
 CANARY_IMAGE=${BENCHSTACK_CANARY_IMAGE:-benchstack/minbase:bookworm}
 DOCKER_LOG=${BENCHSTACK_DOCKERD_LOG:-/var/log/benchstack-dockerd.log}
+SSHD_PORT=${BENCHSTACK_SSHD_PORT:-22022}
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
@@ -23,7 +24,7 @@ mkdir -p "$STATE"
 
 # --- Debian packages -------------------------------------------------------------------
 packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2 curl
-  procps psmisc)
+  procps psmisc openssh-client openssh-server)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
@@ -31,9 +32,14 @@ done
 if ((${#missing[@]})); then
   log "installing ${missing[*]}"
   apt-get update -qq
+  # No package starts its service (openssh-server would listen on every address on port 22):
+  # the peers below are started on loopback, each with its own config.
+  policy=/usr/sbin/policy-rc.d
+  [[ -e "$policy" ]] || { printf '#!/bin/sh\nexit 101\n' >"$policy"; chmod +x "$policy"; trap 'rm -f "$policy"' EXIT; }
   # With recommends, as the packages were proven with (debootstrap wants the archive keyring).
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >"$STATE/apt.log" 2>&1 \
     || die "apt-get install ${missing[*]} failed; see $STATE/apt.log"
+  rm -f "$policy"; trap - EXIT
 fi
 
 # --- Python environment for the project and its tests ------------------------------------
@@ -121,6 +127,29 @@ CONF
   log "starting tinyproxy on $PROXY_ADDR"
   tinyproxy -c "$STATE/tinyproxy.conf"
   for _ in $(seq 1 20); do (exec 3<>"/dev/tcp/${PROXY_ADDR%:*}/${PROXY_ADDR#*:}") 2>/dev/null && break; sleep 0.25; done
+fi
+
+# --- An SSH server on loopback (the SSH seam's peer: probe, host keys, Docker over ssh) --------
+SSHD_DIR="$STATE/sshd"
+if ! (exec 3<>"/dev/tcp/127.0.0.1/$SSHD_PORT") 2>/dev/null; then
+  mkdir -p "$SSHD_DIR" /run/sshd
+  [[ -s "$SSHD_DIR/host_ed25519" ]] || ssh-keygen -q -t ed25519 -N '' -f "$SSHD_DIR/host_ed25519"
+  [[ -s "$SSHD_DIR/id_ed25519" ]] || ssh-keygen -q -t ed25519 -N '' -f "$SSHD_DIR/id_ed25519"
+  install -m 600 "$SSHD_DIR/id_ed25519.pub" "$SSHD_DIR/authorized_keys"
+  cat >"$SSHD_DIR/sshd_config" <<CONF
+Port $SSHD_PORT
+ListenAddress 127.0.0.1
+HostKey $SSHD_DIR/host_ed25519
+AuthorizedKeysFile $SSHD_DIR/authorized_keys
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+UsePAM no
+PidFile $SSHD_DIR/sshd.pid
+CONF
+  log "starting sshd on 127.0.0.1:$SSHD_PORT"
+  /usr/sbin/sshd -f "$SSHD_DIR/sshd_config" -E "$SSHD_DIR/sshd.log" || die "sshd did not start; see $SSHD_DIR/sshd.log"
+  for _ in $(seq 1 20); do (exec 3<>"/dev/tcp/127.0.0.1/$SSHD_PORT") 2>/dev/null && break; sleep 0.25; done
 fi
 
 # --- Harbor 0.21.0 on Python 3.13, from its sha256-checked wheel ---------------------------

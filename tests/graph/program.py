@@ -100,8 +100,21 @@ class RecordingMocks(pulumi.runtime.Mocks):
         if self.delegate is not None:
             return self.delegate.call(args)
         if args.token == "command:local:run":
-            return {"stdout": "{}", "stderr": "", "command": args.args.get("command", "")}
+            return mock_local_run(args.args.get("command", ""))
         return {}
+
+
+KNOWN_HOST_KEY_MARK = "benchstack-known_host_key"
+MOCK_HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJlbmNoc3RhY2stbW9jay1ob3N0LWtleS0wMDAwMA"
+
+
+def mock_local_run(text: str) -> dict:
+    """`command:local:run` under mocks: the accept-new host-key lookup (host.known_host_key)
+    gets a key as if recorded at first use; anything else no outputs."""
+    stdout = "{}"
+    if KNOWN_HOST_KEY_MARK in text:
+        stdout = json.dumps({"host_key": MOCK_HOST_KEY})
+    return {"stdout": stdout, "stderr": "", "command": text}
 
 
 def cli_encoded(value: Any) -> str:

@@ -23,7 +23,9 @@ from components.host import Host
 
 SECRET = "sk-harbor-test-SECRET"
 LOCAL = Host(name="local", address="local")
-REMOTE = Host(name="b", address="10.0.0.2", user="bench", port=2222, private_key="KEY-SECRET")
+PINNED_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHRlc3QtaG9zdC1rZXktcGlubmVkLWluLWNvbmZpZw"
+REMOTE = Host(name="b", address="10.0.0.2", user="bench", port=2222, private_key="KEY-SECRET",
+              host_key=PINNED_KEY)
 
 
 @dataclass
@@ -200,8 +202,14 @@ def test_remote_hosts_probe_over_ssh() -> None:
     (probe,) = rec.probes
     assert probe.startswith("set -euo pipefail") and "ssh -n -o BatchMode=yes" in probe
     assert "-p 2222" in probe and "bench@10.0.0.2" in probe
-    # The key file is filled from stdin: the key itself is in no argument.
-    assert 'cat >"$key"' in probe and "KEY-SECRET" not in probe
+    # The pinned host key and nothing else, as on the remote commands' connection.
+    assert f"KnownHostsCommand=/bin/echo [10.0.0.2]:2222 {PINNED_KEY}" in probe
+    assert "StrictHostKeyChecking=yes" in probe
+    # The connection holds the private key, so all of it is a secret.
+    connection = rec.resources["job-launch"]["connection"]["value"]
+    assert connection["hostKey"] == PINNED_KEY and connection["privateKey"] == "KEY-SECRET\n"
+    # The key file is filled from stdin, with its final newline: the key is in no argument.
+    assert "printf '%s\\n' \"$(cat)\" >\"$key\"" in probe and "KEY-SECRET" not in probe
 
 
 @pytest.mark.parametrize(

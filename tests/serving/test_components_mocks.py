@@ -23,6 +23,7 @@ from components.host import Host
 from components.router import Router, RouterArgs
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
 from tests.conftest import ROOT
+from tests.graph.program import mock_local_run
 
 IMAGE_ID = "sha256:" + "ab" * 32
 
@@ -75,6 +76,8 @@ class Mocks(pulumi.runtime.Mocks):
         return [f"{args.name}-id", outputs]
 
     def call(self, args: pulumi.runtime.MockCallArgs):
+        if args.token == "command:local:run":
+            return mock_local_run(args.args.get("command", ""))
         return {}
 
 

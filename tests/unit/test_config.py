@@ -212,3 +212,22 @@ def test_all_problems_are_reported_at_once():
         parse_stack_config(values)
     text = str(info.value)
     assert "serving.tp_size" in text and "router.port" in text
+
+
+def test_pinned_policy_needs_every_remote_host_key():
+    values = a100()
+    values["ssh"] = {"host_key_policy": "pinned"}
+    with pytest.raises(ConfigError) as err:
+        parse_stack_config(values)
+    assert "benchstack:hosts[0].host_key" in str(err.value)
+    assert "ssh-keyscan -t ed25519 10.0.0.11" in str(err.value)
+    for host in values["hosts"]:
+        host["host_key"] = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHBpbm5lZC1rZXktZm9yLXRoZS10ZXN0"
+    assert parse_stack_config(values).ssh.host_key_policy == "pinned"
+
+
+def test_a_host_key_that_is_not_a_public_key_line_is_rejected():
+    values = a100()
+    values["hosts"][0]["host_key"] = "10.0.0.11 ssh-ed25519 AAAA"
+    with pytest.raises(ConfigError, match=r"benchstack:hosts\[0\]\.host_key"):
+        parse_stack_config(values)
