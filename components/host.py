@@ -279,8 +279,16 @@ def host_script(
         if delete_script
         else None
     )
-    # The script text is a trigger too: an edited script re-runs on the next `up`.
-    all_triggers = [content_hash(script_text(script)), *triggers]
+    # pulumi-command replaces only when `triggers` change, creating the new resource first and
+    # deleting the old one after. So the script text is no trigger: an edited script (any
+    # upgrade of benchstack) is an update, which runs the idempotent create again and deletes
+    # nothing. Where a trigger does replace, the old delete would remove the fixed paths, unit
+    # or config the new create just made: it runs first.
+    all_triggers = list(triggers)
+    if delete_script:
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(delete_before_replace=True)
+        )
     has_secret = bool(secret_keys)
     extra: dict = {}
     if has_secret:

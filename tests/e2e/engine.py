@@ -1,15 +1,19 @@
-"""A small, faithful stand-in for the Pulumi engine + command provider, for `local` stacks.
+"""A stand-in for the Pulumi engine + command provider, for `local` stacks, until the real
+provider can run here.
 
-The Pulumi CLI cannot be installed on these machines, so the end-to-end test evaluates
-`__main__.py` under Pulumi mocks whose handler does what the command provider documents for
-`command:local:Command`:
+The real Pulumi CLI is built by tests/env/setup.sh and judges what it can (tests/engine), but
+the pulumi-command provider cannot be built here (the module proxy refuses its module), so the
+whole pipeline's host side is run by this runner. It evaluates `__main__.py` under Pulumi mocks
+whose handler follows pulumi-command 1.2's lifecycle for `command:local:Command`:
 
 - create: runs `create` with the interpreter (default `/bin/sh -c`), in `dir`, with the
-  process environment plus `environment`; a non-zero exit fails the resource with its output;
-  `stdout`/`stderr` become outputs (one trailing newline trimmed, as the provider does);
-- nothing runs again when the inputs are unchanged from the previous `up` (same state);
-- a changed input re-runs it (a replace when `triggers` changed; delete first when the
-  resource asked for delete_before_replace);
+  process environment plus `environment`; a non-zero exit fails the resource and leaves
+  nothing in state; `stdout`/`stderr` become outputs (one trailing newline trimmed);
+- unchanged inputs: nothing runs;
+- changed `triggers`: a replacement: the new create runs first and the old delete after, or
+  the old delete first when the resource asked for delete_before_replace;
+- any other changed input (create text, environment, stdin, delete text): an update, which
+  runs `create` again (there is no `update` command here) and deletes nothing;
 - delete: runs `delete` with PULUMI_COMMAND_STDOUT/STDERR set to the stored outputs; destroy
   runs the stored deletes in reverse order of creation;
 - `command:local:run` (an invoke) runs at every evaluation.
@@ -59,6 +63,7 @@ class UpResult:
     run: ProgramRun
     created: list[str]
     replaced: list[str]
+    updated: list[str]
     unchanged: list[str]
     seconds: dict[str, float]
 
@@ -101,6 +106,7 @@ class LocalEngine(pulumi.runtime.Mocks):
         self.dbr = dbr  # names that asked for delete_before_replace
         self.created: list[str] = []
         self.replaced: list[str] = []
+        self.updated: list[str] = []
         self.unchanged: list[str] = []
         self.seconds: dict[str, float] = {}
 
@@ -115,7 +121,8 @@ class LocalEngine(pulumi.runtime.Mocks):
         if previous and _comparable(previous.inputs) == _comparable(inputs):
             self.unchanged.append(args.name)
             return [f"{args.name}-id", previous.outputs]
-        if previous and previous.inputs.get("delete") and (args.name in self.dbr):
+        replace = previous is not None and previous.inputs.get("triggers") != inputs.get("triggers")
+        if replace and previous.inputs.get("delete") and (args.name in self.dbr):
             self._delete(previous)
         started = time.monotonic()
         code, stdout, stderr = _execute(inputs["create"], inputs)
@@ -126,10 +133,12 @@ class LocalEngine(pulumi.runtime.Mocks):
                 f"--- stdout (tail)\n{stdout[-1000:]}"
             )
         outputs = {**inputs, "stdout": stdout, "stderr": stderr}
-        if previous:
+        if replace:
             self.replaced.append(args.name)
             if previous.inputs.get("delete") and args.name not in self.dbr:
                 self._delete(previous)
+        elif previous:
+            self.updated.append(args.name)
         else:
             self.created.append(args.name)
             self.state.order.append(args.name)
@@ -176,7 +185,8 @@ def up(stack: str, state: StackState, overrides: dict[str, Any]) -> UpResult:
     engine = LocalEngine(state, dbr)
     run = run_program(stack, overrides=overrides, mocks=engine, on_declare=on_declare)
     state.exports = dict(run.exports)
-    return UpResult(run, engine.created, engine.replaced, engine.unchanged, engine.seconds)
+    return UpResult(run, engine.created, engine.replaced, engine.updated, engine.unchanged,
+                    engine.seconds)
 
 
 def destroy(state: StackState) -> list[str]:

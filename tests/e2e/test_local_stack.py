@@ -25,6 +25,7 @@ from pathlib import Path
 import boto3
 import pytest
 
+from components import host as host_module
 from components import outputs as keys
 from tests.conftest import CANARY_IMAGE, REGISTRY, ROOT, docker
 from tests.e2e.engine import StackState, destroy, up
@@ -160,7 +161,7 @@ def leftovers(job_name: str) -> dict[str, list[str]]:
     }
 
 
-def test_local_stack_up_audit_archive_reup_destroy(stack, s3_env, tmp_path):
+def test_local_stack_up_audit_archive_upgrade_reup_destroy(stack, s3_env, tmp_path, monkeypatch):
     state, overrides, workspace = stack
 
     first = up("local", state, overrides)
@@ -194,6 +195,29 @@ def test_local_stack_up_audit_archive_reup_destroy(stack, s3_env, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert_demo_scores(audit_json(uri, env=s3_env))
+
+    # An upgrade of benchstack edits host scripts: each is an update that runs its create again
+    # over what is there and deletes nothing, so pools, bundle, bridge and Harbor stay in place.
+    edited = {"daemon_config.sh": "local-docker-daemon-apply", "tool_bundle.sh": "tools-build",
+              "proxy_bridge.sh": "proxy-socat", "harbor_install.sh": "job-install"}
+    original_text = host_module.script_text
+
+    def upgraded(script: str) -> str:
+        text = original_text(script)
+        return text + "\n# benchstack upgrade\n" if script in edited else text
+
+    monkeypatch.setattr(host_module, "script_text", upgraded)
+    upgrade = up("local", state, overrides)
+    assert upgrade.created == [] and upgrade.replaced == [], (upgrade.created, upgrade.replaced)
+    assert sorted(upgrade.updated) == sorted(edited.values())
+    assert json.loads(DAEMON_JSON.read_text())["default-address-pools"] == overrides["docker"][
+        "address_pools"]
+    tools = Path(outputs[keys.TOOLS_DIR])
+    assert all((tools / "bin" / tool).is_file() for tool in ("tmux", "tmux.real", "asciinema"))
+    assert leftovers(outputs[keys.JOB_NAME])["processes"], "the proxy bridge is gone"
+    harbor = workspace / "harbor-0.21.0" / "bin" / "harbor"
+    assert subprocess.run([str(harbor), "--version"], capture_output=True).returncode == 0
+    monkeypatch.undo()
 
     # A second up runs nothing: every command's inputs and triggers are unchanged.
     second = up("local", state, overrides)

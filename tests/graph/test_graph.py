@@ -13,8 +13,9 @@ import pytest
 
 from components import outputs as keys
 from components.config import load_stack_file
+from components.host import content_hash, script_text
 from components.manifest import load_manifest
-from tests.conftest import ROOT
+from tests.conftest import ROOT, SCRIPTS
 from tests.graph.program import ProgramRun, run_program
 
 STACKS = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))
@@ -156,3 +157,23 @@ def test_gpu_stacks_prove_the_proxy_from_a_task_image(stack):
     assert f"export CHECK_URL={cfg.proxy.check_url}" in create
     canary = load_manifest(ROOT / cfg.dataset.manifest_path).images[0].image
     assert f"export CHECK_IMAGE={canary}" in create
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_commands_are_safe_under_replacement_and_upgrade(stack):
+    """pulumi-command's rules: only `triggers` replace, new first and old deleted after unless
+    delete_before_replace. Every command with a delete runs it before its replacement (the old
+    delete would undo the new create), and no trigger is a script's text: an edited script (an
+    upgrade of benchstack) is an update that re-runs the create and deletes nothing."""
+    options = {}
+    run = run_program(stack, secrets=SECRETS,
+                      on_declare=lambda d, opts: options.__setitem__(d.name, opts))
+    script_hashes = {content_hash(script_text(p.name)) for p in SCRIPTS.glob("*.sh")}
+    commands = [r for r in run.registrations if r.type.startswith("command:")
+                and r.type.endswith(":Command")]
+    assert commands
+    for reg in commands:
+        if reg.inputs.get("delete"):
+            opts = options[reg.name]
+            assert opts is not None and opts.delete_before_replace, reg.name
+        assert not script_hashes & set(map(str, reg.inputs.get("triggers") or [])), reg.name
