@@ -147,3 +147,27 @@ def test_ssh_key_set_from_a_file_stays_secret(engine: Engine, project: Path, tmp
         assert body not in cli.stdout and "PRIVATE KEY" not in cli.stdout, args
     state = "".join(p.read_text() for p in (project / ".pulumi-state").rglob("*.json"))
     assert body not in state and "PRIVATE KEY" not in state
+
+
+def test_fresh_clone_gets_its_python_environment(engine: Engine, project: Path) -> None:
+    """The first `pulumi up` of a fresh clone creates `.venv` and installs the program's
+    dependencies, by the language host's own code (sdk/v3 python/toolchain, see
+    tests/env/engine/cmd/python-deps) reading Pulumi.yaml's `toolchain: pip` and
+    `requirements.txt`. Then the real CLI runs the program with that environment."""
+    assert not (project / ".venv").exists()
+    proc = subprocess.run([str(engine.root / "bin" / "python-deps"), str(project)],
+                          capture_output=True, text=True, timeout=900, env=engine.env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    python = project / ".venv" / "bin" / "python"
+    imports = subprocess.run(
+        [str(python), "-c", "import pulumi, pulumi_command, pulumi_docker, pydantic, httpx, boto3"],
+        capture_output=True, text=True, cwd="/",
+    )
+    assert imports.returncode == 0, imports.stderr
+    run = subprocess.run(
+        [str(python), str(project / "tests" / "engine" / "inline.py"), str(project), "local",
+         "up", "config"], capture_output=True, text=True, timeout=600, cwd=project, env=engine.env,
+    )
+    result = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else {}
+    assert run.returncode == 0 and result.get("ok"), (run.stderr[-3000:], result)
+    assert result["outputs"]["decoded"]["workspace"] == "/var/lib/benchstack/local"

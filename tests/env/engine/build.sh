@@ -4,6 +4,7 @@
 #
 # What it builds and where (ENGINE_DIR/pulumi-<version>-<hash of go.mod+go.sum>/):
 #   bin/pulumi    the CLI, github.com/pulumi/pulumi/pkg/v3/cmd/pulumi at this module's pin
+#   bin/python-deps  the language host's dependency install, from the same SDK (cmd/python-deps)
 #   home/         an isolated PULUMI_HOME for the tests: no plugin is ever downloaded into it
 #   status.json   what was built, the build seconds, and the engine parts the module proxy
 #                 refuses (see below), for the tests and the README
@@ -33,9 +34,9 @@ log() { printf '[engine] %s\n' "$*" >&2; }
 die() { printf 'engine: %s\n' "$*" >&2; exit 1; }
 
 command -v "$GO" >/dev/null || die "no Go toolchain ('$GO' not found): install Go >= 1.26"
-version=$(awk '$1 == "require" && $2 == "github.com/pulumi/pulumi/pkg/v3" {print $3}' "$HERE/go.mod")
+version=$(awk '$1 == "require" { $0 = substr($0, 9) } $1 == "github.com/pulumi/pulumi/pkg/v3" { print $2; exit }' "$HERE/go.mod")
 [[ -n "$version" ]] || die "no pulumi/pkg/v3 require in $HERE/go.mod"
-key=$(cat "$HERE/go.mod" "$HERE/go.sum" | sha256sum | cut -c1-12)
+key=$(cat "$HERE/go.mod" "$HERE/go.sum" "$HERE"/cmd/*/*.go | sha256sum | cut -c1-12)
 dest="$ENGINE_DIR/pulumi-$version-$key"
 mkdir -p "$ENGINE_DIR"
 
@@ -51,6 +52,9 @@ if [[ ! -x "$dest/bin/pulumi" ]] || [[ "$("$dest/bin/pulumi" version 2>/dev/null
     -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$version" \
     -o "$dest.tmp/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi) >"$ENGINE_DIR/build.log" 2>&1 \
     || die "go build of the Pulumi CLI failed; see $ENGINE_DIR/build.log"
+  (cd "$HERE" && "$GO" build -trimpath -buildvcs=false -mod=readonly -ldflags "-s -w" \
+    -o "$dest.tmp/bin/python-deps" ./cmd/python-deps) >>"$ENGINE_DIR/build.log" 2>&1 \
+    || die "go build of python-deps failed; see $ENGINE_DIR/build.log"
   seconds=$((SECONDS - start))
   got=$("$dest.tmp/bin/pulumi" version) || die "the built pulumi does not run; see $ENGINE_DIR/build.log"
   [[ "$got" == "$version" ]] || die "the built pulumi says $got, not $version"

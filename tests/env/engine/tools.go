@@ -1,6 +1,6 @@
 //go:build tools
 
-// Package engine only pins what build.sh compiles; it has no code of its own.
+// Package engine pins the CLI build.sh compiles; cmd/ holds the small tools built beside it.
 package engine
 
 import _ "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
