@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import re
 import typing
 from pathlib import Path
 from types import UnionType
@@ -58,10 +59,25 @@ class GpuSpec(Model):
     memory_gb: float = Field(gt=0)
 
 
+def _ip(value: str) -> str:
+    ipaddress.ip_address(value)
+    return value
+
+
+def _absolute(value: str) -> str:
+    if not value.startswith("/"):
+        raise ValueError(f"must be an absolute path on the host, got {value!r}")
+    return value
+
+
+def _looks_numeric(value: str) -> bool:
+    return all(c.isdigit() or c in ".:" for c in value)
+
+
 class HostConfig(Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
     # `local` is the machine running Pulumi; anything else is reached over SSH.
-    address: str
+    address: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:_-]*$")
     user: str | None = None
     port: int = Field(default=22, ge=1, le=65535)
     # The address the other hosts use to reach this one (the seed's WORKER_A_IP); defaults
@@ -76,6 +92,17 @@ class HostConfig(Model):
     arch: str = "amd64"
     gpus: GpuSpec | None = None
     roles: list[Role] = Field(min_length=1)
+
+    @field_validator("address")
+    @classmethod
+    def _address(cls, value: str) -> str:
+        # 10.0.0.300 or 10.0.0 is a typo, not a host name.
+        return _ip(value) if _looks_numeric(value) else value
+
+    @field_validator("private_ip")
+    @classmethod
+    def _private_ip(cls, value: str | None) -> str | None:
+        return None if value is None else _ip(value)
 
     @property
     def is_local(self) -> bool:
@@ -125,8 +152,14 @@ class DockerConfig(Model):
 
 
 class ModelConfig(Model):
-    name: str
+    name: str = Field(min_length=1, pattern=r"\S")
+    # Where the checkpoint is on each GPU host (mounted into the container).
     path: str
+
+    @field_validator("path")
+    @classmethod
+    def _absolute_path(cls, value: str) -> str:
+        return _absolute(value)
     params_billion: float = Field(gt=0)
     dtype: Literal["bf16", "fp16", "fp8", "int4"] = "bf16"
     s3_uri: str | None = None
@@ -145,12 +178,26 @@ class ServingConfig(Model):
     reasoning_parser: str | None = None
     tool_call_parser: str | None = None
     max_total_tokens: int | None = Field(default=None, gt=0)
+    # The container's uid:gid (numbers: a name means nothing inside the SGLang image).
     user: str = "1000:1000"
+
+    @field_validator("user")
+    @classmethod
+    def _uid_gid(cls, value: str) -> str:
+        if not re.fullmatch(r"\d+:\d+", value):
+            raise ValueError("must be a numeric uid:gid such as 1000:1000 (a user name means "
+                             f"nothing inside the image), got {value!r}")
+        return value
     health_timeout_s: int = Field(default=1800, gt=0)
 
 
 class RouterConfig(Model):
     bind_host: str = "127.0.0.1"
+
+    @field_validator("bind_host")
+    @classmethod
+    def _bind_ip(cls, value: str) -> str:
+        return _ip(value)
     port: int = Field(default=30000, ge=1, le=65535)
     policy: Literal["cache_aware", "round_robin", "random", "power_of_two"] = "cache_aware"
     dp_aware: bool = True
@@ -163,7 +210,7 @@ class RouterConfig(Model):
 class AgentConfig(Model):
     name: AgentName
     n_concurrent: int = Field(ge=1)
-    temperature: float | None = None
+    temperature: float | None = Field(default=None, ge=0, le=2)
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, gt=0)
     max_input_tokens: int | None = Field(default=None, gt=0)
@@ -182,7 +229,8 @@ class HarborConfig(Model):
     verifier_timeout_multiplier: float | None = Field(default=None, gt=0)
     job_name_prefix: str = Field(default="benchstack", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     reference_score: float | None = Field(default=None, ge=0, le=100)
-    stop_timeout_s: int = Field(default=600, gt=0)
+    # At least one wave of trial teardowns after SIGTERM, or Harbor is killed mid-save.
+    stop_timeout_s: int = Field(default=600, ge=30)
     # Open files for Harbor (the seed's `ulimit -n 65536`); the host's hard limit must allow it.
     nofile: int = Field(default=65536, ge=1024)
 
@@ -191,17 +239,35 @@ class DatasetConfig(Model):
     # Either a git repository pinned to a commit, or a path on the Harbor host.
     repo: str | None = None
     commit: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
-    path: str | None = None
-    tasks_subdir: str = "tasks"
+    path: str | None = Field(default=None, min_length=1)
+    tasks_subdir: str = Field(default="tasks", min_length=1)
     expected_tasks: int = Field(gt=0)
     # The same task dirs on the machine running Pulumi: the image manifest is read from here.
-    manifest_path: str
+    manifest_path: str = Field(min_length=1)
+
+    @field_validator("tasks_subdir")
+    @classmethod
+    def _inside_repo(cls, value: str) -> str:
+        if value.startswith("/") or ".." in Path(value).parts:
+            raise ValueError(f"must stay inside the dataset repository, got {value!r}")
+        return value
     include: list[str] = Field(default_factory=list)
     exclude: list[str] = Field(default_factory=list)
 
 
+REGISTRY_HOST = r"[A-Za-z0-9][A-Za-z0-9.-]*(:\d+)?(/\S*)?"
+
+
 class ImagesConfig(Model):
+    # A registry host[:port] that mirrors docker.io (no scheme: skopeo takes docker://HOST/...).
     mirror: str | None = None
+
+    @field_validator("mirror")
+    @classmethod
+    def _registry_host(cls, value: str | None) -> str | None:
+        if value is not None and not re.fullmatch(REGISTRY_HOST, value):
+            raise ValueError(f"must be a registry HOST[:PORT] without a scheme, got {value!r}")
+        return value
     username: str | None = None
     concurrency: int = Field(default=4, ge=1, le=32)
     retries: int = Field(default=5, ge=0, le=20)
@@ -252,7 +318,13 @@ class ToolBundleConfig(Model):
 
 
 class StackConfig(Model):
+    # Results, logs, venvs and bundles on every host: an absolute path.
     workspace: str
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute_workspace(cls, value: str) -> str:
+        return _absolute(value)
     hosts: list[HostConfig] = Field(min_length=1)
     docker: DockerConfig
     harbor: HarborConfig
@@ -402,13 +474,85 @@ def _check(cfg: StackConfig) -> list[str]:
                     f"{pools[a]}"
                 )
 
+    problems.extend(_pool_clashes(cfg))
+    if cfg.docker.proof_networks > cfg.address_pool_networks:
+        problems.append(
+            f"{ns}:docker.proof_networks: {cfg.docker.proof_networks} proof networks, but "
+            f"{ns}:docker.address_pools give only {cfg.address_pool_networks}"
+        )
+    if serving and serving.max_total_tokens and serving.max_total_tokens < serving.context_length:
+        problems.append(
+            f"{ns}:serving.max_total_tokens: {serving.max_total_tokens} is below "
+            f"{ns}:serving.context_length {serving.context_length}: one full-context request "
+            "could never be scheduled"
+        )
+    if serving and serving.port < 1024 and not serving.user.startswith("0:"):
+        problems.append(
+            f"{ns}:serving.port: {serving.port} is a privileged port, which uid "
+            f"{serving.user.split(':')[0]} ({ns}:serving.user) cannot bind: use a port >= 1024"
+        )
+    known = KNOWN_HARBOR_WHEELS.get(cfg.harbor.version)
+    owner = next((v for v, sha in KNOWN_HARBOR_WHEELS.items() if sha == cfg.harbor.wheel_sha256),
+                 None)
+    if (known and known != cfg.harbor.wheel_sha256) or (owner and owner != cfg.harbor.version):
+        problems.append(
+            f"{ns}:harbor.wheel_sha256: it is not the sha256 of the harbor {cfg.harbor.version} "
+            f"wheel" + (f" (it is {owner}'s)" if owner else f" ({known})")
+        )
+
     dataset = cfg.dataset
+    for key, value in (("path", dataset.path), ("manifest_path", dataset.manifest_path)):
+        if value and not value.startswith("/") and _escapes_project(value):
+            problems.append(
+                f"{ns}:dataset.{key}: {value!r} leaves the project directory; relative paths are "
+                "relative to it (give an absolute path for a dataset elsewhere)"
+            )
     if (dataset.repo is None) == (dataset.path is None):
         problems.append(f"{ns}:dataset: set exactly one of {ns}:dataset.repo or .path")
     if dataset.repo is not None and dataset.commit is None:
         problems.append(f"{ns}:dataset.commit: a git dataset must be pinned to a commit")
 
     problems.extend(_port_clashes(cfg))
+    return problems
+
+
+# Harbor wheels whose sha256 is known: a version and a hash that do not belong together are a
+# copy-paste slip, caught before a venv is built from the wrong wheel.
+KNOWN_HARBOR_WHEELS = {
+    "0.21.0": "c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21",
+}
+# Where Docker puts docker0 by default: a pool there takes the bridge's own subnet.
+DOCKER_DEFAULT_BRIDGE = ipaddress.ip_network("172.17.0.0/16")
+LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+
+
+def _escapes_project(relative: str) -> bool:
+    resolved = (PROJECT_DIR / relative).resolve()
+    return not resolved.is_relative_to(PROJECT_DIR.resolve())
+
+
+def _pool_clashes(cfg: StackConfig) -> list[str]:
+    """Pools that would take addresses already in use: loopback, Docker's default bridge, or a
+    host's own address (the trial networks' routes would shadow it)."""
+    ns = NAMESPACE
+    problems = []
+    host_ips = []
+    for i, host in enumerate(cfg.hosts):
+        for key, value in (("address", host.address), ("private_ip", host.private_ip)):
+            if value and _looks_numeric(value):
+                host_ips.append((f"{ns}:hosts[{i}].{key}", ipaddress.ip_address(value)))
+    for j, pool in enumerate(cfg.docker.address_pools):
+        net, key = pool.network, f"{ns}:docker.address_pools[{j}]"
+        if net.version == 4 and net.overlaps(LOOPBACK):
+            problems.append(f"{key}: {net} overlaps loopback {LOOPBACK}")
+        if net.version == 4 and net.overlaps(DOCKER_DEFAULT_BRIDGE):
+            problems.append(
+                f"{key}: {net} overlaps {DOCKER_DEFAULT_BRIDGE}, the Docker bridge (docker0) "
+                "default; choose a base outside it"
+            )
+        for host_key, ip in host_ips:
+            if ip in net:
+                problems.append(f"{key}: {net} holds {ip}, the address in {host_key}")
     return problems
 
 
@@ -495,8 +639,22 @@ def split_stack_file(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def load_stack_file(path: Path) -> StackConfig:
-    values, _ = split_stack_file(path)
+    values, secrets = split_stack_file(path)
+    plain = _plaintext_secrets(secrets)
+    if plain:
+        raise ConfigError(plain, str(path))
     return parse_stack_config(values, source=str(path))
+
+
+def _plaintext_secrets(secrets: dict[str, Any]) -> list[str]:
+    """Secret keys written as plain text in the stack file instead of `pulumi config set
+    --secret` (which stores `{secure: ...}`): they would sit in git and in the state unencrypted."""
+    return [
+        f"{NAMESPACE}:{key}: written in plain text; remove it from the stack file and set it "
+        f"with `pulumi config set --secret {NAMESPACE}:{key}`"
+        for key, value in sorted(secrets.items())
+        if not (isinstance(value, dict) and set(value) == {"secure"})
+    ]
 
 
 def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:
@@ -516,9 +674,10 @@ def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:
             problems.append(f"{NAMESPACE}:{key}: {error}")
     if problems:
         raise ConfigError(problems, f"Pulumi.{pulumi.get_stack()}.yaml")
-    unknown = _unknown_keys(pulumi.get_stack())
-    if unknown:
-        raise ConfigError([f"{NAMESPACE}:{k}: unknown key" for k in unknown], "stack config")
+    stack_file = PROJECT_DIR / f"Pulumi.{pulumi.get_stack()}.yaml"
+    file_problems = _stack_file_problems(stack_file)
+    if file_problems:
+        raise ConfigError(file_problems, stack_file.name)
     stack_config = parse_stack_config(values, source=f"Pulumi.{pulumi.get_stack()}.yaml")
     secrets = StackSecrets(
         ssh_private_key=config.get_secret("sshPrivateKey"),
@@ -557,13 +716,14 @@ def _is_plain_string(annotation: Any) -> bool:
                                  and args == [str])
 
 
-def _unknown_keys(stack: str) -> list[str]:
-    """Top-level keys of the stack file that the model does not know (typos like `servng`)."""
-    path = PROJECT_DIR / f"Pulumi.{stack}.yaml"
+def _stack_file_problems(path: Path) -> list[str]:
+    """Top-level keys the model does not know (typos like `servng`) and secrets in plain text."""
     if not path.exists():
         return []
-    values, _ = split_stack_file(path)
-    return sorted(k for k in values if k not in StackConfig.model_fields)
+    values, secrets = split_stack_file(path)
+    unknown = [f"{NAMESPACE}:{k}: unknown key" for k in sorted(values)
+               if k not in StackConfig.model_fields]
+    return unknown + _plaintext_secrets(secrets)
 
 
 class StackSecrets:

@@ -175,6 +175,47 @@ INVALID = [
         [("proxy.check_url", "https://example.com/")],
         "benchstack:proxy.check_url",
     ),
+    # What users mistype: each is caught at load under its own key, before any resource.
+    ("pool-on-loopback", local, [("docker.address_pools.0.base", "127.16.0.0/16")],
+     "benchstack:docker.address_pools[0]: 127.16.0.0/16 overlaps loopback"),
+    ("pool-on-docker-bridge", local, [("docker.address_pools.0.base", "172.16.0.0/12")],
+     "benchstack:docker.address_pools[0]: 172.16.0.0/12 overlaps 172.17.0.0/16"),
+    ("pool-holds-a-host", a100, [("docker.address_pools", [{"base": "10.0.0.0/16", "size": 24}])],
+     "holds 10.0.0.11, the address in benchstack:hosts[0].address"),
+    ("bad-ip", a100, [("hosts.0.address", "10.0.0.300")], "benchstack:hosts[0].address"),
+    ("bad-private-ip", a100, [("hosts.0.private_ip", "10.0.0")], "benchstack:hosts[0].private_ip"),
+    ("empty-address", a100, [("hosts.0.address", "")], "benchstack:hosts[0].address"),
+    ("bad-router-bind", a100, [("router.bind_host", "localhost:30000")],
+     "benchstack:router.bind_host"),
+    ("privileged-port", a100, [("serving.port", 80), ("router.port", 30000)],
+     "benchstack:serving.port: 80 is a privileged port, which uid 1000"),
+    ("temperature-range", a100, [("harbor.agent.temperature", 3.0)],
+     "benchstack:harbor.agent.temperature"),
+    ("top-k-range", a100, [("harbor.agent.top_k", 0)], "benchstack:harbor.agent.top_k"),
+    ("proof-above-pools", local, [("docker.address_pools.0.base", "10.213.0.0/20"),
+                                  ("docker.proof_networks", 40)],
+     "benchstack:docker.proof_networks: 40 proof networks, but"),
+    ("total-tokens-below-context", a100, [("serving.max_total_tokens", 131072)],
+     "benchstack:serving.max_total_tokens: 131072 is below"),
+    ("harbor-version-vs-sha", local, [("harbor.version", "0.26.0")],
+     "benchstack:harbor.wheel_sha256: it is not the sha256 of the harbor 0.26.0 wheel"),
+    ("empty-model-name", a100, [("model.name", "")], "benchstack:model.name"),
+    ("blank-model-name", a100, [("model.name", "  ")], "benchstack:model.name"),
+    ("dataset-escapes", local, [("dataset.path", "../../etc")],
+     "benchstack:dataset.path: '../../etc' leaves the project directory"),
+    ("manifest-escapes", local, [("dataset.manifest_path", "demo/../../x")],
+     "benchstack:dataset.manifest_path"),
+    ("subdir-escapes", a100, [("dataset.tasks_subdir", "../tasks")],
+     "benchstack:dataset.tasks_subdir"),
+    ("empty-dataset-path", local, [("dataset.path", "")], "benchstack:dataset.path"),
+    ("short-stop-timeout", local, [("harbor.stop_timeout_s", 5)],
+     "benchstack:harbor.stop_timeout_s"),
+    ("relative-workspace", local, [("workspace", "work/local")], "benchstack:workspace"),
+    ("relative-model-path", a100, [("model.path", "models/qwen")], "benchstack:model.path"),
+    ("user-name-not-uid", a100, [("serving.user", "bench")],
+     "benchstack:serving.user: Value error, must be a numeric uid:gid"),
+    ("mirror-with-scheme", local, [("images.mirror", "http://127.0.0.1:5000")],
+     "benchstack:images.mirror"),
 ]
 
 
@@ -231,3 +272,16 @@ def test_a_host_key_that_is_not_a_public_key_line_is_rejected():
     values["hosts"][0]["host_key"] = "10.0.0.11 ssh-ed25519 AAAA"
     with pytest.raises(ConfigError, match=r"benchstack:hosts\[0\]\.host_key"):
         parse_stack_config(values)
+
+
+def test_secret_written_in_plain_text_is_rejected(tmp_path):
+    text = (ROOT / "Pulumi.local.yaml").read_text() + "  benchstack:apiKey: sk-plain-text\n"
+    path = tmp_path / "Pulumi.leak.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_stack_file(path)
+    assert "benchstack:apiKey: written in plain text" in str(info.value)
+    assert "sk-plain-text" not in str(info.value)
+    stack_file = (ROOT / "Pulumi.local.yaml").read_text()
+    path.write_text(stack_file + "  benchstack:apiKey:\n    secure: v1:abc\n")
+    assert load_stack_file(path).harbor.agent.name == "oracle"
