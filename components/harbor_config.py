@@ -24,6 +24,10 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+Agent = Literal["oracle", "nop", "terminus-2"]
+# `none`: trial containers get no network at all (the tasks that set allow_internet = false).
+ContainerNetwork = Literal["default", "none"]
+
 # Where containers see the tool bundle; the bundle's wrappers default to this root.
 TOOLS_MOUNT = "/opt/harbor-tools"
 # Debian's /etc/profile resets PATH for the agent's `bash --login` pane, but keeps this dir.
@@ -68,7 +72,7 @@ class DatasetSpec(_Strict):
 class JobSettings(_Strict):
     """The Harbor job as the stack config describes it (plain values only)."""
 
-    agent: Literal["oracle", "nop", "terminus-2"] = "terminus-2"
+    agent: Agent = "terminus-2"
     n_concurrent_trials: int = Field(default=HARBOR_DEFAULT_CONCURRENCY, ge=1)
     n_concurrent_agents: int | None = Field(default=None, ge=1)
     n_attempts: int = Field(default=1, ge=1)
@@ -84,7 +88,7 @@ class JobSettings(_Strict):
     verifier_timeout_multiplier: float | None = Field(default=None, gt=0)
     environment_build_timeout_multiplier: float | None = Field(default=None, gt=0)
     # "none" cuts task containers off any network: only what is mounted can be used.
-    container_network: Literal["default", "none"] = "default"
+    container_network: ContainerNetwork = "default"
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSettings:

@@ -47,6 +47,8 @@ import pulumi
 import pulumi_command as command
 
 from components.harbor_config import (
+    Agent,
+    ContainerNetwork,
     DatasetSpec,
     JobSettings,
     config_digest,
@@ -80,7 +82,7 @@ class HarborJobArgs:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     # The job settings (see components/harbor_config.py:JobSettings).
-    agent: str = "terminus-2"
+    agent: Agent = "terminus-2"
     n_concurrent_trials: int = 4
     n_concurrent_agents: int | None = None
     n_attempts: int = 1
@@ -97,7 +99,7 @@ class HarborJobArgs:
     verifier_timeout_multiplier: float | None = None
     environment_build_timeout_multiplier: float | None = None
     # "none": task containers get no network at all (the tool bundle must carry the tools).
-    container_network: str = "default"
+    container_network: ContainerNetwork = "default"
     # From the other layers.
     tools_dir: pulumi.Input[str] | None = None
     proxy_url: pulumi.Input[str] | None = None
@@ -153,6 +155,8 @@ def dataset_dir(workspace: str, dataset: DatasetSpec) -> str:
     """Where the task dirs are on the host (a clone is named after the repository and commit)."""
     if dataset.path:
         return dataset.path.rstrip("/")
+    if not (dataset.git_url and dataset.commit):
+        raise ValueError("dataset: set `path`, or `git_url` and `commit`")
     repo = PurePosixPath(dataset.git_url.rstrip("/")).name.removesuffix(".git")
     return f"{workspace}/datasets/{repo}-{dataset.commit[:12]}"
 
@@ -252,7 +256,7 @@ class HarborJob(pulumi.ComponentResource):
         # The job needs whatever the caller depends on (router, images, tool bundle, proxy
         # bridge) before any of its steps runs, not just before the component "completes".
         given = opts.depends_on if opts and opts.depends_on else []
-        outer = list(given) if isinstance(given, list | tuple) else [given]
+        outer: list = list(given) if isinstance(given, list | tuple) else [given]
 
         def child(*after: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, depends_on=[*outer, *after], **extra)
@@ -350,7 +354,7 @@ class HarborJob(pulumi.ComponentResource):
         )
         status = probe_job_status(host, status_env)
         token = status.apply(lambda s: str(s.get("token") or "start"))
-        stop_env = {
+        stop_env: dict[str, pulumi.Input[str]] = {
             "JOB_NAME": job_name,
             "JOBS_DIR": jobs_dir,
             "LOG_DIR": log_dir,

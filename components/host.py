@@ -303,6 +303,7 @@ def host_script(
         opts = pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(additional_secret_outputs=["stdout", "stderr"])
         )
+    resource: command.local.Command | command.remote.Command
     if host.is_local:
         resource = command.local.Command(
             resource_name,

@@ -24,6 +24,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import httpx
 
@@ -391,8 +392,8 @@ def check_router(
         }
 
 
-def run_spec(spec: Mapping[str, object]) -> dict:
-    """The host script's entry point: one JSON spec, one result."""
+def run_spec(spec: Mapping[str, Any]) -> dict:
+    """The host script's entry point: one JSON spec, one result (its values as JSON gives them)."""
     mode = spec.get("mode")
     timeout_s = float(spec.get("timeout_s", 600))
     interval_s = float(spec.get("interval_s", 2.0))

@@ -32,6 +32,22 @@ SSHD_PORT = int(os.environ.get("BENCHSTACK_SSHD_PORT", "22022"))
 SSHD_DIR = STATE / "sshd"
 
 
+# Fixtures that start or need a real peer (engine, registry, Harbor, S3, sshd, the Pulumi CLI).
+# A test that requests one, directly or through another fixture, is marked `real`; the rest
+# is the fast loop, `make unit` (`pytest -m "not real"`).
+PEER_FIXTURES = {
+    "docker_engine", "canary_image", "harbor_bin", "installed_harbor", "demo_dataset", "jobs",
+    "s3_env", "s3_client", "bucket", "engine", "test_engine", "registry", "own_registry",
+    "test_images", "processes", "sshd",
+}
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    for item in items:
+        if PEER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.real)
+
+
 @dataclass(frozen=True)
 class ScriptResult:
     returncode: int

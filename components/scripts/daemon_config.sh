@@ -99,7 +99,9 @@ mapfile -t POOL_LINES < <(jq -r '.[] | "\(.base) \(.size)"' <<<"$POOLS")
 capacity=0
 for line in "${POOL_LINES[@]}"; do
   read -r base size <<<"$line"
-  is_cidr "$base" && [[ "$base" == */* ]] || die "ADDRESS_POOLS_JSON base '$base' is not an IPv4 CIDR (IPv6 pools are not supported here)"
+  if ! is_cidr "$base" || [[ "$base" != */* ]]; then
+    die "ADDRESS_POOLS_JSON base '$base' is not an IPv4 CIDR (IPv6 pools are not supported here)"
+  fi
   plen=${base#*/}
   ((size >= plen && size <= 30)) || die "ADDRESS_POOLS_JSON size $size does not fit base $base: use a size between /$plen and /30"
   read -r s _ <<<"$(range "$base")"
@@ -187,7 +189,8 @@ if $need_restart; then
   done < <(docker network ls -q | xargs -r docker network inspect \
     | jq -r '.[] | .Name as $n | (.IPAM.Config // [])[] | select(.Subnet) | "\($n)\t\(.Subnet)"')
   if ((${#conflicts[@]})); then
-    die "$(IFS=';'; echo "${conflicts[*]}" | sed 's/;/; /g'): choose another base in ADDRESS_POOLS_JSON or remove what overlaps"
+    joined=$(printf '%s; ' "${conflicts[@]}")
+    die "${joined%; }: choose another base in ADDRESS_POOLS_JSON or remove what overlaps"
   fi
 
   [[ -n "$RESTART_CMD" ]] || die "no way to restart the engine here (no systemd, no /etc/init.d/docker): set RESTART_CMD"
@@ -292,8 +295,9 @@ fi
 
 if $need_write; then
   jq -n --arg original "$ORIGINAL" --arg backup "$BACKUP" --arg d "$DAEMON_JSON" --argjson pools "$POOLS" \
-    --arg docker0 "$DOCKER0" '{original: $original, backup: $backup, daemon_json: $d, pools: $pools, docker0: $docker0}' | priv tee "$RECORD_FILE.tmp" >/dev/null \
-    && priv mv -f "$RECORD_FILE.tmp" "$RECORD_FILE" || die "cannot write RECORD_FILE=$RECORD_FILE; original restored"
+    --arg docker0 "$DOCKER0" '{original: $original, backup: $backup, daemon_json: $d, pools: $pools, docker0: $docker0}' \
+    | priv tee "$RECORD_FILE.tmp" >/dev/null || die "cannot write RECORD_FILE=$RECORD_FILE; original restored"
+  priv mv -f "$RECORD_FILE.tmp" "$RECORD_FILE" || die "cannot write RECORD_FILE=$RECORD_FILE; original restored"
   RECORD=$RECORD_FILE
 fi
 installed=false # success: nothing to roll back

@@ -77,8 +77,10 @@ while IFS= read -r toml; do
   set -f  # INCLUDE/EXCLUDE are task-name patterns: split them, do not expand them as files
   if [[ -n "$INCLUDE" ]]; then
     keep=0
+    # shellcheck disable=SC2053  # INCLUDE's words are glob patterns, matched as globs on purpose
     for glob in $INCLUDE; do [[ "$task" == $glob ]] && keep=1; done
   fi
+  # shellcheck disable=SC2053  # EXCLUDE's words are glob patterns, matched as globs on purpose
   for glob in $EXCLUDE; do [[ "$task" == $glob ]] && keep=0; done
   set +f
   selected=$((selected + keep))

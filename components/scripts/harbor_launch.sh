@@ -92,6 +92,7 @@ rm -f "$pid_file"
 launched_at=$(date +%s)
 # setsid: Harbor gets its own session, so neither this shell's exit nor a terminal hang-up
 # reaches it; `exec` makes the recorded PID Harbor itself, the one SIGTERM must go to.
+# shellcheck disable=SC2016  # expanded by the inner bash: $$ must be Harbor's own PID
 HARBOR_TELEMETRY=0 LITELLM_LOCAL_MODEL_COST_MAP=True OPENAI_API_KEY="$OPENAI_API_KEY" \
   PID_FILE="$pid_file" NOFILE="$NOFILE" JOBS_PARENT="$(dirname "$JOBS_DIR")" \
   setsid bash -c 'echo $$ >"$PID_FILE"; ulimit -n "$NOFILE"; cd "$JOBS_PARENT"; exec "$@"' \

@@ -68,16 +68,16 @@ if [[ -d "$job_dir" ]]; then
   for trial in "$job_dir"/*/; do
     [[ -d "$trial" ]] || continue
     project="$(basename "$trial" | tr '[:upper:]' '[:lower:]')__env"
-    ids=$(docker ps -aq --filter "label=com.docker.compose.project=$project")
-    if [[ -n "$ids" ]]; then
-      docker rm -f $ids >/dev/null
-      containers=$((containers + $(wc -w <<<"$ids")))
+    mapfile -t ids < <(docker ps -aq --filter "label=com.docker.compose.project=$project")
+    if ((${#ids[@]})); then
+      docker rm -f "${ids[@]}" >/dev/null
+      containers=$((containers + ${#ids[@]}))
       log "removed the containers of compose project $project"
     fi
-    nets=$(docker network ls -q --filter "label=com.docker.compose.project=$project")
-    if [[ -n "$nets" ]]; then
-      docker network rm $nets >/dev/null
-      networks=$((networks + $(wc -w <<<"$nets")))
+    mapfile -t nets < <(docker network ls -q --filter "label=com.docker.compose.project=$project")
+    if ((${#nets[@]})); then
+      docker network rm "${nets[@]}" >/dev/null
+      networks=$((networks + ${#nets[@]}))
       log "removed the network of compose project $project"
     fi
   done

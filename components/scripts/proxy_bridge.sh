@@ -41,8 +41,9 @@ die() { printf 'proxy_bridge: %s\n' "$*" >&2; exit 1; }
 as_root() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo -n "$@"; fi; }
 
 [[ "$NAME" =~ ^[A-Za-z0-9_.-]+$ ]] || die "NAME='$NAME' may hold only letters, digits, '.', '_' and '-'"
-[[ "$BRIDGE_PORT" =~ ^[0-9]+$ ]] && ((BRIDGE_PORT > 0 && BRIDGE_PORT < 65536)) \
-  || die "BRIDGE_PORT='$BRIDGE_PORT' is not a TCP port"
+if ! [[ "$BRIDGE_PORT" =~ ^[0-9]+$ ]] || ((BRIDGE_PORT < 1 || BRIDGE_PORT > 65535)); then
+  die "BRIDGE_PORT='$BRIDGE_PORT' is not a TCP port"
+fi
 [[ "$UPSTREAM" =~ ^([^:]+):([0-9]+)$ ]] || die "UPSTREAM='$UPSTREAM' must be host:port"
 UP_HOST=${BASH_REMATCH[1]}
 UP_PORT=${BASH_REMATCH[2]}

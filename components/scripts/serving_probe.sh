@@ -15,6 +15,7 @@
 set -euo pipefail
 
 die() { printf 'serving_probe: %s\n' "$*" >&2; exit 1; }
+# shellcheck disable=SC2317  # called by lib/pinned_venv.sh, inlined below
 log() { printf '[serving_probe] %s\n' "$*" >&2; }
 # benchstack:include lib/pinned_venv.sh
 

@@ -24,7 +24,7 @@ mkdir -p "$STATE"
 
 # --- Debian packages -------------------------------------------------------------------
 packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2 curl
-  procps psmisc openssh-client openssh-server)
+  procps psmisc openssh-client openssh-server shellcheck)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
@@ -48,7 +48,7 @@ want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
 if [[ ! -x "$VENV/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
   log "creating $VENV"
   "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install -q -e "$ROOT[test]" >>"$STATE/pip.log" 2>&1 || die "pip install failed; see $STATE/pip.log"
+  "$VENV/bin/pip" install -q -e "${ROOT}[test]" >>"$STATE/pip.log" 2>&1 || die "pip install failed; see $STATE/pip.log"
   echo "$want" >"$stamp"
 fi
 
