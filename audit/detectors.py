@@ -71,7 +71,10 @@ def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     text = _exception_text(ev)
     if not _raised_in_client(text):
         return None
-    failure = ME.classify_text(text)
+    info = ev.result.exception_info
+    message = f"{info.exception_type}: {info.exception_message or ''}" if info else ""
+    tail = text.strip().splitlines()[-1] if text.strip() else ""
+    failure = ME.classify(f"{message}\n{tail}", text)
     if failure is None:
         return None
     head = exception_line(ev)
@@ -294,12 +297,13 @@ HANG_MIN_SECONDS = 300.0
 
 def exec_hang(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     """A trivial container exec never returned, or a phase ran far beyond the job's median."""
-    if ev.result is None or ev.result.reward is not None:
+    if ev.result is None:
         return None
     etype = _etype(ev) or ""
+    graded = ev.result.reward is not None
     text = _exception_text(ev)
     m = _EXEC_TIMEOUT.search(text)
-    if m and "AgentTimeout" not in etype:
+    if m and "AgentTimeout" not in etype and not graded:
         cmd = re.search(r"(?:command|cmd)[=:]\s*['\"]?([^'\"\n]+)", text)
         shown = f" (`{short(cmd.group(1))}`)" if cmd else ""
         return Classification(
@@ -308,7 +312,7 @@ def exec_hang(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
             f"{m.group(1)} s: the container or the Docker daemon hung. Rerun the task; if it "
             "repeats, check `docker info` and the daemon's load.",
             exception_line(ev))
-    if etype in ("AgentSetupTimeoutError", "EnvironmentStartTimeoutError"):
+    if etype in ("AgentSetupTimeoutError", "EnvironmentStartTimeoutError") and not graded:
         phase = "agent_setup" if etype.startswith("AgentSetup") else "environment_setup"
         seconds = ev.result.phase_seconds().get(phase)
         median = ctx.phase_medians.get(phase)
@@ -354,8 +358,17 @@ def _last_command(ev: TrialEvidence) -> tuple[str, str] | None:
     if not commands:
         return None
     last = commands[-1]
-    answered = any(ex.command is last and ex.output for ex in exchanges)
-    if answered:
+    typed = [ln.strip() for ln in last.text.splitlines() if ln.strip()]
+
+    def has_answer(text: str) -> bool:
+        # Terminal agents see their own command echoed back: that is no answer. A new prompt
+        # after it, or any other line, is.
+        rest = [ln for ln in text.splitlines()
+                if ln.strip() and ln.strip() != "New Terminal Output:"
+                and not any(ln.rstrip().endswith(t) for t in typed)]
+        return bool(rest)
+
+    if any(ex.command is last and ex.output and has_answer(ex.output.text) for ex in exchanges):
         return None
     return last.where(1), last.text
 
@@ -399,8 +412,7 @@ def verifier_network(ev: TrialEvidence, ctx: JobContext) -> Classification | Non
     outside = [f for f in found if not N.is_loopback(f.host)]
     if not outside:
         return None
-    decisive = next((f for f in outside if f.host), outside[0])
-    return _network_verdict(ev, ctx, "verifier", decisive, len(outside))
+    return _network_verdict(ev, ctx, "verifier", outside[0], len(outside), outside)
 
 
 AGENT_MIN_FAILURES = 2
@@ -438,16 +450,19 @@ def agent_network(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     ]
     if len(outside) < AGENT_MIN_FAILURES:
         return None
-    by_host: dict[str | None, int] = {}
-    for f in outside:
-        by_host[f.host] = by_host.get(f.host, 0) + 1
-    decisive = max(outside, key=lambda f: (by_host[f.host], f.host is not None))
-    return _network_verdict(ev, ctx, "agent", decisive, len(outside))
+    return _network_verdict(ev, ctx, "agent", outside[0], len(outside), outside)
 
 
-def _network_verdict(ev, ctx, phase: str, f: N.NetFailure, count: int) -> Classification:
-    what = _describe(f, ctx)
-    where = _endpoint_word(f, ctx)
+def _network_verdict(
+    ev, ctx, phase: str, f: N.NetFailure, count: int, all_failures: list[N.NetFailure]
+) -> Classification:
+    """The first failure is quoted; the explanation names every endpoint that failed."""
+    named = f if f.host else next((g for g in all_failures if g.host), f)
+    what = _describe(named, ctx)
+    others = sorted({g.host for g in all_failures if g.host and g.host != named.host})
+    if others:
+        what += f"; also {', '.join(others[:3])}"
+    where = _endpoint_word(named, ctx)
     if phase == "verifier":
         text = (f"The verifier's download failed ({what}; {where}) and no test reported a "
                 "result: the tests never ran, so the 0 is not the model's. Rerun the task, or "
@@ -458,12 +473,12 @@ def _network_verdict(ev, ctx, phase: str, f: N.NetFailure, count: int) -> Classi
     fam = "proxy_5xx" if (f.family == "proxy" or (f.via_proxy and f.status)) else f.family
     fam = {"http_5xx": "http_5xx", "http_429": "http_429", "tls": "tls_failure",
            "dns": "dns_failure", "reset": "connection_reset", "timeout": "network_timeout",
-           "refused": "connection_refused"}.get(fam, fam)
+           "refused": "connection_refused", "fetch": "download_failed"}.get(fam, fam)
     quoted = f"{f.where}: {f.line}"
-    if f.host and f.host not in f.line:
-        quoted += f" (endpoint: {f.host})"
+    if named.host and named.host not in f.line:
+        quoted += f" (endpoint: {named.host})"
     return Classification("infra", f"{phase}_{fam}", phase, text,
-                          exception_line(ev) + [quoted], f.host)
+                          exception_line(ev) + [quoted], named.host)
 
 
 DETECTORS: list[Detector] = [

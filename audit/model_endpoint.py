@@ -96,8 +96,16 @@ def from_client(text: str) -> bool:
     return bool(_CLIENT.search(text))
 
 
+_FRAME_LINE = re.compile(r'(?m)^\s*File "[^"]*", line \d+, in .*$')
+
+
+def classify(message: str, traceback: str) -> EndpointFailure | None:
+    """Judge by the exception's own words first; the traceback's only when they say nothing."""
+    return classify_text(message) or classify_text(_FRAME_LINE.sub("", traceback))
+
+
 def classify_text(text: str) -> EndpointFailure | None:
-    """The kind of model-endpoint failure an exception's type + message + traceback show."""
+    """The kind of model-endpoint failure an exception's type + message show."""
     if not text or not from_client(text):
         return None
     m = _STATUS.search(text)

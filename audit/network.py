@@ -18,7 +18,7 @@ import ipaddress
 import re
 from dataclasses import dataclass
 
-FAMILIES = ("http_5xx", "http_429", "proxy", "dns", "tls", "reset", "timeout", "refused")
+FAMILIES = ("http_5xx", "http_429", "proxy", "dns", "tls", "reset", "timeout", "refused", "fetch")
 
 _STATUS = r"(?P<status>5\d\d|429)"
 # family -> patterns; `status`, `host` and `url` groups are read when present.
@@ -116,6 +116,16 @@ _PATTERNS: dict[str, list[str]] = {
         r"Failed to connect to (?P<host>[\w.:-]+) port \d+",
         r"Couldn't connect to server",
     ],
+    # A tool's summary that a download failed, when the cause is not on the same line: uv's
+    # `Failed to fetch: url`, cargo's `failed to download from url`, npm's `network request to
+    # url failed`, pip's `Could not fetch URL url`. Tried last: a cause line names the family.
+    "fetch": [
+        r"\b[Ff]ailed to fetch:? `?(?P<url>https?://[^`\s]+)",
+        r"failed to download from `(?P<url>[^`]+)`",
+        r"network request to (?P<url>\S+) failed",
+        r"Could not fetch URL (?P<url>\S+?):",
+        r"error: Request failed after \d+ retr",
+    ],
 }
 
 _COMPILED = {
@@ -155,7 +165,8 @@ class NetFailure:
         if self.status:
             return f"HTTP {self.status}"
         return {"dns": "DNS failure", "tls": "TLS failure", "reset": "connection reset",
-                "timeout": "timeout", "refused": "connection refused"}[self.family]
+                "timeout": "timeout", "refused": "connection refused",
+                "fetch": "failed download"}[self.family]
 
 
 def clean_host(host: str | None) -> str | None:
@@ -286,6 +297,8 @@ def hosts_written_by_agent(commands: list[str], written: list[str]) -> set[str]:
     for cmd in commands:
         if not _WRITE.search(cmd):
             continue
+        if "<<" in cmd:  # a heredoc: everything after it is the file's content
+            hosts.update(h for m in _URL.finditer(cmd) if (h := clean_host(m.group("host"))))
         for segment in re.split(r"\n(?=\S)|&&|;", cmd):
             if _WRITE.search(segment) or "<<" in segment:
                 hosts.update(
