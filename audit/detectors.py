@@ -477,8 +477,16 @@ def _network_verdict(
     quoted = f"{f.where}: {f.line}"
     if named.host and named.host not in f.line:
         quoted += f" (endpoint: {named.host})"
+    # The first failure, then up to two more that read differently (each line once): enough to
+    # show the failure repeated without pasting the log.
+    more: list[str] = []
+    for g in all_failures[1:]:
+        if len(more) == 2:
+            break
+        if g.line != f.line and all(g.line not in m for m in more):
+            more.append(f"{g.where}: {g.line}")
     return Classification("infra", f"{phase}_{fam}", phase, text,
-                          exception_line(ev) + [quoted], named.host)
+                          exception_line(ev) + [quoted, *more], named.host)
 
 
 DETECTORS: list[Detector] = [

@@ -127,7 +127,12 @@ def test_stack_reads_job_dir_and_reference_score(seed_job, run_cli, tmp_path):
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["raw"]["score"] == 68.54
-    assert data["reference"] == {"score": 73.0, "difference": -4.46}
+    assert data["reference"] == {
+        "score": 73.0,
+        "difference": -4.46,
+        "inside_raw_ci": True,
+        "inside_adjusted_ci": True,
+    }
     args = (tmp_path / "pulumi-args.txt").read_text().split()
     assert args == ["stack", "output", "--json", "--stack", "a100"]
 
@@ -138,7 +143,12 @@ def test_stack_falls_back_to_jobs_dir_and_job_name(seed_job, run_cli, tmp_path):
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["job"]["location"] == str(seed_job)
-    assert data["reference"] == {"score": None, "difference": None}
+    assert data["reference"] == {
+        "score": None,
+        "difference": None,
+        "inside_raw_ci": None,
+        "inside_adjusted_ci": None,
+    }
 
 
 @pytest.mark.parametrize(
