@@ -45,8 +45,11 @@ class JobContext:
         medians = {p: statistics.median(v) for p, v in phases.items() if len(v) >= 5}
         text = config_text or ""
         proxy = bool(re.search(r'(?i)"(?:https?|all)_proxy"\s*:\s*"[^"]+"', text))
-        hosts = {h for m in re.finditer(r'"api_base"\s*:\s*"([^"]+)"', text)
-                 if (h := N.host_in(m.group(1)))}
+        hosts = {
+            h
+            for m in re.finditer(r'"api_base"\s*:\s*"([^"]+)"', text)
+            if (h := N.host_in(m.group(1)))
+        }
         m = re.search(r'"max_input_tokens"\s*:\s*(\d+)', text)
         return cls(medians, proxy, hosts, int(m.group(1)) if m else None, interrupted)
 
@@ -84,39 +87,62 @@ def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         limit, served = ctx.max_input_tokens, failure.served_context
         if limit and served and limit > served:
             return Classification(
-                "infra", "model_context_misconfigured", "model",
+                "infra",
+                "model_context_misconfigured",
+                "model",
                 f"The job told the agent the model takes {limit} input tokens but the server"
                 f"{where} serves {served}: the agent could not know to summarize in time. Set "
                 "model_info.max_input_tokens to the server's context length and rerun.",
-                head, host)
+                head,
+                host,
+            )
         return Classification(
-            "agent_error", "model_context_overflow", "model",
+            "agent_error",
+            "model_context_overflow",
+            "model",
             "The agent let its prompt grow past the model's served context window (e.g. by "
             "feeding unbounded tool output back to the model) and the server rejected the "
             "request. Managing its context is the agent's job: this counts as its failure.",
-            head, host)
+            head,
+            host,
+        )
     if failure.kind == "unparseable_output":
         return Classification(
-            "agent_error", "model_output_unparseable", "model",
+            "agent_error",
+            "model_output_unparseable",
+            "model",
             "The server could not parse what the model generated (malformed tool-call or "
             "channel markup) and returned an error for it: the content is the model's, not an "
-            "outage of the endpoint.", head, host)
+            "outage of the endpoint.",
+            head,
+            host,
+        )
     if failure.kind == "bad_request":
         return Classification(
-            "agent_error", "agent_request_rejected", "model",
+            "agent_error",
+            "agent_request_rejected",
+            "model",
             f"The model endpoint{where} rejected the request the agent's harness built "
             f"({failure.status or 400}): a bug or a bad setting in the agent, not an outage.",
-            head, host)
+            head,
+            host,
+        )
     return Classification(
-        "infra", f"model_endpoint_{failure.kind}", "model",
+        "infra",
+        f"model_endpoint_{failure.kind}",
+        "model",
         f"{ME.KIND_TEXT[failure.kind].capitalize()}{where}; the trial ended before the model "
         "could finish and nothing was graded. Check the endpoint's logs at that time and rerun.",
-        head, host)
+        head,
+        host,
+    )
 
 
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)')
-_CLIENT_LIBS = re.compile(r"/(?:openai|litellm|anthropic|httpx|httpcore|aiohttp|requests|urllib3|"
-                          r"tenacity|google/genai)/")
+_CLIENT_LIBS = re.compile(
+    r"/(?:openai|litellm|anthropic|httpx|httpcore|aiohttp|requests|urllib3|"
+    r"tenacity|google/genai)/"
+)
 _STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/)")
 _HARBOR = re.compile(r"/harbor/(?:trial|environments|agents|verifier|orchestrators|llms|utils)/")
 
@@ -157,14 +183,18 @@ def agent_harness_crash(ev: TrialEvidence, ctx: JobContext) -> Classification | 
         return None
     frame = next((p for p in reversed(_frames(text)) if not _STDLIB.search(p)), "")
     line = next((ln for ln in text.splitlines() if frame and frame in ln), "")
-    evidence = exception_line(ev) + ([f"{ev.exception_source or L.TRIAL_EXCEPTION}: "
-                                      f"raised in {short(line)}"] if line else [])
+    evidence = exception_line(ev) + (
+        [f"{ev.exception_source or L.TRIAL_EXCEPTION}: raised in {short(line)}"] if line else []
+    )
     return Classification(
-        "agent_error", "agent_harness_crash", "agent",
+        "agent_error",
+        "agent_harness_crash",
+        "agent",
         f"The agent's own code raised {etype} (innermost frame in the agent, not in Harbor or "
         "the model client), so the run stopped before verification. A harness bug counts "
         "against the agent; fix the harness and rerun if you are measuring the model alone.",
-        evidence)
+        evidence,
+    )
 
 
 # --- the model's reply cut off by the serving side -------------------------------------------
@@ -189,21 +219,31 @@ def model_reply_cut_off(ev: TrialEvidence, ctx: JobContext) -> Classification | 
         return None  # this endpoint never reports usage: a zero says nothing
     text = short((last.get("message") or "").replace("\n", " ")) or "(empty content)"
     return Classification(
-        "infra", "model_reply_cut_off", "model",
+        "infra",
+        "model_reply_cut_off",
+        "model",
         "The agent's last model call came back without a usage block (0 prompt tokens for a "
         "non-empty prompt) and without the tool call its text announced, and the run ended "
         "there: the serving side cut the response off. The agent never got to act on it; "
         "rerun the task.",
-        exception_line(ev) + [f"{L.AGENT_TRAJECTORY} step {last.get('step_id')}: prompt_tokens "
-                              f"0, completion_tokens {completion}, no tool call: {text}"])
+        exception_line(ev)
+        + [
+            f"{L.AGENT_TRAJECTORY} step {last.get('step_id')}: prompt_tokens "
+            f"0, completion_tokens {completion}, no tool call: {text}"
+        ],
+    )
 
 
 # --- the container died, ran out of memory or disk, or cannot run the task's binaries ------
 _KILLED_RC = {"137"}
-_OOM = re.compile(r"(?i)(?:out of memory: killed process|oom-?kill|OOMKilled|"
-                  r"memory cgroup out of memory|Cannot allocate memory)")
-_DISK = re.compile(r"(?i)(?:no space left on device|ENOSPC|disk quota exceeded|"
-                   r"not enough free space|write error: No space)")
+_OOM = re.compile(
+    r"(?i)(?:out of memory: killed process|oom-?kill|OOMKilled|"
+    r"memory cgroup out of memory|Cannot allocate memory)"
+)
+_DISK = re.compile(
+    r"(?i)(?:no space left on device|ENOSPC|disk quota exceeded|"
+    r"not enough free space|write error: No space)"
+)
 _EMULATION = re.compile(r"(?i)(?:rosetta error|Unimplemented syscall number)")
 
 
@@ -214,7 +254,7 @@ def _first(chunks: list[Chunk], pattern: re.Pattern[str]) -> str | None:
             line_no = c.text.count("\n", 0, m.start()) + 1
             start = c.text.rfind("\n", 0, m.start()) + 1
             end = c.text.find("\n", m.start())
-            return f"{c.where(line_no)}: {short(c.text[start:end if end != -1 else None])}"
+            return f"{c.where(line_no)}: {short(c.text[start : end if end != -1 else None])}"
     return None
 
 
@@ -233,13 +273,17 @@ def container_died(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         return None
     oom = _first(ev.source("agent_output") + ev.source("trial_log"), _OOM)
     return Classification(
-        "infra", "container_killed", "environment",
+        "infra",
+        "container_killed",
+        "environment",
         "An agent command was killed with SIGKILL (exit 137) although no Harbor timeout fired, "
         "and the verifier then ran in an empty environment (no output, no reward): the "
         "container was killed under the trial (OOM killer, Docker or the host). Check the "
         "host's memory and `docker events`, then rerun.",
-        exception_line(ev) + [f"{killed.file}: {killed.text.strip()}",
-                              f"{L.VERIFIER_STDOUT}: empty"] + ([oom] if oom else []))
+        exception_line(ev)
+        + [f"{killed.file}: {killed.text.strip()}", f"{L.VERIFIER_STDOUT}: empty"]
+        + ([oom] if oom else []),
+    )
 
 
 def out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
@@ -250,10 +294,13 @@ def out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     if hit is None:
         return None
     return Classification(
-        "infra", "out_of_memory", "environment",
+        "infra",
+        "out_of_memory",
+        "environment",
         "The task container was killed for memory (OOM) and nothing was graded. Give the task "
         "the memory its task.toml asks for (memory_mb) or lower the trial concurrency.",
-        exception_line(ev) + [hit])
+        exception_line(ev) + [hit],
+    )
 
 
 def disk_full(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
@@ -262,14 +309,21 @@ def disk_full(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     if ev.result is not None and ev.result.reward is None:
         sources += ev.source("agent_output")
     hit = _first(sources, _DISK)
-    if hit is None or (ev.result is not None and ev.result.reward is not None
-                       and L.VERIFIER_STDOUT in hit and _tests_reported(ev)):
+    if hit is None or (
+        ev.result is not None
+        and ev.result.reward is not None
+        and L.VERIFIER_STDOUT in hit
+        and _tests_reported(ev)
+    ):
         return None
     return Classification(
-        "infra", "disk_full", "environment",
+        "infra",
+        "disk_full",
+        "environment",
         "A write failed with 'No space left on device': the Docker data root or the job's "
         "disk filled up. Free space (old images, leftover volumes) and rerun.",
-        exception_line(ev) + [hit])
+        exception_line(ev) + [hit],
+    )
 
 
 def emulation_unsupported(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
@@ -278,11 +332,14 @@ def emulation_unsupported(ev: TrialEvidence, ctx: JobContext) -> Classification 
     if hit is None:
         return None
     return Classification(
-        "infra", "emulation_unsupported", "environment",
+        "infra",
+        "emulation_unsupported",
+        "environment",
         "The host runs the amd64 task image under CPU emulation that does not implement what "
         "the task needs (an unimplemented syscall), so the task cannot work here whatever the "
         "agent does. Run the task on an amd64 host.",
-        exception_line(ev) + [hit])
+        exception_line(ev) + [hit],
+    )
 
 
 # --- execs that hang -------------------------------------------------------------------------
@@ -307,38 +364,55 @@ def exec_hang(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         cmd = re.search(r"(?:command|cmd)[=:]\s*['\"]?([^'\"\n]+)", text)
         shown = f" (`{short(cmd.group(1))}`)" if cmd else ""
         return Classification(
-            "infra", "container_exec_hung", "environment",
+            "infra",
+            "container_exec_hung",
+            "environment",
             f"A command Harbor ran in the container{shown} did not return within "
             f"{m.group(1)} s: the container or the Docker daemon hung. Rerun the task; if it "
             "repeats, check `docker info` and the daemon's load.",
-            exception_line(ev))
+            exception_line(ev),
+        )
     if etype in ("AgentSetupTimeoutError", "EnvironmentStartTimeoutError") and not graded:
         phase = "agent_setup" if etype.startswith("AgentSetup") else "environment_setup"
         seconds = ev.result.phase_seconds().get(phase)
         median = ctx.phase_medians.get(phase)
         if seconds and median and seconds >= HANG_MIN_SECONDS and seconds > HANG_FACTOR * median:
             setup_tail = _last_line(ev.source("agent_setup_output"))
-            evidence = exception_line(ev) + [
-                f"{L.TRIAL_RESULT}: {phase} took {seconds:.0f} s, {seconds / median:.0f}x this "
-                f"job's median of {median:.0f} s"
-            ] + ([setup_tail] if setup_tail else [])
-            what = ("the agent's own setup (its install script)" if setup_tail
-                    else "the container start" if phase == "environment_setup"
-                    else "agent setup")
+            evidence = (
+                exception_line(ev)
+                + [
+                    f"{L.TRIAL_RESULT}: {phase} took {seconds:.0f} s, {seconds / median:.0f}x this "
+                    f"job's median of {median:.0f} s"
+                ]
+                + ([setup_tail] if setup_tail else [])
+            )
+            what = (
+                "the agent's own setup (its install script)"
+                if setup_tail
+                else "the container start"
+                if phase == "environment_setup"
+                else "agent setup"
+            )
             return Classification(
-                "infra", f"{phase}_hung", "agent_setup" if phase == "agent_setup"
-                else "environment",
+                "infra",
+                f"{phase}_hung",
+                "agent_setup" if phase == "agent_setup" else "environment",
                 f"{what.capitalize()} ran far beyond what it takes for the other trials of "
                 "this job and was stopped by its timeout: it hung rather than worked. The "
-                "model never ran; rerun the task.", evidence)
+                "model never ran; rerun the task.",
+                evidence,
+            )
     if "AgentTimeout" in etype:
         last = _last_command(ev)
         if last and _TRIVIAL.match(last[1].strip().splitlines()[-1] if last[1].strip() else ""):
             return Classification(
-                "infra", "container_exec_hung", "agent",
+                "infra",
+                "container_exec_hung",
+                "agent",
                 "The agent's last command was trivial and never returned before the agent "
                 "timeout: the container's exec hung, not the agent's work.",
-                exception_line(ev) + [f"{last[0]}: {short(last[1])} (no output, never returned)"])
+                exception_line(ev) + [f"{last[0]}: {short(last[1])} (no output, never returned)"],
+            )
     return None
 
 
@@ -363,9 +437,13 @@ def _last_command(ev: TrialEvidence) -> tuple[str, str] | None:
     def has_answer(text: str) -> bool:
         # Terminal agents see their own command echoed back: that is no answer. A new prompt
         # after it, or any other line, is.
-        rest = [ln for ln in text.splitlines()
-                if ln.strip() and ln.strip() != "New Terminal Output:"
-                and not any(ln.rstrip().endswith(t) for t in typed)]
+        rest = [
+            ln
+            for ln in text.splitlines()
+            if ln.strip()
+            and ln.strip() != "New Terminal Output:"
+            and not any(ln.rstrip().endswith(t) for t in typed)
+        ]
         return bool(rest)
 
     if any(ex.command is last and ex.output and has_answer(ex.output.text) for ex in exchanges):
@@ -425,7 +503,9 @@ def agent_network(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     agent_hosts = N.hosts_written_by_agent(
         [c.text for c in ev.source("agent_commands")], ev.written_by_agent()
     )
-    failures: list[N.NetFailure] = []
+    # (failure, index of the exchange it came from; -1 for logs without one)
+    failures: list[tuple[N.NetFailure, int]] = []
+    # host -> index of the last exchange in which a request to it visibly succeeded
     seen_hosts_ok: dict[str, int] = {}
     exchanges = ev.exchanges()
     for index, ex in enumerate(exchanges):
@@ -434,7 +514,7 @@ def agent_network(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
             continue
         context = N.host_in(ex.command.text) if ex.command else None
         found = N.failures_in(out.text, out.where, context_host=context)
-        failures.extend((f, index) for f in found)  # type: ignore[misc]
+        failures.extend((f, index) for f in found)
         if not found and N.SUCCESS.search(out.text):
             for h in {N.host_in(line) for line in out.text.splitlines() if N.SUCCESS.match(line)}:
                 if h:
@@ -442,11 +522,13 @@ def agent_network(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     for c in ev.source("agent_output"):
         if c.file == L.AGENT_TRAJECTORY or "/command-" in c.file:
             continue  # already read with its command
-        failures.extend((f, -1) for f in N.failures_in(c.text, c.where))  # type: ignore[misc]
+        failures.extend((f, -1) for f in N.failures_in(c.text, c.where))
     outside = [
-        f for f, index in failures  # type: ignore[misc]
-        if N.owner(f, agent_hosts) == "external" and not (f.host and seen_hosts_ok.get(f.host, -2)
-                                                          > index)
+        f
+        for f, index in failures
+        if N.owner(f, agent_hosts) == "external"
+        # The same endpoint answered later in this trial: the failure did not last.
+        and not (f.host and seen_hosts_ok.get(f.host, -2) > index)
     ]
     if len(outside) < AGENT_MIN_FAILURES:
         return None
@@ -464,16 +546,27 @@ def _network_verdict(
         what += f"; also {', '.join(others[:3])}"
     where = _endpoint_word(named, ctx)
     if phase == "verifier":
-        text = (f"The verifier's download failed ({what}; {where}) and no test reported a "
-                "result: the tests never ran, so the 0 is not the model's. Rerun the task, or "
-                "judge it from the trajectory (TB 2.x cannot re-run a verifier after cleanup).")
+        text = (
+            f"The verifier's download failed ({what}; {where}) and no test reported a "
+            "result: the tests never ran, so the 0 is not the model's. Rerun the task, or "
+            "judge it from the trajectory (TB 2.x cannot re-run a verifier after cleanup)."
+        )
     else:
-        text = (f"The agent's requests failed {count} times ({what}; {where}) and did not "
-                "recover: the agent worked against a broken network. Rerun the task.")
+        text = (
+            f"The agent's requests failed {count} times ({what}; {where}) and did not "
+            "recover: the agent worked against a broken network. Rerun the task."
+        )
     fam = "proxy_5xx" if (f.family == "proxy" or (f.via_proxy and f.status)) else f.family
-    fam = {"http_5xx": "http_5xx", "http_429": "http_429", "tls": "tls_failure",
-           "dns": "dns_failure", "reset": "connection_reset", "timeout": "network_timeout",
-           "refused": "connection_refused", "fetch": "download_failed"}.get(fam, fam)
+    fam = {
+        "http_5xx": "http_5xx",
+        "http_429": "http_429",
+        "tls": "tls_failure",
+        "dns": "dns_failure",
+        "reset": "connection_reset",
+        "timeout": "network_timeout",
+        "refused": "connection_refused",
+        "fetch": "download_failed",
+    }.get(fam, fam)
     quoted = f"{f.where}: {f.line}"
     if named.host and named.host not in f.line:
         quoted += f" (endpoint: {named.host})"
@@ -485,8 +578,9 @@ def _network_verdict(
             break
         if g.line != f.line and all(g.line not in m for m in more):
             more.append(f"{g.where}: {g.line}")
-    return Classification("infra", f"{phase}_{fam}", phase, text,
-                          exception_line(ev) + [quoted, *more], named.host)
+    return Classification(
+        "infra", f"{phase}_{fam}", phase, text, exception_line(ev) + [quoted, *more], named.host
+    )
 
 
 DETECTORS: list[Detector] = [

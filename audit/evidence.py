@@ -101,8 +101,9 @@ class TrialEvidence:
 
     def _rebuilt_result(self, job_reward: float | None) -> TrialResult | None:
         """A TrialResult from the reward file, the job's reward list and exception.txt."""
-        reward, source = _reward_file(self._read(L.VERIFIER_REWARD_TXT),
-                                      self._read(L.VERIFIER_REWARD_JSON))
+        reward, source = _reward_file(
+            self._read(L.VERIFIER_REWARD_TXT), self._read(L.VERIFIER_REWARD_JSON)
+        )
         if reward is None and job_reward is not None:
             reward, source = job_reward, "the job's result.json reward_stats"
         exc_text = self._read(L.TRIAL_EXCEPTION)
@@ -116,7 +117,8 @@ class TrialEvidence:
         )
         return TrialResult(
             trial_name=self.trial_dir,
-            verifier_result=VerifierResult(rewards={"reward": reward}) if reward is not None
+            verifier_result=VerifierResult(rewards={"reward": reward})
+            if reward is not None
             else None,
             exception_info=info,
         )
@@ -301,8 +303,10 @@ class TrialEvidence:
         )
 
 
-_EXC_LAST = re.compile(r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\w*)"
-                       r"(?::\s*(?P<msg>.*))?$")
+_EXC_LAST = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\w*)"
+    r"(?::\s*(?P<msg>.*))?$"
+)
 
 
 def _exception_from_text(text: str) -> ExceptionInfo | None:

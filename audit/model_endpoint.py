@@ -31,7 +31,7 @@ _CLIENT = re.compile(
 # Context overflow as the servers word it (read from their sources and error pages):
 # vLLM/OpenAI "maximum context length is N tokens", SGLang "longer than the model's context
 # length" / "exceeds the maximum allowed length", llama.cpp "exceeds the available context
-# size" / exceed_context_size_error, TGI "Input validation error: `inputs` tokens + 
+# size" / exceed_context_size_error, TGI "Input validation error: `inputs` tokens +
 # `max_new_tokens` must be <= N", litellm ContextWindowExceededError.
 _CONTEXT = re.compile(
     r"(?i)(?:maximum context length|context length exceeded|context_length_exceeded|"
@@ -51,26 +51,50 @@ _PARSE_OUTPUT = re.compile(
 )
 _STATUS = re.compile(r"(?i)(?:error code|status(?:_code)?|HTTP)[:= ]+\s*(\d{3})\b")
 _KINDS: list[tuple[str, re.Pattern[str]]] = [
-    ("quota", re.compile(
-        r"(?i)(?:\b402\b|insufficient_quota|exceeded your current quota|billing|"
-        r"payment required|out of credits|credit balance|ApiUsageLimitError)")),
-    ("auth", re.compile(
-        r"(?i)(?:AuthenticationError|PermissionDeniedError|\b401\b|invalid api key|"
-        r"incorrect api key|unauthorized|invalid_api_key|AgentAuthenticationError)")),
+    (
+        "quota",
+        re.compile(
+            r"(?i)(?:\b402\b|insufficient_quota|exceeded your current quota|billing|"
+            r"payment required|out of credits|credit balance|ApiUsageLimitError)"
+        ),
+    ),
+    (
+        "auth",
+        re.compile(
+            r"(?i)(?:AuthenticationError|PermissionDeniedError|\b401\b|invalid api key|"
+            r"incorrect api key|unauthorized|invalid_api_key|AgentAuthenticationError)"
+        ),
+    ),
     ("rate_limit", re.compile(r"(?i)(?:RateLimitError|\b429\b|rate limit|too many requests)")),
-    ("not_json", re.compile(
-        r"(?i)(?:JSONDecodeError|Expecting value: line 1 column 1|not valid JSON|"
-        r"Unexpected token '?<|invalid json|failed to decode json|unexpected content-type)")),
-    ("timeout", re.compile(
-        r"(?i)(?:APITimeoutError|Request timed out|ReadTimeout|timed out waiting for|"
-        r"litellm\.Timeout|Timeout: )")),
-    ("unreachable", re.compile(
-        r"(?i)(?:APIConnectionError|Connection error|connection refused|ConnectError|"
-        r"Failed to establish a new connection|Name or service not known|"
-        r"Temporary failure in name resolution|RemoteProtocolError|Server disconnected)")),
-    ("server_error", re.compile(
-        r"(?i)(?:InternalServerError|ServiceUnavailableError|BadGatewayError|"
-        r"\b50[0-4]\b|overloaded|No available workers|Service Unavailable|Bad Gateway)")),
+    (
+        "not_json",
+        re.compile(
+            r"(?i)(?:JSONDecodeError|Expecting value: line 1 column 1|not valid JSON|"
+            r"Unexpected token '?<|invalid json|failed to decode json|unexpected content-type)"
+        ),
+    ),
+    (
+        "timeout",
+        re.compile(
+            r"(?i)(?:APITimeoutError|Request timed out|ReadTimeout|timed out waiting for|"
+            r"litellm\.Timeout|Timeout: )"
+        ),
+    ),
+    (
+        "unreachable",
+        re.compile(
+            r"(?i)(?:APIConnectionError|Connection error|connection refused|ConnectError|"
+            r"Failed to establish a new connection|Name or service not known|"
+            r"Temporary failure in name resolution|RemoteProtocolError|Server disconnected)"
+        ),
+    ),
+    (
+        "server_error",
+        re.compile(
+            r"(?i)(?:InternalServerError|ServiceUnavailableError|BadGatewayError|"
+            r"\b50[0-4]\b|overloaded|No available workers|Service Unavailable|Bad Gateway)"
+        ),
+    ),
 ]
 KIND_TEXT = {
     "quota": "the model API refused for quota or billing (402)",

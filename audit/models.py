@@ -136,7 +136,6 @@ class JobResult(_Tolerant):
     n_total_trials: int | None = None
     stats: JobStats | None = None
 
-
     def listed_rewards(self) -> dict[str, float]:
         """trial name -> reward, from every eval's reward_stats (what the job recorded)."""
         out: dict[str, float] = {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 FAMILIES = ("http_5xx", "http_429", "proxy", "dns", "tls", "reset", "timeout", "refused", "fetch")
 
@@ -128,15 +128,15 @@ _PATTERNS: dict[str, list[str]] = {
     ],
 }
 
-_COMPILED = {
-    family: [re.compile(p) for p in patterns] for family, patterns in _PATTERNS.items()
-}
+_COMPILED = {family: [re.compile(p) for p in patterns] for family, patterns in _PATTERNS.items()}
 # One prefilter over every pattern: most lines of a log are not network failures.
 _ANY = re.compile(
     "|".join(f"(?:{re.sub(r'[?]P<[a-z]+>', '', p)})" for ps in _PATTERNS.values() for p in ps)
 )
 
-_URL = re.compile(r"\b(?:https?|wss?|git|ftp)://(?:[^@/\s'\"`]+@)?(?P<host>\[[0-9a-fA-F:]+\]|[^/:\s'\"`)\]]+)")
+_URL = re.compile(
+    r"\b(?:https?|wss?|git|ftp)://(?:[^@/\s'\"`]+@)?(?P<host>\[[0-9a-fA-F:]+\]|[^/:\s'\"`)\]]+)"
+)
 _HOST_HINTS = [
     re.compile(r"host='(?P<host>[^']+)'"),
     re.compile(r"(?:in connection to|connect to) (?P<host>[\w.-]+):\d+"),
@@ -164,9 +164,14 @@ class NetFailure:
             return f"proxy {self.status}" if self.status else "proxy"
         if self.status:
             return f"HTTP {self.status}"
-        return {"dns": "DNS failure", "tls": "TLS failure", "reset": "connection reset",
-                "timeout": "timeout", "refused": "connection refused",
-                "fetch": "failed download"}[self.family]
+        return {
+            "dns": "DNS failure",
+            "tls": "TLS failure",
+            "reset": "connection reset",
+            "timeout": "timeout",
+            "refused": "connection refused",
+            "fetch": "failed download",
+        }[self.family]
 
 
 def clean_host(host: str | None) -> str | None:
@@ -239,12 +244,23 @@ def failures_in(text: str, where, context_host: str | None = None, limit: int = 
         via_proxy = via_proxy or proxy is not None
         stripped = line.strip()
         out.append(
-            NetFailure(family, status, host or last_command_host, where(n),
-                       stripped if len(stripped) <= 240 else stripped[:237] + "...", via_proxy,
-                       proxy)
+            NetFailure(
+                family,
+                status,
+                host or last_command_host,
+                where(n),
+                stripped if len(stripped) <= 240 else stripped[:237] + "...",
+                via_proxy,
+                proxy,
+            )
         )
         if len(out) >= limit:
             break
+    named = {f.host for f in out if f.host}
+    if len(named) == 1 and any(f.host is None for f in out):
+        # One tool run, one endpoint: its traceback lines without a URL are about that host too.
+        (only,) = named
+        out = [f if f.host else replace(f, host=only) for f in out]
     return out
 
 

@@ -276,8 +276,11 @@ def _denominators(rows: list[TrialRow], raw: Score, job_result: JobResult | None
         m021 = total_reward / raw.total if raw.total else None
         valid_reward = sum(r.reward for r in valid)
         m026 = valid_reward / len(valid) if valid else None
-        close = [(v, name) for v, name in ((m021, "0.21"), (m026, "0.26")) if v is not None
-                 and abs(v - mean) < 1e-6]
+        close = [
+            (v, name)
+            for v, name in ((m021, "0.21"), (m026, "0.26"))
+            if v is not None and abs(v - mean) < 1e-6
+        ]
         if len(close) == 1 or (len(close) == 2 and m021 == m026):
             used = close[0][1]
             why = f"its reported mean {mean:.4f} matches the {used} rule"

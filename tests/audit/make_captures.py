@@ -115,7 +115,9 @@ class _RawHandler(socketserver.BaseRequestHandler):
             if self.behaviour == "tls-self":
                 with self.context.wrap_socket(sock, server_side=True) as tls:
                     tls.recv(65536)
-                    tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+                    tls.sendall(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    )
                 return
             sock.recv(65536)
             if self.behaviour == "hang":
@@ -159,17 +161,35 @@ class _DnsStub(threading.Thread):
             if len(data) < 12:
                 continue
             flags = 0x8183 | (data[2] & 0x01) << 8  # response, RD copied, RA, RCODE=3
-            self.sock.sendto(data[:2] + struct.pack(">H", flags) + data[4:6] + b"\0" * 6
-                             + data[12:], peer)
+            self.sock.sendto(
+                data[:2] + struct.pack(">H", flags) + data[4:6] + b"\0" * 6 + data[12:], peer
+            )
 
 
 def _self_signed(tmp: Path, name: str) -> ssl.SSLContext:
     key, crt = tmp / "key.pem", tmp / "crt.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2",
-         "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}",
-         "-keyout", str(key), "-out", str(crt)],
-        check=True, capture_output=True, timeout=TIMEOUT,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN={name}",
+            "-addext",
+            f"subjectAltName=DNS:{name}",
+            "-keyout",
+            str(key),
+            "-out",
+            str(crt),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=TIMEOUT,
     )
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     ctx.load_cert_chain(crt, key)
@@ -264,36 +284,101 @@ def runs(servers: Servers, tmp: Path, tool_venv: Path) -> list[Run]:
         env0 = {**_base_env(home), **_proxy_env(servers, family)}
         # curl
         url, host = _target(servers, family, "files")
-        out.append(Run("curl", family, ["curl", "-fsSL", "-m", "5", "-o", "/dev/null",
-                                        f"{url}/uv/install.sh"], env0, host))
+        out.append(
+            Run(
+                "curl",
+                family,
+                ["curl", "-fsSL", "-m", "5", "-o", "/dev/null", f"{url}/uv/install.sh"],
+                env0,
+                host,
+            )
+        )
         # wget
-        out.append(Run("wget", family, ["wget", "-t", "1", "-T", "5", "-O", "/dev/null",
-                                        f"{url}/releases/tool.tar.gz"], env0, host))
+        out.append(
+            Run(
+                "wget",
+                family,
+                ["wget", "-t", "1", "-T", "5", "-O", "/dev/null", f"{url}/releases/tool.tar.gz"],
+                env0,
+                host,
+            )
+        )
         # pip
         url, host = _target(servers, family, "index")
-        out.append(Run("pip", family, [
-            str(tool_venv / "bin" / "pip"), "download", "--no-deps", "--no-cache-dir",
-            "--retries", "1", "--timeout", "5", "--index-url", f"{url}/simple/",
-            # pip ignores a plain-http index unless trusted (the real ones are https); trusting
-            # an https host would also switch off the certificate check the TLS runs need.
-            *(["--trusted-host", host] if url.startswith("http:") else []),
-            "-d", str(tmp / "pipdl"), "requests-mock-pkg"],
-            {**env0, "PIP_CONFIG_FILE": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}, host))
+        out.append(
+            Run(
+                "pip",
+                family,
+                [
+                    str(tool_venv / "bin" / "pip"),
+                    "download",
+                    "--no-deps",
+                    "--no-cache-dir",
+                    "--retries",
+                    "1",
+                    "--timeout",
+                    "5",
+                    "--index-url",
+                    f"{url}/simple/",
+                    # pip ignores a plain-http index unless trusted (real ones are https);
+                    # trusting an https host would switch off the TLS runs' certificate check.
+                    *(["--trusted-host", host] if url.startswith("http:") else []),
+                    "-d",
+                    str(tmp / "pipdl"),
+                    "requests-mock-pkg",
+                ],
+                {**env0, "PIP_CONFIG_FILE": "/dev/null", "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+                host,
+            )
+        )
         # uv
-        out.append(Run("uv", family, [
-            str(tool_venv / "bin" / "uv"), "pip", "install", "--no-cache", "--dry-run",
-            "--python", str(tool_venv / "bin" / "python"), "--index-url", f"{url}/simple/",
-            "requests-mock-pkg"],
-            {**env0, "UV_NO_CONFIG": "1", "UV_HTTP_TIMEOUT": "5", "UV_HTTP_RETRIES": "1"}, host))
+        out.append(
+            Run(
+                "uv",
+                family,
+                [
+                    str(tool_venv / "bin" / "uv"),
+                    "pip",
+                    "install",
+                    "--no-cache",
+                    "--dry-run",
+                    "--python",
+                    str(tool_venv / "bin" / "python"),
+                    "--index-url",
+                    f"{url}/simple/",
+                    "requests-mock-pkg",
+                ],
+                {**env0, "UV_NO_CONFIG": "1", "UV_HTTP_TIMEOUT": "5", "UV_HTTP_RETRIES": "1"},
+                host,
+            )
+        )
         # npm
         npm_dir = tmp / f"npm-{family}"
         npm_dir.mkdir(exist_ok=True)
         (npm_dir / "package.json").write_text('{"name":"cap","version":"1.0.0"}\n')
-        out.append(Run("npm", family, [
-            "npm", "install", "left-pad-mock", f"--registry={url}/", "--no-audit", "--no-fund",
-            "--fetch-retries=1", "--fetch-retry-mintimeout=500", "--fetch-retry-maxtimeout=1000",
-            "--fetch-timeout=5000", f"--cache={tmp / 'npmcache'}", "--userconfig=/dev/null"],
-            env0, host, cwd=npm_dir))
+        out.append(
+            Run(
+                "npm",
+                family,
+                [
+                    "npm",
+                    "install",
+                    "left-pad-mock",
+                    f"--registry={url}/",
+                    "--no-audit",
+                    "--no-fund",
+                    "--fetch-retries=1",
+                    "--fetch-retry-mintimeout=500",
+                    "--fetch-retry-maxtimeout=1000",
+                    "--fetch-timeout=5000",
+                    f"--cache={tmp / 'npmcache'}",
+                    "--userconfig=/dev/null",
+                ],
+                env0,
+                host,
+                cwd=npm_dir,
+            )
+        )
         # cargo
         cargo_home = tmp / f"cargo-{family}"
         (cargo_home / "proj" / "src").mkdir(parents=True, exist_ok=True)
@@ -307,29 +392,71 @@ def runs(servers: Servers, tmp: Path, tool_venv: Path) -> list[Run]:
             '[dependencies]\nserde-mock = "1"\n'
         )
         (cargo_home / "proj" / "src" / "main.rs").write_text("fn main() {}\n")
-        out.append(Run("cargo", family, ["cargo", "generate-lockfile"],
-                       {**env0, "CARGO_HOME": str(cargo_home),
-                        "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", "/root/.rustup"),
-                        "RUSTUP_TOOLCHAIN": os.environ.get("RUSTUP_TOOLCHAIN", "stable")},
-                       host, cwd=cargo_home / "proj"))
+        out.append(
+            Run(
+                "cargo",
+                family,
+                ["cargo", "generate-lockfile"],
+                {
+                    **env0,
+                    "CARGO_HOME": str(cargo_home),
+                    "RUSTUP_HOME": os.environ.get("RUSTUP_HOME", "/root/.rustup"),
+                    "RUSTUP_TOOLCHAIN": os.environ.get("RUSTUP_TOOLCHAIN", "stable"),
+                },
+                host,
+                cwd=cargo_home / "proj",
+            )
+        )
         # apt
         out.append(_apt_run(tmp, family, url, host, env0))
         # git
         url, host = _target(servers, family, "git")
-        out.append(Run("git", family, [
-            "git", "-c", "http.lowSpeedLimit=1", "-c", "http.lowSpeedTime=5",
-            "clone", f"{url}/org/repo.git", str(tmp / f"clone-{family}")],
-            {**env0, "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
-             "GIT_TERMINAL_PROMPT": "0"}, host))
+        out.append(
+            Run(
+                "git",
+                family,
+                [
+                    "git",
+                    "-c",
+                    "http.lowSpeedLimit=1",
+                    "-c",
+                    "http.lowSpeedTime=5",
+                    "clone",
+                    f"{url}/org/repo.git",
+                    str(tmp / f"clone-{family}"),
+                ],
+                {
+                    **env0,
+                    "GIT_CONFIG_GLOBAL": "/dev/null",
+                    "GIT_CONFIG_NOSYSTEM": "1",
+                    "GIT_TERMINAL_PROMPT": "0",
+                },
+                host,
+            )
+        )
         # huggingface_hub
         url, host = _target(servers, family, "hub")
-        out.append(Run("huggingface_hub", family, [
-            str(tool_venv / "bin" / "python"), "-c",
-            "from huggingface_hub import hf_hub_download; "
-            "hf_hub_download('org/model', 'config.json')"],
-            {**env0, "HF_ENDPOINT": url, "HF_HOME": str(tmp / f"hf-{family}"),
-             "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_ETAG_TIMEOUT": "2",
-             "HF_HUB_DOWNLOAD_TIMEOUT": "5"}, host))
+        out.append(
+            Run(
+                "huggingface_hub",
+                family,
+                [
+                    str(tool_venv / "bin" / "python"),
+                    "-c",
+                    "from huggingface_hub import hf_hub_download; "
+                    "hf_hub_download('org/model', 'config.json')",
+                ],
+                {
+                    **env0,
+                    "HF_ENDPOINT": url,
+                    "HF_HOME": str(tmp / f"hf-{family}"),
+                    "HF_HUB_DISABLE_TELEMETRY": "1",
+                    "HF_HUB_ETAG_TIMEOUT": "2",
+                    "HF_HUB_DOWNLOAD_TIMEOUT": "5",
+                },
+                host,
+            )
+        )
     return out
 
 
@@ -351,8 +478,9 @@ def _apt_run(tmp: Path, family: str, url: str, host: str, env0: dict[str, str]) 
         'Debug::NoLocking "true";\nAPT::Sandbox::User "root";\n'
         'Acquire::Retries "0";\nAcquire::http::Timeout "5";\nAcquire::https::Timeout "5";\n'
     )
-    return Run("apt", family, ["apt-get", "update"], {**env0, "APT_CONFIG": str(root / "apt.conf")},
-               host)
+    return Run(
+        "apt", family, ["apt-get", "update"], {**env0, "APT_CONFIG": str(root / "apt.conf")}, host
+    )
 
 
 def version(tool: str, tool_venv: Path) -> str:
@@ -365,8 +493,11 @@ def version(tool: str, tool_venv: Path) -> str:
         "cargo": ["cargo", "--version"],
         "apt": ["apt-get", "--version"],
         "git": ["git", "--version"],
-        "huggingface_hub": [str(tool_venv / "bin" / "python"), "-c",
-                            "import huggingface_hub as h; print('huggingface_hub', h.__version__)"],
+        "huggingface_hub": [
+            str(tool_venv / "bin" / "python"),
+            "-c",
+            "import huggingface_hub as h; print('huggingface_hub', h.__version__)",
+        ],
     }[tool]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT).stdout
     first = out.splitlines()[0] if out else "unknown"
@@ -405,7 +536,7 @@ def _text(data: bytes | str | None) -> str:
 def _namespaced(argv: list[str], ns: Path) -> list[str]:
     mount = (
         f"mount --bind {ns / 'resolv.conf'} /etc/resolv.conf && "
-        f"mount --bind {ns / 'hosts'} /etc/hosts && exec \"$@\""
+        f'mount --bind {ns / "hosts"} /etc/hosts && exec "$@"'
     )
     return ["unshare", "-m", "--propagation", "private", "sh", "-c", mount, "sh", *argv]
 
@@ -437,8 +568,13 @@ def main() -> int:
             started = time.monotonic()
             try:
                 proc = subprocess.run(
-                    _namespaced(run.argv, ns), env=run.env, cwd=run.cwd, capture_output=True,
-                    text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL,
+                    _namespaced(run.argv, ns),
+                    env=run.env,
+                    cwd=run.cwd,
+                    capture_output=True,
+                    text=True,
+                    timeout=TIMEOUT,
+                    stdin=subprocess.DEVNULL,
                 )
                 text, rc = proc.stdout + proc.stderr, proc.returncode
             except subprocess.TimeoutExpired as exc:
@@ -452,8 +588,9 @@ def main() -> int:
                 "version": versions[run.tool],
                 "family": run.family,
                 "server": FAMILY_SERVER[run.family],
-                "command": " ".join(run.argv).replace(str(tmp), "/tmp/cap").replace(
-                    str(args.tool_venv), "$VENV"),
+                "command": " ".join(run.argv)
+                .replace(str(tmp), "/tmp/cap")
+                .replace(str(args.tool_venv), "$VENV"),
                 "exit": rc,
                 "seconds": round(time.monotonic() - started, 1),
                 "host": run.host,

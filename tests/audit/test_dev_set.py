@@ -30,8 +30,9 @@ EXCUSES = {"infra", "verifier_timeout", "cancelled"}
 
 
 def _job_dirs(root: Path) -> list[Path]:
-    return sorted(job for repo in root.iterdir() if repo.is_dir() for job in repo.iterdir()
-                  if job.is_dir())
+    return sorted(
+        job for repo in root.iterdir() if repo.is_dir() for job in repo.iterdir() if job.is_dir()
+    )
 
 
 @pytest.fixture(scope="module")
@@ -65,8 +66,10 @@ def test_agreement_with_the_expert(audited, labels):
                 f"({row.signature if row else '-'}) -- expert: {label['why'][:120]}"
             )
     agreement = 1 - len(disagreements) / len(labels)
-    print(f"\ndev set: {len(labels) - len(disagreements)}/{len(labels)} labelled trials agree "
-          f"({100 * agreement:.1f}%), {len(audited)} trials audited")
+    print(
+        f"\ndev set: {len(labels) - len(disagreements)}/{len(labels)} labelled trials agree "
+        f"({100 * agreement:.1f}%), {len(audited)} trials audited"
+    )
     print("\n".join(disagreements) or "  no disagreement")
     assert agreement >= MIN_AGREEMENT, "\n".join(disagreements)
 
@@ -76,7 +79,8 @@ def test_no_model_failure_is_excused(audited, labels):
         f"{key}: expert {label['category']}, audit {audited[key].category} "
         f"({audited[key].signature})"
         for key, label in labels.items()
-        if label["category"] in MODEL_FAILURES and key in audited
+        if label["category"] in MODEL_FAILURES
+        and key in audited
         and audited[key].category in EXCUSES
     ]
     assert excused == []
