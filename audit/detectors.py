@@ -545,7 +545,12 @@ def _network_verdict(
     if others:
         what += f"; also {', '.join(others[:3])}"
     where = _endpoint_word(named, ctx)
-    if phase == "verifier":
+    if phase == "agent_setup":
+        text = (
+            f"The agent's own setup failed to download ({what}; {where}) before the model ran."
+            " Rerun the task; pre-install the agent in the image to stop depending on it."
+        )
+    elif phase == "verifier":
         text = (
             f"The verifier's download failed ({what}; {where}) and no test reported a "
             "result: the tests never ran, so the 0 is not the model's. Rerun the task, or "
@@ -583,6 +588,52 @@ def _network_verdict(
     )
 
 
+_SETUP_FAILED = ("AgentSetupTimeoutError", "AgentSetupError", "AgentInstallError")
+
+
+def agent_setup_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """The agent's own setup (not Harbor's tmux install) timed out or failed: it never ran."""
+    if ev.result is None or ev.result.reward is not None:
+        return None
+    etype = _etype(ev) or ""
+    text = _exception_text(ev)
+    if (
+        etype not in _SETUP_FAILED
+        and "in _setup_agent" not in text
+        and "setup timed out" not in text
+    ):
+        return None
+    setup = ev.source("agent_setup_output")
+    failures = [f for c in setup for f in N.failures_in(c.text, c.where)]
+    outside = [f for f in failures if N.owner(f, set()) == "external"]
+    if outside:
+        return _network_verdict(ev, ctx, "agent_setup", outside[0], len(outside), outside)
+    tail = _last_line(setup)
+    agent = (ev.result.agent_info.name if ev.result.agent_info else None) or ""
+    if not setup and agent.startswith("terminus"):
+        # Terminus-2's setup is Harbor installing tmux and asciinema in the task container.
+        return Classification(
+            "infra",
+            "tool_install_timeout",
+            "agent_setup",
+            "Harbor's setup of terminus-2 (installing tmux/asciinema in the task container) did "
+            "not finish, so the agent never ran. Mount the read-only tool bundle into every "
+            "task container (ToolBundle + --extra-docker-compose) instead of installing per "
+            "trial.",
+            exception_line(ev),
+        )
+    return Classification(
+        "infra",
+        "agent_setup_failed",
+        "agent_setup",
+        "The agent's own setup (its install script, before the model ran) did not finish"
+        + (f"; its last output is quoted from {L.AGENT_SETUP_STDOUT}" if tail else "")
+        + ". The model was never asked anything: rerun the task after fixing the agent's "
+        "installation (pre-install it in the image if it downloads at every trial).",
+        exception_line(ev) + ([tail] if tail else []),
+    )
+
+
 DETECTORS: list[Detector] = [
     model_endpoint,
     agent_harness_crash,
@@ -591,6 +642,7 @@ DETECTORS: list[Detector] = [
     disk_full,
     emulation_unsupported,
     exec_hang,
+    agent_setup_failed,
     model_reply_cut_off,
     verifier_network,
     agent_network,

@@ -672,3 +672,52 @@ def test_pass_with_network_noise_stays_a_pass(tmp_path):
         tmp_path, _spec("fix-git", reward=1.0, verifier_stdout=apt_502("tree") + PYTEST_PASS)
     )
     assert (trial.category, trial.evidence) == ("passed", [])
+
+
+def _setup_timeout_trial(tmp_path, setup_stdout: str):
+    spec = _spec(
+        "fix-git",
+        reward=None,
+        exception_type="AgentSetupTimeoutError",
+        exception_message="Agent setup timed out after 360.0 seconds",
+        commands=[],
+        observations=[],
+        durations=(4, 360, 0, None),
+    )
+    job = write_job(tmp_path, "job", [spec], concurrency=1)
+    (trial_dir,) = [p for p in job.iterdir() if p.is_dir()]
+    (trial_dir / "agent" / "setup").mkdir(parents=True)
+    (trial_dir / "agent" / "setup" / "stdout.txt").write_text(setup_stdout)
+    return build_report(JobLayout.local(job)).trials[0]
+
+
+def test_an_installed_agents_own_setup_is_not_blamed_on_the_tool_bundle(tmp_path):
+    trial = _setup_timeout_trial(tmp_path, "added 312 packages in 41s\nstarting gateway...\n")
+    assert (trial.category, trial.signature) == ("infra", "agent_setup_failed")
+    assert "tool bundle" not in trial.explanation.lower()
+    assert "agent/setup/stdout.txt" in trial.evidence[-1]
+
+
+def test_an_agent_setup_that_failed_to_download_names_the_endpoint(tmp_path):
+    trial = _setup_timeout_trial(
+        tmp_path,
+        "npm error code E503\nnpm error 503 Service Unavailable - GET "
+        "https://npm.mirror.example/openclaw\n",
+    )
+    assert (trial.category, trial.signature) == ("infra", "agent_setup_http_5xx")
+    assert trial.endpoint == "npm.mirror.example"
+
+
+def test_terminus_setup_timeout_points_at_the_tool_bundle(tmp_path):
+    spec = _spec(
+        "fix-git",
+        reward=None,
+        exception_type="AgentSetupTimeoutError",
+        exception_message="Agent setup timed out after 360.0 seconds",
+        commands=[],
+        observations=[],
+        durations=(4, 360, 0, None),
+    )
+    (trial,) = build_report(JobLayout.local(write_job(tmp_path, "j", [spec], concurrency=1))).trials
+    assert (trial.category, trial.signature) == ("infra", "tool_install_timeout")
+    assert "tool bundle" in trial.explanation
