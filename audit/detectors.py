@@ -71,6 +71,8 @@ def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     """A model-client exception ended the trial before it was graded."""
     if ev.result is None or ev.result.reward is not None:
         return None
+    if (_etype(ev) or "") in _HARBOR_TIMEOUTS:
+        return None  # Harbor's own budget ran out: a model call in flight is not the cause
     text = _exception_text(ev)
     if not _raised_in_client(text):
         return None
@@ -138,6 +140,12 @@ def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     )
 
 
+_HARBOR_TIMEOUTS = {
+    "AgentTimeoutError",
+    "VerifierTimeoutError",
+    "AgentSetupTimeoutError",
+    "EnvironmentStartTimeoutError",
+}
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)')
 _CLIENT_LIBS = re.compile(
     r"/(?:openai|litellm|anthropic|httpx|httpcore|aiohttp|requests|urllib3|"
@@ -287,10 +295,14 @@ def container_died(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
 
 
 def out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
-    """The kernel's OOM killer (or Docker's OOMKilled) in Harbor's own logs or the exception."""
+    """The OOM killer in Harbor's logs, the exception, or the agent's screen of an ungraded trial.
+
+    A graded trial keeps its grade: the environment survived, and a solution that does not
+    fit the task's memory is the agent's.
+    """
     if ev.result is None or ev.result.reward is not None:
         return None
-    hit = _first(ev.source("exception") + ev.source("trial_log"), _OOM)
+    hit = _first(ev.source("exception") + ev.source("trial_log") + ev.source("agent_output"), _OOM)
     if hit is None:
         return None
     return Classification(

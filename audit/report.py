@@ -109,7 +109,8 @@ class TrialRow(_Out):
     explanation: str
     evidence: list[str]
     endpoint: str | None
-    reward_valid: bool | None
+    reward_valid: bool | None  # Harbor 0.26
+    exception_policy: str | None  # Harbor 0.26: what its error-policy table decided
     problems: list[str]
     adjudication: dict[str, str] | None
     counted_as: str
@@ -325,6 +326,7 @@ def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
         evidence=c.evidence,
         endpoint=c.endpoint,
         reward_valid=result.reward_valid if result else None,
+        exception_policy=_policy(info.policy) if info else None,
         problems=list(ev.problems),
         adjudication=None,
         counted_as="pass" if result and (result.reward or 0) >= PASS_REWARD else "fail",
@@ -337,6 +339,12 @@ def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
             output=(agent.n_output_tokens or 0) if agent else 0,
         ),
     )
+
+
+def _policy(policy: str | dict | None) -> str | None:
+    if policy is None or isinstance(policy, str):
+        return policy
+    return ", ".join(f"{k}={v}" for k, v in sorted(policy.items()))
 
 
 def _apply_adjudications(rows: list[TrialRow], adjudications: list[Adjudication], where: str):

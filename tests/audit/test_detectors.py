@@ -721,3 +721,59 @@ def test_terminus_setup_timeout_points_at_the_tool_bundle(tmp_path):
     (trial,) = build_report(JobLayout.local(write_job(tmp_path, "j", [spec], concurrency=1))).trials
     assert (trial.category, trial.signature) == ("infra", "tool_install_timeout")
     assert "tool bundle" in trial.explanation
+
+
+def test_an_agent_timeout_during_a_model_call_is_not_an_endpoint_failure(tmp_path):
+    spec = _spec(
+        "fix-git",
+        reward=None,
+        exception_type="AgentTimeoutError",
+        exception_message="Agent execution timed out after 900.0 seconds",
+        traceback=LITELLM_TB + "httpx.ReadTimeout: timed out\n"
+        "harbor.trial.errors.AgentTimeoutError: Agent execution timed out after 900.0 seconds\n",
+    )
+    (trial,) = build_report(JobLayout.local(write_job(tmp_path, "j", [spec], concurrency=1))).trials
+    assert trial.category == "agent_timeout"
+
+
+def test_a_lost_tmux_pane_with_the_oom_killer_on_screen_is_infra(tmp_path):
+    spec = _spec(
+        "caffe-cifar-10",
+        reward=None,
+        exception_type="RuntimeError",
+        exception_message='hb__x: failed to send blocking keys: stderr="can\'t find session"',
+        commands=["make all -j8\n"],
+        observations=["Killed\n[ 4242.1] Out of memory: Killed process 812 (cc1plus)\n"],
+    )
+    (trial,) = build_report(JobLayout.local(write_job(tmp_path, "j", [spec], concurrency=1))).trials
+    assert (trial.category, trial.signature) == ("infra", "out_of_memory")
+
+
+def test_harbor_026_fields_and_both_denominators(tmp_path):
+    """0.26 counts only trials with a valid reward; 0.21 counts every trial (no reward = 0)."""
+    specs = [
+        _spec("fix-git"),
+        _spec("regex-log", reward=0.0, verifier_stdout=PYTEST_FAIL),
+        _spec("cancel-async-tasks", reward=1.0),
+        _spec("mailman", reward=None, exception_type="RewardFileNotFoundError"),
+    ]
+    job = write_job(tmp_path, "job", specs, concurrency=4)
+    for result in job.glob("cancel-async-tasks__*/result.json"):
+        data = json.loads(result.read_text())
+        data.update(schema_version="1.1", reward_valid=False)
+        result.write_text(json.dumps(data))
+    for result in job.glob("mailman__*/result.json"):
+        data = json.loads(result.read_text())
+        data["exception_info"]["policy"] = "fail"
+        result.write_text(json.dumps(data))
+    job_result = json.loads((job / "result.json").read_text())
+    job_result["schema_version"] = "2"
+    (job / "result.json").write_text(json.dumps(job_result))
+    report = build_report(JobLayout.local(job))
+    den = report.denominators
+    assert (den.harbor_0_21.passed, den.harbor_0_21.total) == (2, 4)
+    assert (den.harbor_0_26.passed, den.harbor_0_26.total) == (1, 2)  # invalid and missing drop
+    assert den.job_used == "0.26"
+    rows = {t.task: t for t in report.trials}
+    assert rows["cancel-async-tasks"].reward_valid is False
+    assert rows["mailman"].exception_policy == "fail"
