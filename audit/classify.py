@@ -1,11 +1,14 @@
 """Classify one trial: what happened, which signature explains it, and the evidence lines.
 
 The order is the seed's audit procedure made explicit:
-1. no readable result.json: insufficient_evidence (nothing to stand on);
-2. CancelledError: cancelled (interrupted run; `harbor job resume` re-runs it);
+1. no result.json: `cancelled` when the job never finished (the trial was killed with it);
+   otherwise the trial is judged from what it left (reward file, exception.txt, trial.log);
+2. CancelledError / KeyboardInterrupt: cancelled (`harbor job resume` re-runs it);
 3. reward 1: passed, or agent_timeout when the agent timed out and the verifier still passed it
    (the reward stands);
-4. otherwise the first matching signature rule (rules.yaml) decides;
+4. the first-stage signature rules (rules.yaml: Harbor's environment and tmux errors), then the
+   built-in detectors (audit/detectors.py: model endpoint, harness crash, container, network
+   with endpoint ownership), then the last-stage rules (verifier timeouts, reward files);
 5. otherwise: AgentTimeoutError is agent_timeout (its reward stands), a graded 0 is the agent's
    error, and anything else is insufficient_evidence, with the exception named.
 """
@@ -13,59 +16,57 @@ The order is the seed's audit procedure made explicit:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 
 from audit import layout as L
+from audit.detectors import DETECTORS, JobContext
 from audit.evidence import TrialEvidence
 from audit.rules import CompiledRule, Match
+from audit.verdict import CATEGORIES, PASS_REWARD, Classification, exception_line
 
-CATEGORIES = (
-    "passed",
-    "agent_error",
-    "agent_timeout",
-    "verifier_timeout",
-    "infra",
-    "cancelled",
-    "insufficient_evidence",
-)
+__all__ = ["CATEGORIES", "PASS_REWARD", "Classification", "classify"]
 
-PASS_REWARD = 1.0
+_STOPPED = ("CancelledError", "KeyboardInterrupt")
 
 
-@dataclass
-class Classification:
-    category: str
-    signature: str | None
-    phase: str | None
-    explanation: str
-    evidence: list[str] = field(default_factory=list)
-
-
-def classify(ev: TrialEvidence, rules: list[CompiledRule]) -> Classification:
+def classify(
+    ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext | None = None
+) -> Classification:
+    ctx = ctx or JobContext()
     result = ev.result
+    if ev.result_missing and ctx.job_interrupted:
+        return Classification(
+            "cancelled",
+            "interrupted_no_result",
+            None,
+            "The trial has no result.json and the job never finished (job result.json "
+            "finished_at is null): it was killed together with the run (SIGKILL, an outer "
+            "runner's stop, a host crash). `harbor job resume -p <job dir>` deletes and re-runs "
+            "such trials.",
+            list(ev.problems),
+        )
     if result is None:
         missing = not any("corrupt" in p for p in ev.problems)
         return Classification(
             "insufficient_evidence",
             "no_result_json" if missing else "corrupt_result_json",
             None,
-            "The trial dir has no readable result.json: the trial was killed before Harbor "
-            "finalized it (SIGKILL, host crash) or the file is damaged. "
-            "`harbor job resume -p <job dir>` deletes and re-runs such trials.",
+            "The trial dir has no readable result.json and nothing else that records how it "
+            "ended: the trial was killed before Harbor finalized it (SIGKILL, host crash) or the "
+            "file is damaged. `harbor job resume -p <job dir>` deletes and re-runs such trials.",
             list(ev.problems),
         )
     info = result.exception_info
     etype = info.exception_type if info else None
     reward = result.reward
 
-    if etype == "CancelledError":
+    if etype in _STOPPED or _stopped_by_runner(ev, etype):
         return Classification(
             "cancelled",
             "cancelled",
             None,
-            "The job was interrupted (SIGTERM/SIGINT) while this trial ran. "
-            "`harbor job resume -p <job dir>` re-runs cancelled trials.",
-            _exception_line(ev),
+            "The job was interrupted (SIGTERM/SIGINT, or an outer runner stopped it) while this "
+            "trial ran. `harbor job resume -p <job dir>` re-runs cancelled trials.",
+            exception_line(ev),
         )
     if reward is not None and reward >= PASS_REWARD:
         if etype == "AgentTimeoutError":
@@ -75,26 +76,47 @@ def classify(ev: TrialEvidence, rules: list[CompiledRule]) -> Classification:
                 "agent",
                 "The agent hit its timeout, but the verifier still ran and passed the task: "
                 "the reward stands.",
-                _exception_line(ev),
+                exception_line(ev),
             )
         return Classification("passed", None, None, "Passed the verifier.", [])
 
-    for rule in rules:
-        matches = rule.match(ev, etype, reward)
-        if matches is not None:
-            head = _exception_line(ev)
-            # The exception's first line is already shown once; keep the other matches.
-            lines = [str(m) for m in matches if not (head and m.text in head[0])]
-            if rule.rule.category == "verifier_timeout":
-                lines += _pytest_progress(ev)
-            return Classification(
-                rule.rule.category,
-                rule.rule.name,
-                rule.rule.phase,
-                rule.rule.explanation,
-                head + lines,
-            )
+    for rule in (r for r in rules if r.rule.stage == "first"):
+        if (found := _by_rule(ev, rule, etype, reward)) is not None:
+            return found
+    for detector in DETECTORS:
+        if (found := detector(ev, ctx)) is not None:
+            return found
+    for rule in (r for r in rules if r.rule.stage == "last"):
+        if (found := _by_rule(ev, rule, etype, reward)) is not None:
+            return found
     return _fallback(ev, etype, reward)
+
+
+_RUNNER_STOP = re.compile(
+    r"(?i)(?:received (?:signal )?SIG(?:TERM|INT)|KeyboardInterrupt|"
+    r"shutting down (?:gracefully|on signal)|cancelled by (?:the )?(?:user|runner|orchestrator))"
+)
+
+
+def _stopped_by_runner(ev: TrialEvidence, etype: str | None) -> bool:
+    """An ungraded trial whose own log says an outer runner stopped it."""
+    if etype is not None or (ev.result and ev.result.reward is not None):
+        return False
+    return any(_RUNNER_STOP.search(c.text) for c in ev.source("trial_log"))
+
+
+def _by_rule(ev, rule: CompiledRule, etype, reward) -> Classification | None:
+    matches = rule.match(ev, etype, reward)
+    if matches is None:
+        return None
+    head = exception_line(ev)
+    # The exception's first line is already shown once; keep the other matches.
+    lines = [str(m) for m in matches if not (head and m.text in head[0])]
+    if rule.rule.category == "verifier_timeout":
+        lines += _pytest_progress(ev)
+    return Classification(
+        rule.rule.category, rule.rule.name, rule.rule.phase, rule.rule.explanation, head + lines
+    )
 
 
 _COLLECTED = re.compile(r"^collected (\d+) items?", re.MULTILINE)
@@ -130,7 +152,7 @@ def _fallback(ev: TrialEvidence, etype: str | None, reward: float | None) -> Cla
             "agent_timeout",
             "agent",
             f"The agent ran out of time; {graded}. No infra signature in the evidence.",
-            _exception_line(ev) + _verifier_tail(ev),
+            exception_line(ev) + _verifier_tail(ev),
         )
     if reward is not None:
         return Classification(
@@ -138,8 +160,8 @@ def _fallback(ev: TrialEvidence, etype: str | None, reward: float | None) -> Cla
             "graded_fail" if etype is None else f"graded_fail_{etype}",
             "verifier",
             f"The verifier graded the solution {reward:g} and no infra signature was found in "
-            "the trial's logs, verifier output or trajectory.",
-            _exception_line(ev) + _verifier_tail(ev),
+            "the trial's logs, verifier output or the agent's own logs.",
+            exception_line(ev) + _verifier_tail(ev),
         )
     if etype:
         return Classification(
@@ -148,7 +170,7 @@ def _fallback(ev: TrialEvidence, etype: str | None, reward: float | None) -> Cla
             None,
             f"{etype} ended the trial without a reward and no signature rule explains it: "
             "read exception.txt and trial.log.",
-            _exception_line(ev),
+            exception_line(ev),
         )
     return Classification(
         "insufficient_evidence",
@@ -158,17 +180,6 @@ def _fallback(ev: TrialEvidence, etype: str | None, reward: float | None) -> Cla
         "result was lost.",
         [],
     )
-
-
-def _exception_line(ev: TrialEvidence) -> list[str]:
-    info = ev.result.exception_info if ev.result else None
-    if not info or not info.exception_type:
-        return []
-    message = (info.exception_message or "").strip().splitlines()
-    first = message[0] if message else ""
-    if len(first) > 240:
-        first = first[:237] + "..."
-    return [f"{L.TRIAL_RESULT}: {info.exception_type}: {first}".rstrip(": ")]
 
 
 def _verifier_tail(ev: TrialEvidence, n: int = 2) -> list[str]:

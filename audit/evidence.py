@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from audit import layout as L
-from audit.models import TrialResult
+from audit.models import ExceptionInfo, TrialResult, VerifierResult
 
 SOURCES = (
     "exception",
@@ -23,7 +23,11 @@ SOURCES = (
     "agent_commands",
     "agent_output",
     "agent_exit_code",
+    "agent_setup_output",
 )
+_COMMAND_DIR = re.compile(r"^command-(\d+)/")
+# Top-level text logs other agents leave in agent/ (not the scripts they were installed with).
+_AGENT_LOG = re.compile(r"(?i)(output|log|stderr|stdout|response|error)[\w.-]*\.(txt|log|json)$")
 
 # Terminal escape sequences in panes and recordings would split words that rules look for.
 _ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)|[@-Z\\-_])")
@@ -43,6 +47,15 @@ class Chunk:
         return f"{self.file}:{line}"
 
 
+@dataclass(frozen=True)
+class Exchange:
+    """A command the agent ran and the output it got back (either may be missing)."""
+
+    command: Chunk | None
+    output: Chunk | None
+    return_code: str | None
+
+
 @dataclass
 class TrialEvidence:
     layout: L.JobLayout
@@ -52,9 +65,24 @@ class TrialEvidence:
     _sources: dict[str, list[Chunk]] = field(default_factory=dict, repr=False)
     _traj: tuple[list[Chunk] | None, list[Chunk] | None] | None = field(default=None, repr=False)
     _texts: dict[str, str | None] = field(default_factory=dict, repr=False)
+    _agent_files: list[str] | None = field(default=None, repr=False)
+    _commands: list[Exchange] | None = field(default=None, repr=False)
+    _exchanges: list[Exchange] = field(default_factory=list, repr=False)
+    _written: list[str] = field(default_factory=list, repr=False)
+    _llm_steps: list[dict] = field(default_factory=list, repr=False)
+    # result.json was absent (result may then be rebuilt from the other files).
+    result_missing: bool = False
+    # Where the exception was read from when it is not result.json's exception_info.
+    exception_source: str | None = None
 
     @classmethod
-    def load(cls, layout: L.JobLayout, trial_dir: str) -> TrialEvidence:
+    def load(
+        cls, layout: L.JobLayout, trial_dir: str, job_rewards: dict[str, float] | None = None
+    ) -> TrialEvidence:
+        """Read result.json; without one, rebuild what it would have said from the other files.
+
+        `job_rewards` maps trial names to the reward the job's result.json lists for them.
+        """
         ev = cls(layout, trial_dir)
         raw = ev._read(L.TRIAL_RESULT, required=True)
         if raw is not None:
@@ -66,7 +94,34 @@ class TrialEvidence:
                 ev.problems.append(
                     f"{trial_dir}/{L.TRIAL_RESULT} is corrupt ({where}: {first['msg']})"
                 )
+        else:
+            ev.result_missing = True
+            ev.result = ev._rebuilt_result((job_rewards or {}).get(trial_dir))
         return ev
+
+    def _rebuilt_result(self, job_reward: float | None) -> TrialResult | None:
+        """A TrialResult from the reward file, the job's reward list and exception.txt."""
+        reward, source = _reward_file(
+            self._read(L.VERIFIER_REWARD_TXT), self._read(L.VERIFIER_REWARD_JSON)
+        )
+        if reward is None and job_reward is not None:
+            reward, source = job_reward, "the job's result.json reward_stats"
+        exc_text = self._read(L.TRIAL_EXCEPTION)
+        info = _exception_from_text(exc_text) if exc_text else None
+        if reward is None and info is None:
+            return None
+        self.exception_source = L.TRIAL_EXCEPTION if info else None
+        found = [s for s in (source, L.TRIAL_EXCEPTION if info else None) if s]
+        self.problems.append(
+            f"{self.trial_dir}/{L.TRIAL_RESULT} is missing; judged from {' and '.join(found)}"
+        )
+        return TrialResult(
+            trial_name=self.trial_dir,
+            verifier_result=VerifierResult(rewards={"reward": reward})
+            if reward is not None
+            else None,
+            exception_info=info,
+        )
 
     def _read(self, rel: str, required: bool = False) -> str | None:
         if rel in self._texts:
@@ -115,18 +170,28 @@ class TrialEvidence:
         return _one(L.VERIFIER_STDOUT, self._read(L.VERIFIER_STDOUT))
 
     def _load_agent_exit_code(self) -> list[Chunk]:
-        return _one(L.AGENT_EXIT_CODE, self._read(L.AGENT_EXIT_CODE))
+        chunks = _one(L.AGENT_EXIT_CODE, self._read(L.AGENT_EXIT_CODE))
+        # Installed agents (Harbor's BaseInstalledAgent) keep one dir per exec they ran.
+        for rel in self.agent_files():
+            if rel.endswith("/return-code.txt"):
+                chunks.extend(_one(f"{L.AGENT_DIR}/{rel}", self._read(f"{L.AGENT_DIR}/{rel}")))
+        return chunks
 
     def _load_agent_commands(self) -> list[Chunk]:
         commands, _ = self._trajectory()
-        if commands is not None:
-            return commands
-        _, inputs = self._recording()
-        return inputs
+        chunks = list(commands or [])
+        for ex in self._command_dirs():
+            if ex.command:
+                chunks.append(ex.command)
+        if not chunks:
+            _, inputs = self._recording()
+            return inputs
+        return chunks
 
     def _load_agent_output(self) -> list[Chunk]:
         _, observations = self._trajectory()
         chunks = list(observations) if observations is not None else []
+        chunks.extend(ex.output for ex in self._command_dirs() if ex.output)
         if observations is None:
             pane = self._read(L.AGENT_PANE)
             if pane:
@@ -135,7 +200,65 @@ class TrialEvidence:
                 outputs, _ = self._recording()
                 chunks.extend(outputs)
         chunks.extend(_one(L.AGENT_ORACLE_LOG, self._read(L.AGENT_ORACLE_LOG)))
+        for rel in self.agent_files():
+            # Other agents' own logs (e.g. `<agent>-output.txt`, episode responses).
+            if _AGENT_LOG.search(rel) and "/" not in rel:
+                path = f"{L.AGENT_DIR}/{rel}"
+                chunks.extend(_one(path, self._read(path)))
         return chunks
+
+    def _load_agent_setup_output(self) -> list[Chunk]:
+        return _one(L.AGENT_SETUP_STDOUT, self._read(L.AGENT_SETUP_STDOUT))
+
+    # --- agent files beyond terminus-2 ---------------------------------------------------------
+    def agent_files(self) -> list[str]:
+        """Files under agent/ (relative to it), listed once per trial."""
+        if self._agent_files is None:
+            prefix = f"{self.trial_dir}/{L.AGENT_DIR}/"
+            try:
+                listed = self.layout.files_under(f"{self.trial_dir}/{L.AGENT_DIR}")
+            except OSError as exc:
+                self.problems.append(f"{self.trial_dir}/{L.AGENT_DIR} unlistable: {exc}")
+                listed = []
+            self._agent_files = [f[len(prefix) :] for f in listed if f.startswith(prefix)]
+        return self._agent_files
+
+    def _command_dirs(self) -> list[Exchange]:
+        """agent/command-N/{command.txt,stdout.txt,return-code.txt}, in N order."""
+        if self._commands is None:
+            numbered = sorted(
+                {int(m.group(1)) for f in self.agent_files() if (m := _COMMAND_DIR.match(f))}
+            )
+            out = []
+            for n in numbered:
+                base = f"{L.AGENT_DIR}/command-{n}"
+                cmd = self._read(f"{base}/command.txt")
+                stdout = self._read(f"{base}/stdout.txt")
+                rc = self._read(f"{base}/return-code.txt")
+                out.append(
+                    Exchange(
+                        Chunk(f"{base}/command.txt", cmd) if cmd else None,
+                        Chunk(f"{base}/stdout.txt", _ANSI.sub("", stdout)) if stdout else None,
+                        rc.strip() if rc else None,
+                    )
+                )
+            self._commands = out
+        return self._commands
+
+    def exchanges(self) -> list[Exchange]:
+        """Every (command, its output) pair the agent left: trajectory steps, command dirs."""
+        self._trajectory()
+        return list(self._exchanges) + self._command_dirs()
+
+    def written_by_agent(self) -> list[str]:
+        """Contents the agent passed to file-writing tools (write/edit/create calls)."""
+        self._trajectory()
+        return self._written
+
+    def llm_steps(self) -> list[dict]:
+        """Trajectory steps that are model calls (they carry a model name or token metrics)."""
+        self._trajectory()
+        return self._llm_steps
 
     # --- parsers -------------------------------------------------------------------------------
     def _trajectory(self) -> tuple[list[Chunk] | None, list[Chunk] | None]:
@@ -150,7 +273,7 @@ class TrialEvidence:
                 steps = data.get("steps") if isinstance(data, dict) else None
                 if not isinstance(steps, list):
                     raise ValueError("no steps list")
-                parsed = _trajectory_chunks(steps)
+                parsed = _trajectory_chunks(steps, self)
             except (ValueError, AttributeError, TypeError) as exc:
                 self.problems.append(f"{self.trial_dir}/{L.AGENT_TRAJECTORY} is corrupt ({exc})")
         self._traj = parsed
@@ -180,26 +303,91 @@ class TrialEvidence:
         )
 
 
+_EXC_LAST = re.compile(
+    r"^(?P<type>[A-Za-z_][\w.]*(?:Error|Exception|Interrupt|Exit|Timeout)\w*)"
+    r"(?::\s*(?P<msg>.*))?$"
+)
+
+
+def _exception_from_text(text: str) -> ExceptionInfo | None:
+    """The exception a traceback ends with (`pkg.mod.SomeError: message`)."""
+    for line in reversed(text.strip().splitlines()):
+        m = _EXC_LAST.match(line.strip())
+        if m:
+            return ExceptionInfo(
+                exception_type=m.group("type").rsplit(".", 1)[-1],
+                exception_message=m.group("msg") or "",
+                exception_traceback=text,
+            )
+    return None
+
+
+def _reward_file(txt: str | None, js: str | None) -> tuple[float | None, str | None]:
+    if js:
+        try:
+            data = json.loads(js)
+            value = data.get("reward") if isinstance(data, dict) else None
+            if value is None and isinstance(data, dict) and len(data) == 1:
+                value = next(iter(data.values()))
+            if isinstance(value, (int, float)):
+                return float(value), L.VERIFIER_REWARD_JSON
+        except ValueError:
+            pass
+    if txt and txt.strip():
+        try:
+            return float(txt.strip()), L.VERIFIER_REWARD_TXT
+        except ValueError:
+            pass
+    return None, None
+
+
 def _one(file: str, text: str | None) -> list[Chunk]:
     return [Chunk(file, text)] if text else []
 
 
-def _trajectory_chunks(steps: list) -> tuple[list[Chunk], list[Chunk]]:
+# Tool-call argument keys that carry a shell command (Terminus-2 `keystrokes`, the `command` of
+# exec/bash tools of other agents) and those that carry a file's new content.
+_COMMAND_KEYS = ("keystrokes", "command", "cmd", "script", "code", "input")
+_CONTENT_KEYS = ("content", "file_text", "new_str", "new_string", "text", "patch")
+
+
+def _content_text(value: object) -> str:
+    """An observation's content: a string, or a list of {type: text, text} parts."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "\n".join(
+            p["text"] for p in value if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
+    return ""
+
+
+def _trajectory_chunks(steps: list, ev: TrialEvidence) -> tuple[list[Chunk], list[Chunk]]:
     commands, observations = [], []
+    last_command: Chunk | None = None
     for step in steps:
         if not isinstance(step, dict) or step.get("source") != "agent":
             continue
         step_id = step.get("step_id")
+        if step.get("model_name") or step.get("metrics"):
+            ev._llm_steps.append(step)
         keys = []
         for call in step.get("tool_calls") or []:
             args = (call or {}).get("arguments") or {}
-            if isinstance(args, dict) and isinstance(args.get("keystrokes"), str):
-                keys.append(args["keystrokes"])
+            if not isinstance(args, dict):
+                continue
+            keys.extend(args[k] for k in _COMMAND_KEYS if isinstance(args.get(k), str))
+            ev._written.extend(args[k] for k in _CONTENT_KEYS if isinstance(args.get(k), str))
         if keys:
-            commands.append(Chunk(L.AGENT_TRAJECTORY, "\n".join(keys), step_id))
+            last_command = Chunk(L.AGENT_TRAJECTORY, "\n".join(keys), step_id)
+            commands.append(last_command)
         results = ((step.get("observation") or {}).get("results")) or []
-        texts = [r.get("content") for r in results if isinstance(r, dict)]
-        text = "\n".join(t for t in texts if isinstance(t, str))
+        texts = [_content_text(r.get("content")) for r in results if isinstance(r, dict)]
+        text = "\n".join(t for t in texts if t)
         if text:
-            observations.append(Chunk(L.AGENT_TRAJECTORY, text, step_id))
+            chunk = Chunk(L.AGENT_TRAJECTORY, _ANSI.sub("", text), step_id)
+            observations.append(chunk)
+            # The output belongs to this step's command, or (agents that log a tool result as
+            # its own step) to the last command before it.
+            ev._exchanges.append(Exchange(last_command, chunk, None))
     return commands, observations

@@ -31,6 +31,8 @@ AGENT_PANE = "agent/terminus_2.pane"
 AGENT_RECORDING = "agent/recording.cast"
 AGENT_ORACLE_LOG = "agent/oracle.txt"
 AGENT_EXIT_CODE = "agent/exit-code.txt"
+AGENT_DIR = "agent"
+AGENT_SETUP_STDOUT = "agent/setup/stdout.txt"
 
 # Harbor names trial dirs `<task name cut to 32 chars>__<short id>`.
 TRIAL_DIR = re.compile(r"^(?P<task>.+)__(?P<id>[A-Za-z0-9]+)$")
@@ -47,6 +49,7 @@ class _Backend(Protocol):
     def read(self, rel: str, limit: int) -> bytes | None: ...
     def entries(self) -> tuple[list[str], list[str]]: ...
     def files(self) -> list[str]: ...
+    def files_under(self, rel: str) -> list[str]: ...
 
 
 @dataclass
@@ -79,6 +82,20 @@ class _Local:
         return sorted(
             p.relative_to(self.root).as_posix() for p in self.root.rglob("*") if p.is_file()
         )
+
+    def files_under(self, rel: str) -> list[str]:
+        out: list[str] = []
+        stack = [rel]
+        while stack:
+            sub = stack.pop()
+            try:
+                with os.scandir(os.path.join(self._base, sub)) as it:
+                    for entry in it:
+                        path = f"{sub}/{entry.name}"
+                        (stack if entry.is_dir() else out).append(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+        return sorted(out)
 
 
 @dataclass
@@ -144,6 +161,10 @@ class _S3:
     def files(self) -> list[str]:
         return sorted(self._index())
 
+    def files_under(self, rel: str) -> list[str]:
+        prefix = f"{rel}/"
+        return sorted(k for k in self._index() if k.startswith(prefix))
+
 
 class JobLayout:
     """A Harbor job directory: where its files are and how to read them."""
@@ -187,6 +208,10 @@ class JobLayout:
     def files(self) -> list[str]:
         """Every file of the job, relative to the job dir (for the archive)."""
         return self._backend.files()
+
+    def files_under(self, rel: str) -> list[str]:
+        """Every file below the dir `rel` (relative to the job dir); [] if it is absent."""
+        return self._backend.files_under(rel)
 
     def check_is_job(self) -> None:
         trials, _ = self.trial_dirs()

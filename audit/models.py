@@ -22,6 +22,8 @@ class ExceptionInfo(_Tolerant):
     exception_message: str | None = None
     exception_traceback: str | None = None
     occurred_at: str | None = None
+    # Harbor 0.26: what the job's error-policy table decided for this exception.
+    policy: str | dict | None = None
 
 
 class VerifierResult(_Tolerant):
@@ -57,9 +59,12 @@ PHASES = ("environment_setup", "agent_setup", "agent_execution", "verifier")
 class TrialResult(_Tolerant):
     """A trial's result.json (Harbor's TrialResult, the fields the audit needs)."""
 
+    schema_version: str | int | None = None  # Harbor 0.26
     task_name: str | None = None
     trial_name: str | None = None
     task_id: dict[str, object] | None = None
+    # Harbor 0.26: False when the verifier ran but its reward must not be counted.
+    reward_valid: bool | None = None
     agent_info: AgentInfo | None = None
     agent_result: AgentResult | None = None
     verifier_result: VerifierResult | None = None
@@ -104,7 +109,14 @@ class TrialResult(_Tolerant):
         }
 
 
+class EvalStats(_Tolerant):
+    n_trials: int | None = None
+    metrics: list[dict[str, float | None]] | None = None
+    reward_stats: dict[str, dict[str, list[str]]] | None = None
+
+
 class JobStats(_Tolerant):
+    evals: dict[str, EvalStats] | None = None
     n_completed_trials: int | None = None
     n_errored_trials: int | None = None
     n_cancelled_trials: int | None = None
@@ -116,12 +128,35 @@ class JobStats(_Tolerant):
 class JobResult(_Tolerant):
     """The job's result.json. `finished_at` stays null when the job was interrupted."""
 
+    schema_version: str | int | None = None  # Harbor 0.26
     id: str | None = None
     started_at: str | None = None
     updated_at: str | None = None
     finished_at: str | None = None
     n_total_trials: int | None = None
     stats: JobStats | None = None
+
+    def listed_rewards(self) -> dict[str, float]:
+        """trial name -> reward, from every eval's reward_stats (what the job recorded)."""
+        out: dict[str, float] = {}
+        for ev in ((self.stats.evals if self.stats else None) or {}).values():
+            for key, by_value in ((ev.reward_stats or {}).get("reward") or {}).items():
+                try:
+                    value = float(key)
+                except ValueError:
+                    continue
+                for trial in by_value:
+                    out[trial] = value
+        return out
+
+    def reported_means(self) -> list[float]:
+        """The `mean` metric of every eval, as the job wrote it."""
+        means = []
+        for ev in ((self.stats.evals if self.stats else None) or {}).values():
+            for metric in ev.metrics or []:
+                if isinstance(metric.get("mean"), (int, float)):
+                    means.append(float(metric["mean"]))
+        return means
 
 
 class JobConfig(_Tolerant):

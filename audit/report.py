@@ -16,16 +16,21 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from audit import layout as L
 from audit.adjudications import Adjudication
 from audit.classify import CATEGORIES, PASS_REWARD, Classification, classify
+from audit.detectors import JobContext
 from audit.evidence import TrialEvidence
 from audit.models import PHASES, JobConfig, JobResult, parse_time
 from audit.rules import CompiledRule, load_rules
+from audit.stats import wilson
 
 SCORING_RULE = (
-    "raw = trials with reward 1 / all trials. adjusted = raw with the adjudications applied and "
-    "nothing else: pass/fail set a trial's outcome, exclude removes the task from the "
-    "denominator. Trials classified infra are NOT counted as passed automatically: they are "
-    "listed under rerun until a rerun or an adjudication settles them."
+    "raw = trials with reward 1 / all trials (Harbor 0.21's denominator: a trial without a "
+    "reward counts as 0). adjusted = raw with the adjudications applied and nothing else: "
+    "pass/fail set a trial's outcome, exclude removes the task from the denominator. Trials "
+    "classified infra or cancelled are NOT counted as passed automatically: they are listed "
+    "under rerun until a rerun or an adjudication settles them. Intervals are 95% Wilson "
+    "score intervals over the trials counted."
 )
+CI_LEVEL = 0.95
 
 
 class _Out(BaseModel):
@@ -36,6 +41,25 @@ class Score(_Out):
     passed: int
     total: int
     score: float | None
+    ci_low: float | None = None
+    ci_high: float | None = None
+
+    @classmethod
+    def of(cls, passed: int, total: int, **extra) -> Score:
+        ci = wilson(passed, total, CI_LEVEL)
+        return cls(
+            passed=passed,
+            total=total,
+            score=pct(passed, total),
+            ci_low=round(100 * ci[0], 2) if ci else None,
+            ci_high=round(100 * ci[1], 2) if ci else None,
+            **extra,
+        )
+
+    def contains(self, value: float | None) -> bool | None:
+        if value is None or self.ci_low is None or self.ci_high is None:
+            return None
+        return self.ci_low <= value <= self.ci_high
 
 
 class AdjustedScore(Score):
@@ -45,6 +69,18 @@ class AdjustedScore(Score):
 class Reference(_Out):
     score: float | None
     difference: float | None
+    inside_raw_ci: bool | None = None
+    inside_adjusted_ci: bool | None = None
+
+
+class Denominators(_Out):
+    """The score under both Harbor rules, and which one the job's own result.json used."""
+
+    harbor_0_21: Score  # every trial counts; a trial without a reward is 0
+    harbor_0_26: Score  # only trials with a valid reward count
+    job_reported_mean: float | None
+    job_used: str | None  # "0.21", "0.26", or None when the job's result.json cannot tell
+    job_used_reason: str
 
 
 class Tokens(_Out):
@@ -72,6 +108,9 @@ class TrialRow(_Out):
     phase: str | None
     explanation: str
     evidence: list[str]
+    endpoint: str | None
+    reward_valid: bool | None  # Harbor 0.26
+    exception_policy: str | None  # Harbor 0.26: what its error-policy table decided
     problems: list[str]
     adjudication: dict[str, str] | None
     counted_as: str
@@ -98,6 +137,7 @@ class Report(_Out):
     raw: Score
     adjusted: AdjustedScore
     reference: Reference
+    denominators: Denominators
     categories: dict[str, int]
     signatures: dict[str, int]
     rerun: list[str]
@@ -131,9 +171,11 @@ def build_report(
     for other in others:
         problems.append(f"{other}/ is not a trial dir (<task>__<id>); ignored")
 
-    def one(trial_dir: str) -> TrialRow:
-        ev = TrialEvidence.load(layout, trial_dir)
-        return _row(ev, classify(ev, rules))
+    job_rewards = job_result.listed_rewards() if job_result else {}
+    interrupted = job_result is not None and job_result.finished_at is None
+
+    def load(trial_dir: str) -> TrialEvidence:
+        return TrialEvidence.load(layout, trial_dir, job_rewards)
 
     # The rows are many small long-lived objects without reference cycles; left on, the
     # generational collector rescans all of them again and again and a 10,000-trial audit
@@ -143,9 +185,14 @@ def build_report(
     try:
         if workers > 1 and len(trial_dirs) > 1:
             with ThreadPoolExecutor(max_workers=workers) as pool:
-                rows = list(pool.map(one, trial_dirs))
+                evidences = list(pool.map(load, trial_dirs))
+                ctx = JobContext.from_trials(evidences, layout.read_text(L.JOB_CONFIG), interrupted)
+                rows = list(pool.map(lambda ev: _row(ev, classify(ev, rules, ctx)), evidences))
         else:
-            rows = [one(d) for d in trial_dirs]
+            evidences = [load(d) for d in trial_dirs]
+            ctx = JobContext.from_trials(evidences, layout.read_text(L.JOB_CONFIG), interrupted)
+            rows = [_row(ev, classify(ev, rules, ctx)) for ev in evidences]
+        del evidences
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -168,12 +215,10 @@ def build_report(
     excluded_rows = [r for r in rows if r.counted_as == "excluded"]
     adj_passed = sum(1 for r in rows if r.counted_as == "pass")
     adj_total = raw_total - len(excluded_rows)
-    adjusted = AdjustedScore(
-        passed=adj_passed,
-        total=adj_total,
-        score=pct(adj_passed, adj_total),
-        excluded=sorted({r.task for r in excluded_rows}),
+    adjusted = AdjustedScore.of(
+        adj_passed, adj_total, excluded=sorted({r.task for r in excluded_rows})
     )
+    raw = Score.of(raw_passed, raw_total)
     difference = (
         round(adjusted.score - reference_score, 2)
         if adjusted.score is not None and reference_score is not None
@@ -186,7 +231,7 @@ def build_report(
         if r.signature:
             signatures[r.signature] = signatures.get(r.signature, 0) + 1
     signatures = dict(sorted(signatures.items(), key=lambda kv: (-kv[1], kv[0])))
-    rerun = sorted({r.task for r in rows if r.category == "infra"})
+    rerun = sorted({r.task for r in rows if r.category in ("infra", "cancelled")})
     tokens = Tokens(
         input=sum(r.tokens.input for r in rows),
         cache=sum(r.tokens.cache for r in rows),
@@ -196,9 +241,15 @@ def build_report(
         problems.extend(r.problems)
     return Report(
         job=_job_info(layout, job_result, job_config, rows, planned),
-        raw=Score(passed=raw_passed, total=raw_total, score=pct(raw_passed, raw_total)),
+        raw=raw,
         adjusted=adjusted,
-        reference=Reference(score=reference_score, difference=difference),
+        reference=Reference(
+            score=reference_score,
+            difference=difference,
+            inside_raw_ci=raw.contains(reference_score),
+            inside_adjusted_ci=adjusted.contains(reference_score),
+        ),
+        denominators=_denominators(rows, raw, job_result),
         categories=categories,
         signatures=signatures,
         rerun=rerun,
@@ -208,6 +259,40 @@ def build_report(
         scoring_rule=SCORING_RULE,
         problems=problems,
         trials=rows,
+    )
+
+
+def _denominators(rows: list[TrialRow], raw: Score, job_result: JobResult | None) -> Denominators:
+    valid = [r for r in rows if r.reward is not None and r.reward_valid is not False]
+    passed_valid = sum(1 for r in valid if r.reward >= PASS_REWARD)
+    v026 = Score.of(passed_valid, len(valid))
+    means = job_result.reported_means() if job_result else []
+    mean = means[0] if len(means) == 1 else None
+    used, why = None, "the job's result.json reports no single mean to compare with"
+    if job_result is not None and job_result.schema_version is not None:
+        used, why = "0.26", "the job's result.json has schema_version (Harbor 0.26+)"
+    elif mean is not None:
+        # Harbor's own mean is over rewards, not passes; compare it with both rules' means.
+        total_reward = sum(r.reward for r in rows if r.reward is not None)
+        m021 = total_reward / raw.total if raw.total else None
+        valid_reward = sum(r.reward for r in valid)
+        m026 = valid_reward / len(valid) if valid else None
+        close = [
+            (v, name)
+            for v, name in ((m021, "0.21"), (m026, "0.26"))
+            if v is not None and abs(v - mean) < 1e-6
+        ]
+        if len(close) == 1 or (len(close) == 2 and m021 == m026):
+            used = close[0][1]
+            why = f"its reported mean {mean:.4f} matches the {used} rule"
+        elif not close:
+            why = f"its reported mean {mean:.4f} matches neither rule (trials missing here?)"
+    return Denominators(
+        harbor_0_21=raw,
+        harbor_0_26=v026,
+        job_reported_mean=mean,
+        job_used=used,
+        job_used_reason=why,
     )
 
 
@@ -239,6 +324,9 @@ def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
         phase=c.phase,
         explanation=c.explanation,
         evidence=c.evidence,
+        endpoint=c.endpoint,
+        reward_valid=result.reward_valid if result else None,
+        exception_policy=_policy(info.policy) if info else None,
         problems=list(ev.problems),
         adjudication=None,
         counted_as="pass" if result and (result.reward or 0) >= PASS_REWARD else "fail",
@@ -251,6 +339,12 @@ def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
             output=(agent.n_output_tokens or 0) if agent else 0,
         ),
     )
+
+
+def _policy(policy: str | dict | None) -> str | None:
+    if policy is None or isinstance(policy, str):
+        return policy
+    return ", ".join(f"{k}={v}" for k, v in sorted(policy.items()))
 
 
 def _apply_adjudications(rows: list[TrialRow], adjudications: list[Adjudication], where: str):

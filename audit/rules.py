@@ -60,6 +60,8 @@ class Rule(BaseModel):
     all: list[Condition] = Field(default_factory=list)
     none: list[Condition] = Field(default_factory=list)
     explanation: str = Field(min_length=10)
+    # `first`: tried before the built-in detectors (audit/detectors.py); `last`: after them.
+    stage: Literal["first", "last"] = "first"
 
 
 class RuleFile(BaseModel):

@@ -1,8 +1,10 @@
 """Audit throughput: generated job dirs of 1,000 and 10,000 trials.
 
-Each job mixes the outcomes of a real run (about 70 % pass, 15 % wrong answer, 10 % agent
-timeout with its verifier reward, 5 % infra with evidence in the verifier output or the
-trajectory), written with the same file layout as Harbor 0.21.0 by the tests' job generator.
+Each job mixes the outcomes of a real run (about 65 % pass, 15 % wrong answer, 10 % agent
+timeout with its verifier reward, 5 % infra with evidence in the verifier output, 5 % a model
+endpoint that failed), written with the same file layout as Harbor 0.21.0 by the tests' job
+generator. Every failing trial goes through the detectors (endpoint kinds, ownership of the
+failing host), so the time per trial includes them.
 For each size: wall seconds of a full audit (read, classify, score, render JSON; best of
 BENCH_REPEAT=3 runs after a warm-up run), the time per trial (goal <= 1 ms) and the ratio of
 the two totals (goal about 10: linear). Trials per second of writing the fixtures is printed
@@ -44,8 +46,16 @@ REPEAT = int(os.environ.get("BENCH_REPEAT", "3"))
 
 
 def mix(task: str, i: int) -> TrialSpec:
-    """The i-th trial's outcome in a 20-trial cycle: 14 pass, 3 wrong, 2 timeout, 1 infra."""
+    """The i-th trial's outcome in a 20-trial cycle: 13 pass, 3 wrong, 2 timeout, 2 infra."""
     slot = i % 20
+    if slot == 13:
+        return TrialSpec(
+            task,
+            reward=None,
+            exception_type="InternalServerError",
+            exception_message="litellm.InternalServerError: OpenAIException - Error code: 503",
+            verifier_stdout=None,
+        )
     if slot < 14:
         return TrialSpec(task, reward=1.0, verifier_stdout=PYTEST_PASS)
     if slot < 17:

@@ -570,7 +570,7 @@ SEED_EXPECTED = {
     "tune-mjcf": ("infra", "verifier_proxy_5xx"),
     "make-doom-for-mips": ("infra", "agent_proxy_5xx"),
     "dna-assembly": ("infra", "agent_tls_failure"),
-    "build-pov-ray": ("infra", "agent_curl_timeout"),
+    "build-pov-ray": ("infra", "agent_network_timeout"),
     "pytorch-model-recovery": ("verifier_timeout", "verifier_timeout_running_tests"),
     "torch-tensor-parallelism": ("verifier_timeout", "verifier_timeout_installing_dependencies"),
     "headless-terminal": ("agent_error", "agent_killed_tmux"),

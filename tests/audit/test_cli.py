@@ -127,7 +127,12 @@ def test_stack_reads_job_dir_and_reference_score(seed_job, run_cli, tmp_path):
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["raw"]["score"] == 68.54
-    assert data["reference"] == {"score": 73.0, "difference": -4.46}
+    assert data["reference"] == {
+        "score": 73.0,
+        "difference": -4.46,
+        "inside_raw_ci": True,
+        "inside_adjusted_ci": True,
+    }
     args = (tmp_path / "pulumi-args.txt").read_text().split()
     assert args == ["stack", "output", "--json", "--stack", "a100"]
 
@@ -138,7 +143,12 @@ def test_stack_falls_back_to_jobs_dir_and_job_name(seed_job, run_cli, tmp_path):
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["job"]["location"] == str(seed_job)
-    assert data["reference"] == {"score": None, "difference": None}
+    assert data["reference"] == {
+        "score": None,
+        "difference": None,
+        "inside_raw_ci": None,
+        "inside_adjusted_ci": None,
+    }
 
 
 @pytest.mark.parametrize(
@@ -193,3 +203,22 @@ def test_adjudication_error_names_file_and_entry(run_cli, seed_job, tmp_path):
     res = run_cli(str(seed_job), "--adjudications", str(bad))
     assert res.returncode == 2
     assert f"{bad}: entry 2 (x): decision" in res.reason
+
+
+def test_every_format_carries_the_intervals_and_both_denominators(seed_job, run_cli):
+    """JSON, Markdown, the terminal table and HTML all state the 95% intervals, whether the
+    reference lies inside them, and the score under both Harbor rules."""
+    args = [str(seed_job), "--reference-score", "73.0", "--adjudications", str(SEED_ADJUDICATIONS)]
+    data = json.loads(run_cli(*args, "--format", "json").stdout)
+    assert (data["raw"]["ci_low"], data["raw"]["ci_high"]) == (58.3, 77.25)
+    assert data["reference"]["inside_adjusted_ci"] is True
+    assert data["denominators"]["job_used"] == "0.21"
+    for fmt in ("markdown", "table", "html"):
+        res = run_cli(*args, "--format", fmt)
+        assert res.returncode == 0, res.stderr
+        text = res.stdout
+        assert "58.30 - 77.25" in text, fmt
+        assert "62.62 - 80.93" in text, fmt
+        assert "raw: yes, adjusted: yes" in text, fmt
+        assert "61/85 = 71.76" in text, fmt  # Harbor 0.26: the 4 trials without a reward drop
+        assert "0.21 (its reported mean" in text, fmt

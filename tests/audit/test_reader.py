@@ -19,7 +19,9 @@ def _trial_dirs(job):
     return sorted(p for p in job.iterdir() if p.is_dir())
 
 
-def test_trial_without_result_json_is_insufficient_evidence(tmp_path):
+def test_trial_without_result_json_is_judged_from_its_reward_file(tmp_path):
+    # Harbor had written the reward (and the job listed it) but no result.json: the reward is
+    # still the trial's outcome. (This used to be insufficient_evidence.)
     job = _job(
         tmp_path,
         [
@@ -27,6 +29,22 @@ def test_trial_without_result_json_is_insufficient_evidence(tmp_path):
             TrialSpec("regex-log", write_result=False),
         ],
     )
+    report = build_report(JobLayout.local(job))
+    row = next(t for t in report.trials if t.task == "regex-log")
+    assert (row.category, row.reward) == ("passed", 1.0)
+    assert any("result.json is missing; judged from verifier/reward.txt" in p for p in row.problems)
+
+
+def test_trial_without_result_json_or_anything_else_is_insufficient_evidence(tmp_path):
+    job = _job(
+        tmp_path,
+        [
+            TrialSpec("fix-git", verifier_stdout=PYTEST_PASS),
+            TrialSpec("regex-log", reward=None, write_result=False),
+        ],
+    )
+    for reward_file in job.glob("regex-log__*/verifier/reward.txt"):
+        reward_file.unlink()
     report = build_report(JobLayout.local(job))
     row = next(t for t in report.trials if t.task == "regex-log")
     assert (row.category, row.signature) == ("insufficient_evidence", "no_result_json")
@@ -71,7 +89,8 @@ def test_corrupt_trajectory_falls_back_to_the_recording(tmp_path):
     cast.write_text(cast.read_text() + '[12.5, "o", "torn li')  # a container killed mid-write
     report = build_report(JobLayout.local(job))
     (row,) = report.trials
-    assert row.signature == "agent_curl_timeout"
+    # Named by the failure family, not the tool (was agent_curl_timeout).
+    assert row.signature == "agent_network_timeout"
     assert all("agent/recording.cast" in line for line in row.evidence)
     assert any("trajectory.json is corrupt" in p for p in row.problems)
     assert any("recording.cast: 1 unreadable lines" in p for p in row.problems)

@@ -124,14 +124,29 @@ def test_json_interface_keys(seed_job, run_cli):
     )
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
-    assert data["raw"] == {"passed": 61, "total": 89, "score": 68.54}
+    assert {k: data["raw"][k] for k in ("passed", "total", "score")} == {
+        "passed": 61,
+        "total": 89,
+        "score": 68.54,
+    }
+    # 95% Wilson interval of 61/89.
+    assert (data["raw"]["ci_low"], data["raw"]["ci_high"]) == (58.3, 77.25)
     assert data["adjusted"] == {
         "passed": 64,
         "total": 88,
         "score": 72.73,
         "excluded": ["build-pov-ray"],
+        "ci_low": 62.62,
+        "ci_high": 80.93,
     }
-    assert data["reference"] == {"score": 73.0, "difference": -0.27}
+    assert data["reference"] == {
+        "score": 73.0,
+        "difference": -0.27,
+        "inside_raw_ci": True,
+        "inside_adjusted_ci": True,
+    }
+    assert data["denominators"]["harbor_0_21"]["total"] == 89
+    assert data["denominators"]["harbor_0_26"]["total"] == 85  # 4 trials have no reward
     assert set(data["categories"]) == {
         "passed",
         "agent_error",
