@@ -183,7 +183,7 @@ def _has_same(client: Any, dest: S3Uri, item: Item, index: dict[str, tuple[int, 
     if etag == item.md5:
         return True
     head = _head(client, dest, item)
-    return bool(head) and (head.get("Metadata") or {}).get(SHA_META) == item.sha256
+    return head is not None and (head.get("Metadata") or {}).get(SHA_META) == item.sha256
 
 
 def _put(client: Any, dest: S3Uri, item: Item) -> None:

@@ -284,7 +284,9 @@ class TrialEvidence:
         raw = self._read(L.AGENT_RECORDING)
         if not raw:
             return [], []
-        out, inp, bad = [], [], 0
+        out: list[str] = []
+        inp: list[str] = []
+        bad = 0
         for line in raw.splitlines()[1:]:
             try:
                 _, kind, data = json.loads(line)
@@ -371,7 +373,7 @@ def _trajectory_chunks(steps: list, ev: TrialEvidence) -> tuple[list[Chunk], lis
         step_id = step.get("step_id")
         if step.get("model_name") or step.get("metrics"):
             ev._llm_steps.append(step)
-        keys = []
+        keys: list[str] = []
         for call in step.get("tool_calls") or []:
             args = (call or {}).get("arguments") or {}
             if not isinstance(args, dict):

@@ -72,7 +72,8 @@ class _Local:
             return None
 
     def entries(self) -> tuple[list[str], list[str]]:
-        dirs, files = [], []
+        dirs: list[str] = []
+        files: list[str] = []
         with os.scandir(self._base) as it:
             for entry in it:
                 (dirs if entry.is_dir() else files).append(entry.name)
@@ -152,7 +153,8 @@ class _S3:
             raise OSError(f"s3 read of {key} failed: {exc}") from exc
 
     def entries(self) -> tuple[list[str], list[str]]:
-        dirs, files = set(), set()
+        dirs: set[str] = set()
+        files: set[str] = set()
         for rel in self._index():
             top, sep, _ = rel.partition("/")
             (dirs if sep else files).add(top)
@@ -198,7 +200,8 @@ class JobLayout:
     def trial_dirs(self) -> tuple[list[str], list[str]]:
         """(trial dir names, other top-level dir names that are not trials)."""
         dirs, _ = self._backend.entries()
-        trials, others = [], []
+        trials: list[str] = []
+        others: list[str] = []
         for name in dirs:
             if name.startswith((".", "_")):
                 continue

@@ -151,11 +151,12 @@ class JobResult(_Tolerant):
 
     def reported_means(self) -> list[float]:
         """The `mean` metric of every eval, as the job wrote it."""
-        means = []
+        means: list[float] = []
         for ev in ((self.stats.evals if self.stats else None) or {}).values():
             for metric in ev.metrics or []:
-                if isinstance(metric.get("mean"), (int, float)):
-                    means.append(float(metric["mean"]))
+                mean = metric.get("mean")
+                if isinstance(mean, int | float):
+                    means.append(float(mean))
         return means
 
 

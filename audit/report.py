@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 from concurrent.futures import ThreadPoolExecutor
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -45,7 +46,7 @@ class Score(_Out):
     ci_high: float | None = None
 
     @classmethod
-    def of(cls, passed: int, total: int, **extra) -> Score:
+    def of(cls, passed: int, total: int, **extra) -> Self:
         ci = wilson(passed, total, CI_LEVEL)
         return cls(
             passed=passed,
@@ -264,7 +265,7 @@ def build_report(
 
 def _denominators(rows: list[TrialRow], raw: Score, job_result: JobResult | None) -> Denominators:
     valid = [r for r in rows if r.reward is not None and r.reward_valid is not False]
-    passed_valid = sum(1 for r in valid if r.reward >= PASS_REWARD)
+    passed_valid = sum(1 for r in valid if r.reward is not None and r.reward >= PASS_REWARD)
     v026 = Score.of(passed_valid, len(valid))
     means = job_result.reported_means() if job_result else []
     mean = means[0] if len(means) == 1 else None
@@ -275,7 +276,7 @@ def _denominators(rows: list[TrialRow], raw: Score, job_result: JobResult | None
         # Harbor's own mean is over rewards, not passes; compare it with both rules' means.
         total_reward = sum(r.reward for r in rows if r.reward is not None)
         m021 = total_reward / raw.total if raw.total else None
-        valid_reward = sum(r.reward for r in valid)
+        valid_reward = sum(r.reward for r in valid if r.reward is not None)
         m026 = valid_reward / len(valid) if valid else None
         close = [
             (v, name)
