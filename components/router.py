@@ -21,14 +21,13 @@ from pathlib import PurePosixPath
 import pulumi
 import pulumi_docker as docker
 
-from components.host import Host, content_hash, host_script
-from components.sglang_worker import (
-    LOG_DRIVER,
-    LOG_OPTS,
-    READINESS_SOURCE,
+from components.host import Host, host_script
+from components.serving import (
     docker_provider,
     image_reference,
     probe_env,
+    readiness_check,
+    serving_container,
 )
 
 ROUTER_STOP_TIMEOUT_S = 180
@@ -159,33 +158,22 @@ class Router(pulumi.ComponentResource):
                     read_only=True,
                 )
             ]
-        container = docker.Container(
-            f"{name}-container",
-            name=args.container_name,
-            image=image_id,
+        # Host network: it listens on the host's 127.0.0.1 (Harbor's endpoint) and reaches the
+        # workers on their private IPs. The seed's `docker stop --time 180`: in-flight agent
+        # requests get to finish.
+        container = serving_container(
+            name,
+            container_name=args.container_name,
+            image_id=image_id,
             command=worker_urls.apply(lambda urls: router_argv(args, urls)),
-            # Host network: it listens on the host's 127.0.0.1 (Harbor's endpoint) and reaches
-            # the workers on their private IPs. "host" reads back unchanged: no ignore_changes.
-            network_mode="host",
+            stop_timeout_s=ROUTER_STOP_TIMEOUT_S,
+            provider=provider,
+            parent=self,
+            depends_on=[reach.command],
             ulimits=[docker.ContainerUlimitArgs(name="nofile", soft=NOFILE, hard=NOFILE)],
             user=args.user,
             envs=["HOME=/tmp"],
             volumes=volumes,
-            # The seed's `docker stop --time 180`: in-flight agent requests get to finish.
-            # destroy_grace_seconds is what pulumi-docker's delete uses (unset: 0 s, a kill).
-            stop_timeout=ROUTER_STOP_TIMEOUT_S,
-            destroy_grace_seconds=ROUTER_STOP_TIMEOUT_S,
-            log_driver=LOG_DRIVER,
-            log_opts=LOG_OPTS,
-            must_run=True,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=provider,
-                depends_on=[reach.command],
-                # Fixed name and port: the old router must be gone before its replacement
-                # binds 127.0.0.1:30000.
-                delete_before_replace=True,
-            ),
         )
 
         url = f"http://{args.bind_host}:{args.port}"
@@ -205,14 +193,15 @@ class Router(pulumi.ComponentResource):
                 sort_keys=True,
             )
         )
-        ready = host_script(
-            f"{name}-ready",
+        ready = readiness_check(
+            name,
             host=host,
-            script="serving_probe.sh",
-            env=probe_env(ready_spec, args.workspace, args.probe_python,
-                          args.health_timeout_s + args.worker_timeout_s * len(args.worker_urls)),
-            triggers=[container.id, content_hash(READINESS_SOURCE.read_text())],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[container]),
+            spec=ready_spec,
+            container=container,
+            workspace=args.workspace,
+            probe_python=args.probe_python,
+            timeout_s=args.health_timeout_s + args.worker_timeout_s * len(args.worker_urls),
+            parent=self,
         )
 
         self.router_url = ready.outputs.apply(lambda _out: url)

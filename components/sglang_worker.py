@@ -15,14 +15,19 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import PurePosixPath
 
 import pulumi
 import pulumi_docker as docker
 
-from components.host import Host, content_hash, host_script
+from components.host import Host, host_script
+from components.serving import (
+    docker_provider,
+    image_reference,
+    readiness_check,
+    serving_container,
+)
 
-READINESS_SOURCE = Path(__file__).resolve().parent / "readiness.py"
 # The seed's `docker run` options, shared with the router where they coincide.
 WORKER_STOP_TIMEOUT_S = 30
 MEMLOCK_UNLIMITED = -1
@@ -30,8 +35,6 @@ STACK_BYTES = 67108864
 CONTAINER_ENV = ("HOME=/tmp", "HF_HOME=/tmp/huggingface")
 # The seed appended the server log to a file; here it is the container's log, rotated so a
 # multi-day run cannot fill the disk (`docker logs <name>` reads it).
-LOG_DRIVER = "json-file"
-LOG_OPTS = {"max-size": "100m", "max-file": "10"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,80 +152,6 @@ def expected_server_info(args: SGLangWorkerArgs) -> dict:
     return expect
 
 
-def docker_provider(name: str, host: Host, parent: pulumi.Resource) -> docker.Provider:
-    """One explicit provider per host (default providers are disabled in Pulumi.yaml).
-
-    pulumi-docker reaches `ssh://user@host` by running the local `ssh` binary, which cannot take
-    key material, only a file or an agent. Writing the secret key to a stable path would leave
-    it on disk in plain text, so the key comes from the user's ssh-agent (`ssh-add`) or from a
-    key file they already keep (`hosts[].ssh_key_path`). The host-key policy and BatchMode come
-    from the seam (`Host.ssh_options`), the same as every other SSH path.
-    """
-    return docker.Provider(
-        f"{name}-docker",
-        host=host.docker_host,
-        ssh_opts=None if host.is_local else host.ssh_options(),
-        opts=pulumi.ResourceOptions(parent=parent),
-    )
-
-
-def image_reference(
-    name: str,
-    *,
-    host: Host,
-    image: str,
-    image_archive: str | None,
-    provider: docker.Provider,
-    parent: pulumi.Resource,
-    depends_on: Sequence[pulumi.Resource] = (),
-) -> pulumi.Output[str]:
-    """The image's id (sha256:...) on `host`: containers reference it, never a tag string, so
-    a tag that moves upstream can never swap the image under a running benchmark."""
-    if "@sha256:" not in image and image_archive is None:
-        pulumi.log.warn(
-            f"{name}: image {image!r} is a tag; pin it as name@sha256:<digest> so that a later "
-            "host or rerun gets the same image"
-        )
-    if image_archive is not None:
-        load = host_script(
-            f"{name}-image-load",
-            host=host,
-            script="serving_image_load.sh",
-            env={"IMAGE_ARCHIVE": image_archive, "IMAGE": image},
-            triggers=[image_archive, image],
-            opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
-        )
-        return load.outputs.apply(lambda out: str(out["image_id"]))
-    pulled = docker.RemoteImage(
-        f"{name}-image",
-        name=image,
-        # Several containers share it, and a destroy must not delete a 20 GB image that other
-        # stacks (or the next up) use.
-        keep_locally=True,
-        platform="linux/amd64",
-        opts=pulumi.ResourceOptions(
-            parent=parent, provider=provider, depends_on=list(depends_on)
-        ),
-    )
-    return pulled.image_id
-
-
-def probe_env(
-    spec: pulumi.Input[str], workspace: str | None, probe_python: str | None, timeout_s: int
-) -> dict[str, pulumi.Input[str]]:
-    env: dict[str, pulumi.Input[str]] = {
-        "PROBE_SPEC": spec,
-        "READINESS_PY": READINESS_SOURCE.read_text(),
-        # Room above the probe's own bound for its last attempts and the report.
-        "PROBE_HARD_TIMEOUT_S": str(timeout_s + 600),
-    }
-    if workspace:
-        env["PROBE_VENV"] = f"{workspace.rstrip('/')}/.benchstack/probe-httpx-0.28.1"
-    if probe_python:
-        env["PROBE_PYTHON"] = probe_python
-    return env
-
-
 class SGLangWorker(pulumi.ComponentResource):
     """An SGLang server on one GPU host; `url` resolves only once it serves the config."""
 
@@ -286,19 +215,22 @@ class SGLangWorker(pulumi.ComponentResource):
         )
 
         argv = serve_argv(args)
-        container = docker.Container(
-            f"{name}-container",
-            name=args.container_name,
-            image=image_id,
+        # Host network: the router reaches the worker on the host's private IP; host IPC: NCCL
+        # between the TP ranks needs the host's shared memory. Both read back from the engine
+        # as "host" (tests/serving/test_container_readback_real.py), so neither is in
+        # ignore_changes: the perpetual diffs pulumi-docker is known for come from values the
+        # engine rewrites ("bridge"/"default", "container:<name>" -> id, a tag -> an image id),
+        # and none of those is used here. The seed's `docker stop --time 30`.
+        container = serving_container(
+            name,
+            container_name=args.container_name,
+            image_id=image_id,
             command=argv,
+            stop_timeout_s=WORKER_STOP_TIMEOUT_S,
+            provider=provider,
+            parent=self,
+            depends_on=[check.command],
             gpus="all",
-            # Host network: the router reaches the worker on the host's private IP; host IPC:
-            # NCCL between the TP ranks needs the host's shared memory. Both read back from
-            # the engine as "host" (tests/serving/test_container_readback_real.py), so neither
-            # is in ignore_changes: the perpetual diffs pulumi-docker is known for come from
-            # values the engine rewrites ("bridge"/"default", "container:<name>" -> id, a tag
-            # -> an image id), and none of those is used here.
-            network_mode="host",
             ipc_mode="host",
             ulimits=[
                 docker.ContainerUlimitArgs(
@@ -315,22 +247,6 @@ class SGLangWorker(pulumi.ComponentResource):
                     read_only=True,
                 )
             ],
-            # `docker stop --time 30` in the seed. stop_timeout is the engine's default for
-            # `docker stop`; pulumi-docker's delete ignores it and stops with
-            # destroy_grace_seconds as the timeout (unset: 0 s, an immediate kill).
-            stop_timeout=WORKER_STOP_TIMEOUT_S,
-            destroy_grace_seconds=WORKER_STOP_TIMEOUT_S,
-            log_driver=LOG_DRIVER,
-            log_opts=LOG_OPTS,
-            must_run=True,
-            opts=pulumi.ResourceOptions(
-                parent=self,
-                provider=provider,
-                depends_on=[check.command],
-                # The name and the port are fixed: a replacement created before the old
-                # container is deleted fails with "name already in use" / "address in use".
-                delete_before_replace=True,
-            ),
         )
 
         url = f"http://{args.bind_host}:{args.port}"
@@ -345,14 +261,15 @@ class SGLangWorker(pulumi.ComponentResource):
             },
             sort_keys=True,
         )
-        ready = host_script(
-            f"{name}-ready",
+        ready = readiness_check(
+            name,
             host=host,
-            script="serving_probe.sh",
-            env=probe_env(spec, args.workspace, args.probe_python, args.health_timeout_s),
-            # A new container (replacement, new image) must be proven again.
-            triggers=[container.id, content_hash(READINESS_SOURCE.read_text())],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[container]),
+            spec=spec,
+            container=container,
+            workspace=args.workspace,
+            probe_python=args.probe_python,
+            timeout_s=args.health_timeout_s,
+            parent=self,
         )
 
         # The URL resolves through the probe: whatever uses it (the router) waits for it.

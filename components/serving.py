@@ -1,0 +1,158 @@
+"""What the SGLang workers and the router share: one Docker provider per host, the image by
+id, the serving container's common options, and the readiness probe run on the host.
+
+Neither component imports the other; both build their containers and probes from here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import pulumi
+import pulumi_docker as docker
+
+from components.host import Host, ScriptRun, content_hash, host_script
+
+READINESS_SOURCE = Path(__file__).resolve().parent / "readiness.py"
+# The seed ran both with Docker's json-file logs, capped: hours of request logs must not fill /.
+LOG_DRIVER = "json-file"
+LOG_OPTS = {"max-size": "100m", "max-file": "10"}
+
+
+def docker_provider(name: str, host: Host, parent: pulumi.Resource) -> docker.Provider:
+    """One explicit provider per host (default providers are disabled in Pulumi.yaml).
+
+    pulumi-docker reaches `ssh://user@host` by running the local `ssh` binary, which cannot take
+    key material, only a file or an agent. Writing the secret key to a stable path would leave
+    it on disk in plain text, so the key comes from the user's ssh-agent (`ssh-add`) or from a
+    key file they already keep (`hosts[].ssh_key_path`). The host-key policy and BatchMode come
+    from the seam (`Host.ssh_options`), the same as every other SSH path.
+    """
+    return docker.Provider(
+        f"{name}-docker",
+        host=host.docker_host,
+        ssh_opts=None if host.is_local else host.ssh_options(),
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def image_reference(
+    name: str,
+    *,
+    host: Host,
+    image: str,
+    image_archive: str | None,
+    provider: docker.Provider,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> pulumi.Output[str]:
+    """The image's id (sha256:...) on `host`: containers reference it, never a tag string, so
+    a tag that moves upstream can never swap the image under a running benchmark."""
+    if "@sha256:" not in image and image_archive is None:
+        pulumi.log.warn(
+            f"{name}: image {image!r} is a tag; pin it as name@sha256:<digest> so that a later "
+            "host or rerun gets the same image"
+        )
+    if image_archive is not None:
+        load = host_script(
+            f"{name}-image-load",
+            host=host,
+            script="serving_image_load.sh",
+            env={"IMAGE_ARCHIVE": image_archive, "IMAGE": image},
+            triggers=[image_archive, image],
+            opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+        )
+        return load.outputs.apply(lambda out: str(out["image_id"]))
+    pulled = docker.RemoteImage(
+        f"{name}-image",
+        name=image,
+        # Several containers share it, and a destroy must not delete a 20 GB image that other
+        # stacks (or the next up) use.
+        keep_locally=True,
+        platform="linux/amd64",
+        opts=pulumi.ResourceOptions(
+            parent=parent, provider=provider, depends_on=list(depends_on)
+        ),
+    )
+    return pulled.image_id
+
+
+def probe_env(
+    spec: pulumi.Input[str], workspace: str | None, probe_python: str | None, timeout_s: int
+) -> dict[str, pulumi.Input[str]]:
+    env: dict[str, pulumi.Input[str]] = {
+        "PROBE_SPEC": spec,
+        "READINESS_PY": READINESS_SOURCE.read_text(),
+        # Room above the probe's own bound for its last attempts and the report.
+        "PROBE_HARD_TIMEOUT_S": str(timeout_s + 600),
+    }
+    if workspace:
+        env["PROBE_VENV"] = f"{workspace.rstrip('/')}/.benchstack/probe-httpx-0.28.1"
+    if probe_python:
+        env["PROBE_PYTHON"] = probe_python
+    return env
+
+
+def serving_container(
+    name: str,
+    *,
+    container_name: str,
+    image_id: pulumi.Input[str],
+    command: pulumi.Input[Sequence[pulumi.Input[str]]],
+    stop_timeout_s: int,
+    provider: docker.Provider,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource],
+    **options,
+) -> docker.Container:
+    """A serving container on the host's network (it listens where Harbor and the router reach
+    it; "host" reads back unchanged, so no ignore_changes), with capped logs, that must keep
+    running. `options`: the role's own docker.Container arguments (ulimits, user, volumes...)."""
+    return docker.Container(
+        f"{name}-container",
+        name=container_name,
+        image=image_id,
+        command=command,
+        network_mode="host",
+        # The seed's `docker stop --time N`. stop_timeout is the engine's default for `docker
+        # stop`; pulumi-docker's delete ignores it and stops with destroy_grace_seconds as the
+        # timeout (unset: 0 s, an immediate kill).
+        stop_timeout=stop_timeout_s,
+        destroy_grace_seconds=stop_timeout_s,
+        log_driver=LOG_DRIVER,
+        log_opts=LOG_OPTS,
+        must_run=True,
+        opts=pulumi.ResourceOptions(
+            parent=parent,
+            provider=provider,
+            depends_on=list(depends_on),
+            # The name and the port are fixed: a replacement created before the old container
+            # is deleted fails with "name already in use" / "address already in use".
+            delete_before_replace=True,
+        ),
+        **options,
+    )
+
+
+def readiness_check(
+    name: str,
+    *,
+    host: Host,
+    spec: pulumi.Input[str],
+    container: docker.Container,
+    workspace: str | None,
+    probe_python: str | None,
+    timeout_s: int,
+    parent: pulumi.Resource,
+) -> ScriptRun:
+    """The readiness probe of one container, run on its host (readiness.py over httpx)."""
+    return host_script(
+        f"{name}-ready",
+        host=host,
+        script="serving_probe.sh",
+        env=probe_env(spec, workspace, probe_python, timeout_s),
+        # A new container (replacement, new image) must be proven again.
+        triggers=[container.id, content_hash(READINESS_SOURCE.read_text())],
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[container]),
+    )
