@@ -38,8 +38,8 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from components.host import Host  # noqa: E402
-from components.router import RouterArgs, router_argv  # noqa: E402
+from components.config import RouterConfig  # noqa: E402
+from components.router import router_argv  # noqa: E402
 
 STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
 MODEL = "Qwen/Qwen3.8-27B"
@@ -185,10 +185,7 @@ def main() -> int:
             workers.append(f"http://{host}:{port}")
             wait_health(workers[-1], procs[-1])
         router_port = free_port("127.0.0.1")
-        router_args = RouterArgs(host=Host(name="local", address="local"), image="unused",
-                                 port=router_port, worker_urls=workers, served_model_name=MODEL,
-                                 user="0:0", container_name="unused")
-        argv = router_argv(router_args, workers)
+        argv = router_argv(RouterConfig(port=router_port), workers)
         procs.append(subprocess.Popen(
             [sys.executable, *argv[1:], "--log-level", "warn"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,

@@ -64,6 +64,13 @@ def _ip(value: str) -> str:
     return value
 
 
+def _host_ip(value: str) -> str:
+    """A host's own address: a valid IP that names one machine (not 0.0.0.0 or ::)."""
+    if ipaddress.ip_address(value).is_unspecified:
+        raise ValueError(f"{value} names no host; give the address the other hosts reach it on")
+    return value
+
+
 def _absolute(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError(f"must be an absolute path on the host, got {value!r}")
@@ -97,12 +104,12 @@ class HostConfig(Model):
     @classmethod
     def _address(cls, value: str) -> str:
         # 10.0.0.300 or 10.0.0 is a typo, not a host name.
-        return _ip(value) if _looks_numeric(value) else value
+        return _host_ip(value) if _looks_numeric(value) else value
 
     @field_validator("private_ip")
     @classmethod
     def _private_ip(cls, value: str | None) -> str | None:
-        return None if value is None else _ip(value)
+        return None if value is None else _host_ip(value)
 
     @property
     def is_local(self) -> bool:
@@ -162,7 +169,11 @@ class ModelConfig(Model):
         return _absolute(value)
     params_billion: float = Field(gt=0)
     dtype: Literal["bf16", "fp16", "fp8", "int4"] = "bf16"
-    s3_uri: str | None = None
+    # Stage the checkpoint from S3 to `path` on each GPU host first (credentials: the secrets
+    # s3AccessKeyId / s3SecretAccessKey); the endpoint for an S3-compatible store.
+    s3_uri: str | None = Field(default=None, pattern=r"^s3://[^/]+")
+    s3_endpoint_url: str | None = None
+    s3_region: str = "us-east-1"
 
 
 class ServingConfig(Model):
@@ -180,6 +191,11 @@ class ServingConfig(Model):
     max_total_tokens: int | None = Field(default=None, gt=0)
     # The container's uid:gid (numbers: a name means nothing inside the SGLang image).
     user: str = "1000:1000"
+    # A python with httpx on the hosts for the readiness probe, instead of a probe venv
+    # (air-gapped hosts); unset: a venv is built once under the workspace.
+    probe_python: str | None = None
+    # Extra `sglang serve` flags, appended as given (an escape hatch, e.g. --enable-metrics).
+    extra_server_args: list[str] = Field(default_factory=list)
 
     @field_validator("user")
     @classmethod
@@ -193,6 +209,9 @@ class ServingConfig(Model):
 
 class RouterConfig(Model):
     bind_host: str = "127.0.0.1"
+    # How long each worker may take to answer /health from the router's host before the
+    # router starts (they are already proven ready by their own probes).
+    worker_timeout_s: int = Field(default=60, gt=0)
 
     @field_validator("bind_host")
     @classmethod
@@ -474,6 +493,10 @@ def _check(cfg: StackConfig) -> list[str]:
                     f"{pools[a]}"
                 )
 
+    router = cfg.router
+    if router and router.policy == "power_of_two" and not router.dp_aware and len(
+            cfg.gpu_hosts) < 2:
+        problems.append(f"{ns}:router.policy: power_of_two needs at least 2 workers")
     problems.extend(_pool_clashes(cfg))
     if cfg.docker.proof_networks > cfg.address_pool_networks:
         problems.append(

@@ -13,21 +13,18 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components.config import ProxyConfig
 from components.host import Host, host_script
 
 
 @dataclass(frozen=True, kw_only=True)
 class ProxyBridgeArgs:
     host: Host
-    upstream: str
-    bridge_port: int
+    proxy: ProxyConfig
     state_dir: str
-    # Empty: the gateway of Docker's `bridge` network, read on the host.
-    bind_address: str = ""
-    # Prove a request from inside a container: an image with bash, and a URL that answers
-    # through the proxy. Without both, the listener and the upstream are still checked.
+    # Prove a request from inside a container: an image with bash (with proxy.check_url).
+    # Without either, the listener and the upstream are still checked.
     check_image: pulumi.Input[str] | None = None
-    check_url: str | None = None
 
 
 class ProxyBridge(pulumi.ComponentResource):
@@ -40,17 +37,17 @@ class ProxyBridge(pulumi.ComponentResource):
         self, name: str, args: ProxyBridgeArgs, opts: pulumi.ResourceOptions | None = None
     ):
         super().__init__("benchstack:components:ProxyBridge", name, None, opts)
-        if not 0 < args.bridge_port < 65536:
-            raise ValueError(f"ProxyBridgeArgs.bridge_port out of range: {args.bridge_port}")
+        proxy = args.proxy
         env: dict[str, pulumi.Input[str]] = {
-            "UPSTREAM": args.upstream,
-            "BRIDGE_PORT": str(args.bridge_port),
+            "UPSTREAM": proxy.upstream,
+            "BRIDGE_PORT": str(proxy.bridge_port),
             "STATE_DIR": args.state_dir,
-            "BIND_ADDRESS": args.bind_address,
+            # Empty: the gateway of Docker's `bridge` network, read on the host.
+            "BIND_ADDRESS": proxy.bind_address or "",
         }
-        if args.check_image is not None and args.check_url:
+        if args.check_image is not None and proxy.check_url:
             env["CHECK_IMAGE"] = args.check_image
-            env["CHECK_URL"] = args.check_url
+            env["CHECK_URL"] = proxy.check_url
         run = host_script(
             f"{name}-socat",
             host=args.host,
@@ -60,7 +57,7 @@ class ProxyBridge(pulumi.ComponentResource):
             delete_env={"STATE_DIR": args.state_dir},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        default_url = f"http://host.docker.internal:{args.bridge_port}"
+        default_url = f"http://host.docker.internal:{proxy.bridge_port}"
         self.proxy_url = run.outputs.apply(lambda o: str(o.get("proxy_url") or default_url))
         self.bind_address = run.outputs.apply(lambda o: str(o.get("bind_address", "")))
         self.pid_file = run.outputs.apply(lambda o: str(o.get("pid_file", "")))

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import pulumi
 import pulumi_docker as docker
 
+from components.config import ModelConfig, RouterConfig, ServingConfig
 from components.host import Host, host_script
 from components.serving import (
     docker_provider,
@@ -32,76 +33,44 @@ from components.serving import (
 
 ROUTER_STOP_TIMEOUT_S = 180
 NOFILE = 65536
-POLICIES = ("cache_aware", "round_robin", "random", "power_of_two")
 
 
 @dataclass(frozen=True, kw_only=True)
 class RouterArgs:
     host: Host
-    image: str
-    image_archive: str | None = None
-    bind_host: str = "127.0.0.1"
-    port: int = 30000
-    worker_urls: Sequence[pulumi.Input[str]] = field(default_factory=list)
-    dp_aware: bool = True
-    policy: str = "cache_aware"
-    balance_abs_threshold: int = 1
-    balance_rel_threshold: float = 1.2
-    served_model_name: str
-    user: str
+    router: RouterConfig
+    # The workers' image, user and DP size, and the served model (its checkpoint is mounted
+    # read-only, as the seed did).
+    serving: ServingConfig
+    model: ModelConfig
+    worker_urls: Sequence[pulumi.Input[str]]
     container_name: str
-    health_timeout_s: int = 300
-    # With dp_aware, the router registers each worker once per DP rank; given, readiness
-    # checks that it did (proof that it read the workers' dp_size).
-    worker_dp_size: int | None = None
-    # How long each worker may take to answer /health from the router's host before the
-    # router is started (they are already proven ready by their own probes).
-    worker_timeout_s: int = 60
     workspace: str | None = None
-    # The seed mounts the checkpoint into the router too (read-only); optional.
-    model_path: str | None = None
-    probe_python: str | None = None
+
+    @property
+    def image(self) -> str:
+        return self.router.image or self.serving.image
+
+    @property
+    def image_archive(self) -> str | None:
+        # A router image of its own is pulled; the workers' archive holds theirs.
+        return None if self.router.image else self.serving.image_archive
 
 
-def _check(args: RouterArgs) -> None:
-    def bad(name: str, why: str) -> ValueError:
-        return ValueError(f"RouterArgs.{name}: {why}")
-
-    if not args.worker_urls:
-        raise bad("worker_urls", "at least one worker URL is needed")
-    if args.policy not in POLICIES:
-        raise bad("policy", f"{args.policy!r} is not one of {', '.join(POLICIES)}")
-    if args.policy == "power_of_two" and len(args.worker_urls) < 2 and not args.dp_aware:
-        raise bad("policy", "power_of_two needs at least 2 workers")
-    if args.balance_abs_threshold < 0:
-        raise bad("balance_abs_threshold", "must be >= 0")
-    if args.balance_rel_threshold < 1.0:
-        raise bad("balance_rel_threshold", "must be >= 1.0")
-    if not 0 < args.port < 65536:
-        raise bad("port", f"not a TCP port: {args.port}")
-    if args.worker_dp_size is not None and args.worker_dp_size < 1:
-        raise bad("worker_dp_size", f"must be >= 1, got {args.worker_dp_size}")
-    uid, sep, gid = args.user.partition(":")
-    if not (uid.isdigit() and sep and gid.isdigit()):
-        raise bad("user", f"must be 'uid:gid' (numbers), got {args.user!r}")
-    if args.model_path is not None and not PurePosixPath(args.model_path).is_absolute():
-        raise bad("model_path", f"must be an absolute path, got {args.model_path!r}")
-
-
-def router_argv(args: RouterArgs, worker_urls: Sequence[str]) -> list[str]:
+def router_argv(router: RouterConfig, worker_urls: Sequence[str]) -> list[str]:
     """The container command: the seed's launch_router flags."""
     argv = [
         "python3", "-m", "sglang_router.launch_router",
-        "--host", args.bind_host,
-        "--port", str(args.port),
+        "--host", router.bind_host,
+        "--port", str(router.port),
         "--worker-urls", *worker_urls,
     ]
-    if args.dp_aware:
+    if router.dp_aware:
         argv.append("--dp-aware")
     argv += [
-        "--policy", args.policy,
-        "--balance-abs-threshold", str(args.balance_abs_threshold),
-        "--balance-rel-threshold", format(args.balance_rel_threshold, "g"),
+        "--policy", router.policy,
+        "--balance-abs-threshold", str(router.balance_abs_threshold),
+        "--balance-rel-threshold", format(router.balance_rel_threshold, "g"),
     ]
     return argv
 
@@ -116,7 +85,8 @@ class Router(pulumi.ComponentResource):
         self, name: str, args: RouterArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("benchstack:components:Router", name, None, opts)
-        _check(args)
+        if not args.worker_urls:
+            raise ValueError("RouterArgs.worker_urls: at least one worker URL is needed")
         host = args.host
         worker_urls = pulumi.Output.all(*args.worker_urls).apply(
             lambda urls: [str(u).rstrip("/") for u in urls]
@@ -126,7 +96,7 @@ class Router(pulumi.ComponentResource):
         # The private network from this host to every worker: the path the router will use.
         reach_spec = worker_urls.apply(
             lambda urls: json.dumps(
-                {"mode": "reach", "worker_urls": urls, "timeout_s": args.worker_timeout_s},
+                {"mode": "reach", "worker_urls": urls, "timeout_s": args.router.worker_timeout_s},
                 sort_keys=True,
             )
         )
@@ -134,8 +104,8 @@ class Router(pulumi.ComponentResource):
             f"{name}-reach",
             host=host,
             script="serving_probe.sh",
-            env=probe_env(reach_spec, args.workspace, args.probe_python,
-                          args.worker_timeout_s * len(args.worker_urls)),
+            env=probe_env(reach_spec, args.workspace, args.serving.probe_python,
+                          args.router.worker_timeout_s * len(args.worker_urls)),
             triggers=[reach_spec],
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -150,11 +120,11 @@ class Router(pulumi.ComponentResource):
         )
 
         volumes = None
-        if args.model_path:
+        if args.model.path:
             volumes = [
                 docker.ContainerVolumeArgs(
-                    host_path=args.model_path,
-                    container_path=f"/models/{PurePosixPath(args.model_path).name}",
+                    host_path=args.model.path,
+                    container_path=f"/models/{PurePosixPath(args.model.path).name}",
                     read_only=True,
                 )
             ]
@@ -165,29 +135,29 @@ class Router(pulumi.ComponentResource):
             name,
             container_name=args.container_name,
             image_id=image_id,
-            command=worker_urls.apply(lambda urls: router_argv(args, urls)),
+            command=worker_urls.apply(lambda urls: router_argv(args.router, urls)),
             stop_timeout_s=ROUTER_STOP_TIMEOUT_S,
             provider=provider,
             parent=self,
             depends_on=[reach.command],
             ulimits=[docker.ContainerUlimitArgs(name="nofile", soft=NOFILE, hard=NOFILE)],
-            user=args.user,
+            user=args.serving.user,
             envs=["HOME=/tmp"],
             volumes=volumes,
         )
 
-        url = f"http://{args.bind_host}:{args.port}"
+        url = f"http://{args.router.bind_host}:{args.router.port}"
         ready_spec = worker_urls.apply(
             lambda urls: json.dumps(
                 {
                     "mode": "router",
                     "url": url,
-                    "model": args.served_model_name,
+                    "model": args.model.name,
                     "worker_urls": urls,
-                    "timeout_s": args.health_timeout_s,
-                    "worker_timeout_s": args.worker_timeout_s,
+                    "timeout_s": args.router.health_timeout_s,
+                    "worker_timeout_s": args.router.worker_timeout_s,
                     "interval_s": 2,
-                    "dp_size": args.worker_dp_size if args.dp_aware else None,
+                    "dp_size": args.serving.dp_size if args.router.dp_aware else None,
                     "container": args.container_name,
                 },
                 sort_keys=True,
@@ -199,8 +169,9 @@ class Router(pulumi.ComponentResource):
             spec=ready_spec,
             container=container,
             workspace=args.workspace,
-            probe_python=args.probe_python,
-            timeout_s=args.health_timeout_s + args.worker_timeout_s * len(args.worker_urls),
+            probe_python=args.serving.probe_python,
+            timeout_s=(args.router.health_timeout_s
+                       + args.router.worker_timeout_s * len(args.worker_urls)),
             parent=self,
         )
 

@@ -13,13 +13,13 @@ backwards; the container is stopped with the seed's 30 s grace.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import pulumi
 import pulumi_docker as docker
 
+from components.config import ModelConfig, ServingConfig
 from components.host import Host, host_script
 from components.serving import (
     docker_provider,
@@ -40,64 +40,20 @@ CONTAINER_ENV = ("HOME=/tmp", "HF_HOME=/tmp/huggingface")
 @dataclass(frozen=True, kw_only=True)
 class SGLangWorkerArgs:
     host: Host
-    image: str
-    image_archive: str | None = None
-    model_path: str
-    served_model_name: str
+    serving: ServingConfig
+    model: ModelConfig
+    # The address the router reaches this worker on (the host's private IP).
     bind_host: str
-    port: int = 30001
-    tp_size: int
-    dp_size: int
-    context_length: int
-    max_running_requests: int
-    max_mamba_cache_size: int | None = None
-    mem_fraction_static: float
-    reasoning_parser: str | None = None
-    tool_call_parser: str | None = None
-    max_total_tokens: int | None = None
-    user: str
-    health_timeout_s: int = 1800
     container_name: str
-    # Where the probe venv lives on the host (default: under $HOME/.cache).
+    # Where the probe and staging venvs live on the host (default: under $HOME/.cache).
     workspace: str | None = None
-    # Staging from S3: s3://bucket/prefix; the credentials are Pulumi secrets.
-    s3_uri: str | None = None
+    # Staging the checkpoint from model.s3_uri: the credentials are Pulumi secrets.
     s3_access_key_id: pulumi.Input[str] | None = None
     s3_secret_access_key: pulumi.Input[str] | None = None
-    s3_endpoint_url: str | None = None
-    s3_region: str = "us-east-1"
-    # A python with httpx on the host, instead of the probe venv (air-gapped hosts).
-    probe_python: str | None = None
-    # Extra `sglang serve` flags, appended as given (an escape hatch, e.g. --enable-metrics).
-    extra_server_args: Sequence[str] = ()
 
     @property
     def container_model_path(self) -> str:
-        return f"/models/{PurePosixPath(self.model_path).name}"
-
-
-def _check(args: SGLangWorkerArgs) -> None:
-    def bad(field: str, why: str) -> ValueError:
-        return ValueError(f"SGLangWorkerArgs.{field}: {why}")
-
-    for field in ("tp_size", "dp_size", "context_length", "max_running_requests"):
-        if getattr(args, field) < 1:
-            raise bad(field, f"must be >= 1, got {getattr(args, field)}")
-    if not 0 < args.mem_fraction_static <= 1:
-        raise bad("mem_fraction_static", f"must be in (0, 1], got {args.mem_fraction_static}")
-    if not 0 < args.port < 65536:
-        raise bad("port", f"not a TCP port: {args.port}")
-    if not PurePosixPath(args.model_path).is_absolute():
-        raise bad("model_path", f"must be an absolute path on {args.host.name}: {args.model_path}")
-    uid, sep, gid = args.user.partition(":")
-    if not (uid.isdigit() and sep and gid.isdigit()):
-        raise bad("user", f"must be 'uid:gid' (numbers), got {args.user!r}")
-    if args.bind_host in ("", "0.0.0.0"):
-        raise bad("bind_host", "must be the host's private IP the router reaches it on")
-    if args.health_timeout_s < 1:
-        raise bad("health_timeout_s", "must be >= 1")
-    if args.s3_uri is not None and not args.s3_uri.startswith("s3://"):
-        raise bad("s3_uri", f"must be s3://bucket/prefix, got {args.s3_uri!r}")
+        return f"/models/{PurePosixPath(self.model.path).name}"
 
 
 def _num(value: float) -> str:
@@ -110,43 +66,43 @@ def serve_argv(args: SGLangWorkerArgs) -> list[str]:
     argv = [
         "sglang", "serve",
         "--model-path", args.container_model_path,
-        "--served-model-name", args.served_model_name,
+        "--served-model-name", args.model.name,
         "--host", args.bind_host,
-        "--port", str(args.port),
-        "--tp-size", str(args.tp_size),
-        "--dp-size", str(args.dp_size),
-        "--context-length", str(args.context_length),
-        "--max-running-requests", str(args.max_running_requests),
+        "--port", str(args.serving.port),
+        "--tp-size", str(args.serving.tp_size),
+        "--dp-size", str(args.serving.dp_size),
+        "--context-length", str(args.serving.context_length),
+        "--max-running-requests", str(args.serving.max_running_requests),
     ]
-    if args.max_mamba_cache_size is not None:
-        argv += ["--max-mamba-cache-size", str(args.max_mamba_cache_size)]
-    argv += ["--mem-fraction-static", _num(args.mem_fraction_static)]
-    if args.reasoning_parser:
-        argv += ["--reasoning-parser", args.reasoning_parser]
-    if args.tool_call_parser:
-        argv += ["--tool-call-parser", args.tool_call_parser]
+    if args.serving.max_mamba_cache_size is not None:
+        argv += ["--max-mamba-cache-size", str(args.serving.max_mamba_cache_size)]
+    argv += ["--mem-fraction-static", _num(args.serving.mem_fraction_static)]
+    if args.serving.reasoning_parser:
+        argv += ["--reasoning-parser", args.serving.reasoning_parser]
+    if args.serving.tool_call_parser:
+        argv += ["--tool-call-parser", args.serving.tool_call_parser]
     # The seed leaves it out: SGLang sizes the KV pool from free GPU memory.
-    if args.max_total_tokens is not None:
-        argv += ["--max-total-tokens", str(args.max_total_tokens)]
-    argv += list(args.extra_server_args)
+    if args.serving.max_total_tokens is not None:
+        argv += ["--max-total-tokens", str(args.serving.max_total_tokens)]
+    argv += list(args.serving.extra_server_args)
     return argv
 
 
 def expected_server_info(args: SGLangWorkerArgs) -> dict:
     """What /get_server_info must report: exactly what the flags asked for."""
     expect: dict = {
-        "served_model_name": args.served_model_name,
-        "tp_size": args.tp_size,
-        "dp_size": args.dp_size,
-        "context_length": args.context_length,
-        "max_running_requests": args.max_running_requests,
-        "mem_fraction_static": args.mem_fraction_static,
+        "served_model_name": args.model.name,
+        "tp_size": args.serving.tp_size,
+        "dp_size": args.serving.dp_size,
+        "context_length": args.serving.context_length,
+        "max_running_requests": args.serving.max_running_requests,
+        "mem_fraction_static": args.serving.mem_fraction_static,
     }
     optional = {
-        "max_mamba_cache_size": args.max_mamba_cache_size,
-        "reasoning_parser": args.reasoning_parser,
-        "tool_call_parser": args.tool_call_parser,
-        "max_total_tokens": args.max_total_tokens,
+        "max_mamba_cache_size": args.serving.max_mamba_cache_size,
+        "reasoning_parser": args.serving.reasoning_parser,
+        "tool_call_parser": args.serving.tool_call_parser,
+        "max_total_tokens": args.serving.max_total_tokens,
     }
     expect.update({k: v for k, v in optional.items() if v is not None})
     return expect
@@ -163,21 +119,20 @@ class SGLangWorker(pulumi.ComponentResource):
         self, name: str, args: SGLangWorkerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("benchstack:components:SGLangWorker", name, None, opts)
-        _check(args)
         host = args.host
 
         provider = docker_provider(name, host, self)
 
         # --- the checkpoint: optional staging from S3, then proof it is complete -----------
         model_deps: list[pulumi.Resource] = []
-        if args.s3_uri:
+        if args.model.s3_uri:
             stage_env: dict[str, pulumi.Input[str]] = {
-                "S3_URI": args.s3_uri,
-                "MODEL_PATH": args.model_path,
-                "AWS_DEFAULT_REGION": args.s3_region,
+                "S3_URI": args.model.s3_uri,
+                "MODEL_PATH": args.model.path,
+                "AWS_DEFAULT_REGION": args.model.s3_region,
             }
-            if args.s3_endpoint_url:
-                stage_env["S3_ENDPOINT_URL"] = args.s3_endpoint_url
+            if args.model.s3_endpoint_url:
+                stage_env["S3_ENDPOINT_URL"] = args.model.s3_endpoint_url
             if args.s3_access_key_id is not None:
                 stage_env["AWS_ACCESS_KEY_ID"] = args.s3_access_key_id
             if args.s3_secret_access_key is not None:
@@ -191,7 +146,7 @@ class SGLangWorker(pulumi.ComponentResource):
                 host=host,
                 script="model_stage.sh",
                 env=stage_env,
-                triggers=[args.s3_uri, args.model_path],
+                triggers=[args.model.s3_uri, args.model.path],
                 secret_env=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -200,16 +155,16 @@ class SGLangWorker(pulumi.ComponentResource):
             f"{name}-model-check",
             host=host,
             script="model_check.sh",
-            env={"MODEL_PATH": args.model_path, "MODEL_USER": args.user},
-            triggers=[args.model_path, args.user],
+            env={"MODEL_PATH": args.model.path, "MODEL_USER": args.serving.user},
+            triggers=[args.model.path, args.serving.user],
             opts=pulumi.ResourceOptions(parent=self, depends_on=model_deps),
         )
 
         image_id = image_reference(
             name,
             host=host,
-            image=args.image,
-            image_archive=args.image_archive,
+            image=args.serving.image,
+            image_archive=args.serving.image_archive,
             provider=provider,
             parent=self,
         )
@@ -238,24 +193,24 @@ class SGLangWorker(pulumi.ComponentResource):
                 ),
                 docker.ContainerUlimitArgs(name="stack", soft=STACK_BYTES, hard=STACK_BYTES),
             ],
-            user=args.user,
+            user=args.serving.user,
             envs=list(CONTAINER_ENV),
             volumes=[
                 docker.ContainerVolumeArgs(
-                    host_path=args.model_path,
+                    host_path=args.model.path,
                     container_path=args.container_model_path,
                     read_only=True,
                 )
             ],
         )
 
-        url = f"http://{args.bind_host}:{args.port}"
+        url = f"http://{args.bind_host}:{args.serving.port}"
         spec = json.dumps(
             {
                 "mode": "worker",
                 "url": url,
                 "expect": expected_server_info(args),
-                "timeout_s": args.health_timeout_s,
+                "timeout_s": args.serving.health_timeout_s,
                 "interval_s": 5,
                 "container": args.container_name,
             },
@@ -267,8 +222,8 @@ class SGLangWorker(pulumi.ComponentResource):
             spec=spec,
             container=container,
             workspace=args.workspace,
-            probe_python=args.probe_python,
-            timeout_s=args.health_timeout_s,
+            probe_python=args.serving.probe_python,
+            timeout_s=args.serving.health_timeout_s,
             parent=self,
         )
 

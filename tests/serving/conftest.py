@@ -17,8 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from components.host import Host, render
-from components.router import RouterArgs, router_argv
+from components.config import RouterConfig
+from components.host import render
+from components.router import router_argv
 from tests.conftest import ROOT, ScriptResult
 
 STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
@@ -113,10 +114,7 @@ class Processes:
         """The real sglang-router, launched with the argv the Router component declares (the
         seed's flags), on a loopback port; returns its URL."""
         port = free_port()
-        args = RouterArgs(host=Host(name="local", address="local"), image="unused",
-                          port=port, worker_urls=worker_urls, served_model_name=MODEL,
-                          user="1000:1000", container_name="unused")
-        argv = router_argv(args, worker_urls)
+        argv = router_argv(RouterConfig(port=port), worker_urls)
         if argv[:3] != ["python3", "-m", "sglang_router.launch_router"]:
             raise AssertionError(f"unexpected router command {argv[:3]}")
         log = (self.tmp_path / f"router-{port}.log").open("w")

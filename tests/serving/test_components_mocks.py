@@ -7,8 +7,9 @@ tests assert on those records. Layout values come from the stack files, never re
 from __future__ import annotations
 
 import json
+import re
 import shlex
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -18,7 +19,13 @@ from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.config import StackConfig, load_stack_file
+from components.config import (
+    ConfigError,
+    StackConfig,
+    load_stack_file,
+    parse_stack_config,
+    split_stack_file,
+)
 from components.host import Host
 from components.router import Router, RouterArgs
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
@@ -148,35 +155,40 @@ def host_of(cfg: StackConfig, host_name: str) -> Host:
     return Host(name=h.name, address=h.address, user=h.user, port=h.port)
 
 
+MODEL_ALIASES = {"model_path": "path", "served_model_name": "name"}
+
+
+def _sections(sections: dict, changes: dict) -> dict:
+    """Apply `changes` to whichever config section owns each key (the rest stay Args fields)."""
+    updates: dict = {name: {} for name in sections}
+    rest = {}
+    for key, value in changes.items():
+        key_in_model = MODEL_ALIASES.get(key, key)
+        owner = next((n for n, sec in sections.items()
+                      if (key_in_model if n == "model" else key) in type(sec).model_fields), None)
+        if owner is None:
+            rest[key] = value
+        else:
+            updates[owner][key_in_model if owner == "model" else key] = value
+    return {n: sec.model_copy(update=updates[n]) for n, sec in sections.items()} | rest
+
+
 def worker_args(cfg: StackConfig, host_name: str, **changes: Any) -> SGLangWorkerArgs:
-    """The stack file's layout as SGLangWorkerArgs, the way __main__.py maps it."""
+    """The stack file's layout as SGLangWorkerArgs, the way __main__.py maps it; `changes`
+    edit the serving or model section (or the Args themselves)."""
     h = next(h for h in cfg.hosts if h.name == host_name)
-    s = cfg.serving
-    args = SGLangWorkerArgs(
-        host=host_of(cfg, host_name), image=s.image, image_archive=s.image_archive,
-        model_path=cfg.model.path, served_model_name=cfg.model.name, bind_host=h.reach_address,
-        port=s.port, tp_size=s.tp_size, dp_size=s.dp_size, context_length=s.context_length,
-        max_running_requests=s.max_running_requests, max_mamba_cache_size=s.max_mamba_cache_size,
-        mem_fraction_static=s.mem_fraction_static, reasoning_parser=s.reasoning_parser,
-        tool_call_parser=s.tool_call_parser, max_total_tokens=s.max_total_tokens, user=s.user,
-        health_timeout_s=s.health_timeout_s, container_name=f"benchstack-sglang-{h.name}",
-        workspace=cfg.workspace,
-    )
-    return replace(args, **changes)
+    fields = _sections({"serving": cfg.serving, "model": cfg.model}, changes)
+    defaults = dict(host=host_of(cfg, host_name), bind_host=h.reach_address,
+                    container_name=f"benchstack-sglang-{h.name}", workspace=cfg.workspace)
+    return SGLangWorkerArgs(**(defaults | fields))
 
 
 def router_args(cfg: StackConfig, worker_urls: list, **changes: Any) -> RouterArgs:
-    r = cfg.router
-    args = RouterArgs(
-        host=host_of(cfg, cfg.harbor_host.name), image=r.image or cfg.serving.image,
-        bind_host=r.bind_host, port=r.port, worker_urls=worker_urls, dp_aware=r.dp_aware,
-        policy=r.policy, balance_abs_threshold=r.balance_abs_threshold,
-        balance_rel_threshold=r.balance_rel_threshold, served_model_name=cfg.model.name,
-        user=cfg.serving.user, container_name="benchstack-sglang-router",
-        health_timeout_s=r.health_timeout_s, workspace=cfg.workspace,
-        worker_dp_size=cfg.serving.dp_size,
-    )
-    return replace(args, **changes)
+    fields = _sections({"router": cfg.router, "serving": cfg.serving, "model": cfg.model},
+                       changes)
+    defaults = dict(host=host_of(cfg, cfg.harbor_host.name), worker_urls=worker_urls,
+                    container_name="benchstack-sglang-router", workspace=cfg.workspace)
+    return RouterArgs(**(defaults | fields))
 
 
 def seed_argv(host_ip: str, tp: int, dp: int) -> list[str]:
@@ -356,16 +368,24 @@ def test_no_s3_no_staging() -> None:
 
 
 @pytest.mark.parametrize(
-    ("change", "field_name"),
-    [({"tp_size": 0}, "tp_size"), ({"user": "bench"}, "user"),
-     ({"model_path": "models/q"}, "model_path"), ({"mem_fraction_static": 1.5},
-                                                  "mem_fraction_static"),
-     ({"bind_host": "0.0.0.0"}, "bind_host"), ({"s3_uri": "models/q"}, "s3_uri")],
+    ("edit", "key"),
+    [(("serving", "tp_size", 0), "benchstack:serving.tp_size"),
+     (("serving", "user", "bench"), "benchstack:serving.user"),
+     (("model", "path", "models/q"), "benchstack:model.path"),
+     (("serving", "mem_fraction_static", 1.5), "benchstack:serving.mem_fraction_static"),
+     (("hosts", 0, "private_ip", "0.0.0.0"), "benchstack:hosts[0].private_ip"),
+     (("model", "s3_uri", "models/q"), "benchstack:model.s3_uri")],
 )
-def test_bad_worker_args_name_the_field(change, field_name) -> None:
-    cfg = stack("a100")
-    with pytest.raises(ValueError, match=f"SGLangWorkerArgs.{field_name}"):
-        declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a", **change)).url])
+def test_bad_worker_settings_are_rejected_at_load(edit, key) -> None:
+    """What the worker cannot run with never reaches it: the config names the key."""
+    values, _ = split_stack_file(ROOT / "Pulumi.a100.yaml")
+    *path, value = edit
+    node = values
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    with pytest.raises(ConfigError, match=re.escape(key)):
+        parse_stack_config(values)
 
 
 @pytest.mark.parametrize("stack_name", ["a100", "h100"])
@@ -440,16 +460,22 @@ def test_router_outputs_and_policy_flags() -> None:
     ]
 
 
-@pytest.mark.parametrize(
-    ("change", "field_name"),
-    [({"worker_urls": []}, "worker_urls"), ({"policy": "fastest"}, "policy"),
-     ({"balance_rel_threshold": 0.5}, "balance_rel_threshold"), ({"user": "root"}, "user")],
-)
-def test_bad_router_args_name_the_field(change, field_name) -> None:
+def test_router_needs_a_worker() -> None:
     cfg = stack("a100")
-    args = router_args(cfg, ["http://10.0.0.11:30001"])
-    with pytest.raises(ValueError, match=f"RouterArgs.{field_name}"):
-        declare(lambda: [Router("r", replace(args, **change)).router_url])
+    with pytest.raises(ValueError, match="RouterArgs.worker_urls"):
+        declare(lambda: [Router("r", router_args(cfg, [])).router_url])
+
+
+@pytest.mark.parametrize(
+    ("section", "field_name", "value"),
+    [("router", "policy", "fastest"), ("router", "balance_rel_threshold", 0.5),
+     ("serving", "user", "root")],
+)
+def test_bad_router_settings_are_rejected_at_load(section, field_name, value) -> None:
+    values, _ = split_stack_file(ROOT / "Pulumi.a100.yaml")
+    values[section][field_name] = value
+    with pytest.raises(ConfigError, match=re.escape(f"benchstack:{section}.{field_name}")):
+        parse_stack_config(values)
 
 
 def test_a_second_up_declares_the_same_inputs() -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from components import router as router_mod
+from components import serving as serving_mod
 from components import sglang_worker as worker_mod
 from tests.conftest import docker
 
@@ -38,8 +39,8 @@ def test_worker_settings_read_back_unchanged(canary_image: str, tmp_path: Path) 
     ulimits = {"memlock": worker_mod.MEMLOCK_UNLIMITED, "stack": worker_mod.STACK_BYTES}
     args = ["--network", "host", "--ipc", "host", "--user", "1000:1000",
             "--stop-timeout", str(worker_mod.WORKER_STOP_TIMEOUT_S),
-            "--volume", f"{model}:/models/Qwen3.8-27B:ro", "--log-driver", worker_mod.LOG_DRIVER]
-    for key, value in worker_mod.LOG_OPTS.items():
+            "--volume", f"{model}:/models/Qwen3.8-27B:ro", "--log-driver", serving_mod.LOG_DRIVER]
+    for key, value in serving_mod.LOG_OPTS.items():
         args += ["--log-opt", f"{key}={value}"]
     for key, value in ulimits.items():
         args += ["--ulimit", f"{key}={value}:{value}"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from components.config import ModelConfig, ServingConfig
 from components.host import Host
 from components.sglang_worker import SGLangWorkerArgs, expected_server_info, serve_argv
 from tests.conftest import docker
@@ -75,11 +76,14 @@ def test_component_argv_and_expectations_round_trip(processes: Processes) -> Non
     so only flags that really reach the server make it pass."""
     port = free_port()
     args = SGLangWorkerArgs(
-        host=Host(name="local", address="local"), image="unused", model_path="/data/m/Q",
-        served_model_name="org/other-model", bind_host="127.0.0.1", port=port, tp_size=2,
-        dp_size=4, context_length=131072, max_running_requests=7, max_mamba_cache_size=30,
-        mem_fraction_static=0.85, reasoning_parser="deepseek-r1", tool_call_parser="kimi_k2",
-        max_total_tokens=400000, user="1000:1000", container_name="unused",
+        host=Host(name="local", address="local"),
+        serving=ServingConfig(
+            image="unused", port=port, tp_size=2, dp_size=4, context_length=131072,
+            max_running_requests=7, max_mamba_cache_size=30, mem_fraction_static=0.85,
+            reasoning_parser="deepseek-r1", tool_call_parser="kimi_k2", max_total_tokens=400000,
+        ),
+        model=ModelConfig(name="org/other-model", path="/data/m/Q", params_billion=8),
+        bind_host="127.0.0.1", container_name="unused",
     )
     argv = serve_argv(args)
     assert argv[:2] == ["sglang", "serve"]
