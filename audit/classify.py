@@ -99,9 +99,16 @@ _RUNNER_STOP = re.compile(
 
 
 def _stopped_by_runner(ev: TrialEvidence, etype: str | None) -> bool:
-    """An ungraded trial whose own log says an outer runner stopped it."""
-    if etype is not None or (ev.result and ev.result.reward is not None):
+    """An ungraded trial whose own log says an outer runner stopped it, or that never ran at
+    all: no exception, no agent run, no verifier. Harbor 0.21 saves a trial that a SIGTERM
+    cancels during its environment setup that way (seen in this repo's e2e run), and its
+    `job resume` then skips it."""
+    result = ev.result
+    if etype is not None or (result and result.reward is not None):
         return False
+    if result and result.agent_execution is None and result.verifier is None and (
+            result.verifier_result is None):
+        return True
     return any(_RUNNER_STOP.search(c.text) for c in ev.source("trial_log"))
 
 

@@ -777,3 +777,25 @@ def test_harbor_026_fields_and_both_denominators(tmp_path):
     rows = {t.task: t for t in report.trials}
     assert rows["cancel-async-tasks"].reward_valid is False
     assert rows["mailman"].exception_policy == "fail"
+
+
+def test_a_trial_that_never_ran_is_cancelled_and_rerun(tmp_path):
+    """What Harbor 0.21 saves for a trial a SIGTERM cancels in its environment setup (seen in
+    this repo's e2e run): a result.json with no exception, no agent run, no verifier. Its own
+    log says nothing; the shape of the result does."""
+    spec = _spec("fix-git", reward=None, verifier_stdout=None, durations=(4, 2, 60, None))
+    job = write_job(tmp_path, "job", [spec, _spec("cancel-async-tasks")], concurrency=2)
+    (trial_dir,) = [p for p in job.iterdir() if p.is_dir() and p.name.startswith("fix-git")]
+    result = json.loads((trial_dir / "result.json").read_text())
+    result.update(agent_result=None, agent_setup=None, agent_execution=None, verifier=None)
+    (trial_dir / "result.json").write_text(json.dumps(result))
+    (trial_dir / "trial.log").write_text("")
+    report = build_report(JobLayout.local(job))
+    row = next(t for t in report.trials if t.task == "fix-git")
+    assert row.category == "cancelled" and "fix-git" in report.rerun
+    # A trial that ran its agent and lost only its reward is not excused that way.
+    result.update(agent_execution={"started_at": result["started_at"],
+                                   "finished_at": result["finished_at"]})
+    (trial_dir / "result.json").write_text(json.dumps(result))
+    row = next(t for t in build_report(JobLayout.local(job)).trials if t.task == "fix-git")
+    assert row.category != "cancelled"

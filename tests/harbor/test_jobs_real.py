@@ -147,6 +147,41 @@ def test_sigterm_stops_cleanly_then_resume_finishes(jobs: JobFactory, demo_datas
     assert job.leftovers() == []
 
 
+def test_trial_cancelled_during_setup_is_run_again_on_resume(
+        jobs: JobFactory, demo_dataset: Path, canary_image: str) -> None:
+    """A SIGTERM while a trial is still in its environment setup makes Harbor 0.21 write that
+    trial's result.json with no exception, no agent run and no verifier result (seen in this
+    repo's e2e run), and `harbor job resume` then counts it as done: a silent 0. The launch
+    sets such a trial aside (kept, beside the job) so the resume runs it."""
+    settings = JobSettings(agent="oracle", n_concurrent_trials=1)
+    job = jobs.plan(demo_dataset, settings, include=("hello-file",))
+    assert job.preflight().returncode == 0
+    assert job.launch().returncode == 0
+    job.wait_finished()
+    (trial_dir,) = [d for d in job.dir.iterdir() if (d / "result.json").is_file()]
+    # What Harbor left for the trial cancelled in setup: the same keys, its phases empty.
+    result = json.loads((trial_dir / "result.json").read_text())
+    for key in ("agent_result", "verifier_result", "exception_info", "agent_setup",
+                "agent_execution", "verifier"):
+        result[key] = None
+    (trial_dir / "result.json").write_text(json.dumps(result))
+    job_result = json.loads((job.dir / "result.json").read_text())
+    job_result["finished_at"] = None
+    (job.dir / "result.json").write_text(json.dumps(job_result))
+
+    status = job.status()
+    assert status["state"] == "interrupted"
+    resumed = job.launch(token=status["token"])
+    assert resumed.returncode == 0 and resumed.outputs["mode"] == "resume", resumed.stderr
+    assert f"set aside trial {trial_dir.name}" in resumed.stderr
+    job.wait_finished()
+    (trial,) = job.trials().values()
+    assert trial["verifier_result"] == {"rewards": {"reward": 1.0}}
+    aside_dir = job.dir.parent / ".benchstack-interrupted" / job.name
+    aside = list(aside_dir.glob(f"{trial_dir.name}.*"))
+    assert len(aside) == 1 and (aside[0] / "result.json").is_file(), "the evidence is kept"
+
+
 def test_sigkill_leftovers_are_removed_then_resume(jobs: JobFactory, demo_dataset: Path,
                                                           canary_image: str) -> None:
     settings = JobSettings(agent="oracle", n_concurrent_trials=1, agent_timeout_multiplier=20.0)
