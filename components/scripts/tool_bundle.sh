@@ -194,9 +194,11 @@ export TERM=xterm-256color SHELL=/bin/bash
 tmux -V >/dev/null
 asciinema --version >/dev/null
 tmux new-session -x 160 -y 40 -d -s canary "bash --login"
-tmux send-keys -t canary "echo CANARY_\$((6*7))" Enter
-for _ in $(seq 1 50); do tmux capture-pane -p -t canary | grep -q "^CANARY_42" && break; sleep 0.2; done
-tmux capture-pane -p -t canary | grep -q "^CANARY_42" || { echo "capture-pane never showed the marker" >&2; exit 3; }
+# The marker carries a non-ASCII character: tmux must read and return the pane as UTF-8.
+tmux send-keys -t canary "printf \"CANARY_\\303\\251_%s\\n\" \$((6*7))" Enter
+mark="^CANARY_$(printf "\303\251")_42"
+for _ in $(seq 1 50); do tmux capture-pane -p -t canary | grep -q "$mark" && break; sleep 0.2; done
+tmux capture-pane -p -t canary | grep -q "$mark" || { echo "capture-pane never showed the UTF-8 marker" >&2; exit 3; }
 tmux send-keys -t canary "asciinema rec --stdin -q -c \"echo CAST_\\\$((6*7)); env | grep ^PYTHON || echo NO_PYTHON_ENV\" /tmp/canary.cast" Enter
 for _ in $(seq 1 75); do [ -s /tmp/canary.cast ] && grep -q NO_PYTHON_ENV /tmp/canary.cast && break; sleep 0.2; done
 head -n1 /tmp/canary.cast | grep -q "\"version\": 2" || { echo "asciinema rec wrote no v2 cast" >&2; exit 4; }
