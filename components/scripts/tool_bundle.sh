@@ -153,7 +153,7 @@ input_hash() {
   {
     echo "$BUNDLE_FORMAT $BUNDLE_ROOT $ASCIINEMA_SHA256 $PYTHON_VERSION"
     sha256sum "$HOST_TMUX" "$HOST_PYTHON"
-    find "$HOST_LOCALE/" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
+    find -L "$HOST_LOCALE/" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
     shared_libs | xargs -r sha256sum
     # A listing (path, size, mtime) is enough to notice a python upgrade, without hashing 50 MB.
     find "$PYTHON_STDLIB" -path "$PYTHON_STDLIB/site-packages" -prune -o \
