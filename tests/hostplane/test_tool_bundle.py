@@ -285,7 +285,7 @@ def test_tmux_missing_from_path(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("bash", "readlink", "head", "od", "tr", "dirname", "sed", "cat"):
-        (bin_dir / tool).symlink_to(shutil.which(tool))
+        (bin_dir / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
     res = run_script(
         "tool_bundle.sh", {"TOOLS_DIR": str(tmp_path / "tools"), "PATH": str(bin_dir)}
     )
