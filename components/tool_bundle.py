@@ -3,9 +3,10 @@
 Seed pitfall: task images without tmux/asciinema made Terminus-2 install them over the network
 in every trial; at 25 concurrent trials those downloads timed out and dozens of trials failed
 in setup before the agent started. The bundle is built once from the host's tmux and python
-(run through the bundle's own dynamic loader, so the image's libc does not matter), proven on
-the host and inside a canary image that has neither tool, and rebuilt only when an input
-changes.
+(run through the bundle's own dynamic loader, so the image's libc does not matter, with the
+host's C.UTF-8 locale for images that have no glibc locale data, such as musl-based or static
+ones), proven on the host and inside a canary image that has neither tool, and rebuilt only when
+an input changes.
 """
 
 from __future__ import annotations

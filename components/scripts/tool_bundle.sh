@@ -8,6 +8,8 @@
 #   HOST_TMUX         tmux binary to bundle                    (command -v tmux)
 #   HOST_PYTHON       python binary to bundle (an ELF, not a pyenv shim)
 #                                                              (/usr/bin/python3, else command -v python3)
+#   HOST_LOCALE       glibc C.UTF-8 locale directory to bundle, for images without locale data
+#                                                              (/usr/lib/locale/C.utf8, else C.UTF-8)
 #   ASCIINEMA_WHEEL   local asciinema-2.4.0 wheel; empty = `HOST_PYTHON -m pip download` it  ("")
 #   ASCIINEMA_SHA256  expected sha256 of that wheel   (249ccf10...a6423104, asciinema 2.4.0)
 #   BUNDLE_ROOT       where containers mount the bundle; baked into the wrappers (/opt/harbor-tools)
@@ -28,13 +30,17 @@ HOST_TMUX=${HOST_TMUX:-$(command -v tmux || true)}
 if [[ -z "${HOST_PYTHON:-}" ]]; then
   if [[ -x /usr/bin/python3 ]]; then HOST_PYTHON=/usr/bin/python3; else HOST_PYTHON=$(command -v python3 || true); fi
 fi
+if [[ -z "${HOST_LOCALE:-}" ]]; then
+  HOST_LOCALE=/usr/lib/locale/C.utf8
+  [[ -d "$HOST_LOCALE" ]] || HOST_LOCALE=/usr/lib/locale/C.UTF-8
+fi
 ASCIINEMA_WHEEL=${ASCIINEMA_WHEEL:-}
 ASCIINEMA_SHA256=${ASCIINEMA_SHA256:-249ccf108509d643ddaf38979dac48c99e9e251f597173d8553a30d7a6423104}
 BUNDLE_ROOT=${BUNDLE_ROOT:-/opt/harbor-tools}
 CANARY_IMAGE=${CANARY_IMAGE:-}
 FORCE_REBUILD=${FORCE_REBUILD:-0}
 # Bumped whenever the bundle layout or the wrappers change, so old bundles are rebuilt.
-BUNDLE_FORMAT=benchstack-tool-bundle-3
+BUNDLE_FORMAT=benchstack-tool-bundle-4
 TERMINFO_NAMES=(xterm xterm-256color xterm-color screen screen-256color tmux tmux-256color linux vt100 dumb)
 
 log() { printf '[tool_bundle] %s\n' "$*" >&2; }
@@ -51,6 +57,9 @@ HOST_PYTHON=$(readlink -f "$HOST_PYTHON" 2>/dev/null || true)
 [[ -n "$HOST_PYTHON" && -x "$HOST_PYTHON" ]] || die "HOST_PYTHON is not an executable file: point HOST_PYTHON at a python3 binary"
 # A pyenv shim is a shell script that would not run inside a container.
 is_elf "$HOST_PYTHON" || die "HOST_PYTHON=$HOST_PYTHON is not an ELF binary (a shim?): set HOST_PYTHON to the real interpreter, e.g. /usr/bin/python3"
+# tmux needs a UTF-8 LC_CTYPE; musl and static images carry no glibc locale data for it.
+[[ -f "$HOST_LOCALE/LC_CTYPE" ]] \
+  || die "no glibc C.UTF-8 locale at HOST_LOCALE=$HOST_LOCALE: install libc-bin or point HOST_LOCALE at a C.utf8 directory"
 [[ "$ASCIINEMA_SHA256" =~ ^[0-9a-f]{64}$ ]] || die "ASCIINEMA_SHA256 must be 64 lowercase hex digits, got '$ASCIINEMA_SHA256'"
 [[ "$BUNDLE_ROOT" == /* ]] || die "BUNDLE_ROOT must be an absolute path, got '$BUNDLE_ROOT'"
 [[ "$TOOLS_DIR" == /* ]] || die "TOOLS_DIR must be an absolute path, got '$TOOLS_DIR'"
@@ -85,6 +94,14 @@ set -eu
 bundle_root=\${HARBOR_TMUX_ROOT:-$BUNDLE_ROOT}
 # Appended after the image's own terminfo (empty entry = system default) for images without it.
 export TERMINFO_DIRS="\${TERMINFO_DIRS:-}:\$bundle_root/terminfo"
+# tmux will not start without a UTF-8 LC_CTYPE. An image with no glibc locale data (musl,
+# static) gets the bundle's C.UTF-8; tmux's shells inherit LOCPATH, harmless there (musl ignores
+# it, a glibc program has no locale data of its own). An image with locale data keeps using it:
+# LOCPATH would hide its locale-archive from every program run in the panes.
+if [ -z "\${LOCPATH:-}" ] && [ ! -e /usr/lib/locale/locale-archive ] \\
+  && [ ! -e /usr/lib/locale/C.utf8/LC_CTYPE ] && [ ! -e /usr/lib/locale/C.UTF-8/LC_CTYPE ]; then
+  export LOCPATH="\$bundle_root/locale"
+fi
 exec "\$bundle_root/lib/ld-linux-x86-64.so.2" --library-path "\$bundle_root/lib" --argv0 tmux \\
   "\$bundle_root/bin/tmux.real" "\$@"
 EOF
@@ -99,9 +116,36 @@ asciinema_wrapper() {
 set -eu
 bundle_root=\${HARBOR_TOOLS_ROOT:-$BUNDLE_ROOT}
 exec "\$bundle_root/lib/ld-linux-x86-64.so.2" --library-path "\$bundle_root/lib" \\
-  "\$bundle_root/python/bin/python3" -I -c \\
-  'import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); sys.argv[0] = "asciinema"; runpy.run_module("asciinema", run_name="__main__", alter_sys=True)' \\
-  "\$bundle_root/python/site-packages" "\$@"
+  "\$bundle_root/python/bin/python3" -I "\$bundle_root/python/asciinema_main.py" "\$@"
+EOF
+}
+
+asciinema_main() {
+  cat <<'EOF'
+"""benchstack tool bundle: asciinema from the bundle's site-packages."""
+import locale
+import os
+import runpy
+import sys
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(root, "python", "site-packages"))
+# asciinema refuses a non-UTF-8 LC_CTYPE, and musl or static images have no glibc locale data.
+# The bundle's C.UTF-8 is loaded for this process only: LOCPATH is put back before any child
+# (the shell asciinema records) could inherit it.
+if locale.nl_langinfo(locale.CODESET).upper() not in ("UTF-8", "UTF8"):
+    saved = os.environ.get("LOCPATH")
+    os.environ["LOCPATH"] = os.path.join(root, "locale")
+    try:
+        locale.setlocale(locale.LC_CTYPE, "C.UTF-8")
+    except locale.Error:
+        pass  # asciinema itself then names the encoding problem
+    if saved is None:
+        del os.environ["LOCPATH"]
+    else:
+        os.environ["LOCPATH"] = saved
+sys.argv[0] = "asciinema"
+runpy.run_module("asciinema", run_name="__main__", alter_sys=True)
 EOF
 }
 
@@ -109,13 +153,14 @@ input_hash() {
   {
     echo "$BUNDLE_FORMAT $BUNDLE_ROOT $ASCIINEMA_SHA256 $PYTHON_VERSION"
     sha256sum "$HOST_TMUX" "$HOST_PYTHON"
+    find -L "$HOST_LOCALE/" -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum
     shared_libs | xargs -r sha256sum
     # A listing (path, size, mtime) is enough to notice a python upgrade, without hashing 50 MB.
     find "$PYTHON_STDLIB" -path "$PYTHON_STDLIB/site-packages" -prune -o \
       -path "$PYTHON_STDLIB/dist-packages" -prune -o -type f -printf '%P %s %T@\n' | LC_ALL=C sort
     local name f
     for name in "${TERMINFO_NAMES[@]}"; do f=$(terminfo_file "$name") && sha256sum "$f"; done
-    tmux_wrapper; asciinema_wrapper
+    tmux_wrapper; asciinema_wrapper; asciinema_main
   } | sha256sum | cut -d' ' -f1
 }
 
@@ -149,9 +194,11 @@ export TERM=xterm-256color SHELL=/bin/bash
 tmux -V >/dev/null
 asciinema --version >/dev/null
 tmux new-session -x 160 -y 40 -d -s canary "bash --login"
-tmux send-keys -t canary "echo CANARY_\$((6*7))" Enter
-for _ in $(seq 1 50); do tmux capture-pane -p -t canary | grep -q "^CANARY_42" && break; sleep 0.2; done
-tmux capture-pane -p -t canary | grep -q "^CANARY_42" || { echo "capture-pane never showed the marker" >&2; exit 3; }
+# The marker carries a non-ASCII character: tmux must read and return the pane as UTF-8.
+tmux send-keys -t canary "printf \"CANARY_\\303\\251_%s\\n\" \$((6*7))" Enter
+mark="^CANARY_$(printf "\303\251")_42"
+for _ in $(seq 1 50); do tmux capture-pane -p -t canary | grep -q "$mark" && break; sleep 0.2; done
+tmux capture-pane -p -t canary | grep -q "$mark" || { echo "capture-pane never showed the UTF-8 marker" >&2; exit 3; }
 tmux send-keys -t canary "asciinema rec --stdin -q -c \"echo CAST_\\\$((6*7)); env | grep ^PYTHON || echo NO_PYTHON_ENV\" /tmp/canary.cast" Enter
 for _ in $(seq 1 75); do [ -s /tmp/canary.cast ] && grep -q NO_PYTHON_ENV /tmp/canary.cast && break; sleep 0.2; done
 head -n1 /tmp/canary.cast | grep -q "\"version\": 2" || { echo "asciinema rec wrote no v2 cast" >&2; exit 4; }
@@ -218,7 +265,8 @@ STAGE=$(mktemp -d "$TOOLS_DIR.stage.XXXXXX") || die "cannot write next to TOOLS_
 
 log "building $TOOLS_DIR from tmux $HOST_TMUX and $PYTHON_VERSION $HOST_PYTHON"
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/python/bin" "$STAGE/python/lib/$PYTHON_VERSION" \
-  "$STAGE/python/site-packages" "$STAGE/terminfo"
+  "$STAGE/python/site-packages" "$STAGE/terminfo" "$STAGE/locale"
+cp -RL "$HOST_LOCALE" "$STAGE/locale/C.utf8"
 install -m 755 "$HOST_TMUX" "$STAGE/bin/tmux.real"
 install -m 755 "$HOST_PYTHON" "$STAGE/python/bin/python3"
 # Keep __pycache__: the bundle is mounted read-only, so python could never write it there.
@@ -253,6 +301,7 @@ rm -rf "$STAGE/.wheel"
 
 tmux_wrapper >"$STAGE/bin/tmux"
 asciinema_wrapper >"$STAGE/bin/asciinema"
+asciinema_main >"$STAGE/python/asciinema_main.py"
 chmod 755 "$STAGE/bin/tmux" "$STAGE/bin/asciinema"
 
 bundle_check_host "$STAGE"

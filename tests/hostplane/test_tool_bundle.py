@@ -1,23 +1,30 @@
-"""ToolBundle host script, for real: built from this host's tmux and python, used in the canary.
+"""ToolBundle host script, for real: built from this host's tmux and python, used in task images.
 
-The canary image (debootstrap minbase) has neither tmux nor python; the bundle is mounted the way
-the Harbor compose override mounts it, and used under `bash --login` as Terminus-2's pane does.
+Two images stand for the task images: the canary (debootstrap minbase: glibc, but neither tmux
+nor python) and a static one (bash and busybox, no glibc, no locale data: what musl-based and
+static images look like to the bundle). The bundle is mounted the way the Harbor compose override
+mounts it, and used under `bash --login` as Terminus-2's pane does.
 """
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from components.harbor_config import TOOLS_BIN_TARGET, TOOLS_MOUNT
 from tests.conftest import ScriptResult, docker, run_script
+from tests.hostplane import static_image as static
 
 pytestmark = pytest.mark.real
 
 ASCIINEMA_SHA256 = "249ccf108509d643ddaf38979dac48c99e9e251f597173d8553a30d7a6423104"
+# The non-ASCII character the pane must show: U+00E9, typed as bash printf octal escapes.
+E_ACUTE = "\u00e9"
 
 
 def tree(path: Path) -> dict[str, tuple[int, float]]:
@@ -44,18 +51,36 @@ def built(bundle_home: Path, canary_image: str) -> tuple[Path, ScriptResult]:
     return tools, res
 
 
+@pytest.fixture(scope="session")
+def static_image(docker_engine: None) -> str:
+    """An image with bash and no glibc, no locale data (built here, cached per machine)."""
+    return static.static_image()
+
+
+def harbor_mounts(tools: Path) -> list[str]:
+    """The bundle's mounts as the Harbor compose override writes them."""
+    return [
+        "-v", f"{tools}:{TOOLS_MOUNT}:ro",
+        "-v", f"{tools}/bin/tmux:{TOOLS_BIN_TARGET}/tmux:ro",
+        "-v", f"{tools}/bin/asciinema:{TOOLS_BIN_TARGET}/asciinema:ro",
+    ]
+
+
+@pytest.fixture(params=["minbase", "static"])
+def task_image(request: pytest.FixtureRequest) -> str:
+    """Each kind of task image: glibc without the tools (minbase), and no glibc at all."""
+    return request.getfixturevalue("canary_image" if request.param == "minbase" else "static_image")
+
+
 @pytest.fixture
-def canary(built: tuple[Path, ScriptResult], canary_image: str) -> Iterator[str]:
-    """A canary container with the bundle mounted exactly as the Harbor override does."""
+def canary(built: tuple[Path, ScriptResult], task_image: str) -> Iterator[str]:
+    """A task container with the bundle mounted exactly as the Harbor override does."""
     tools = built[0]
     name = f"bste-canary-{tools.parent.name}"
     docker("rm", "-f", name, check=False)
     docker(
-        "run", "-d", "--name", name, "--network", "none",
-        "-v", f"{tools}:/opt/harbor-tools:ro",
-        "-v", f"{tools}/bin/tmux:/usr/bin/tmux:ro",
-        "-v", f"{tools}/bin/asciinema:/usr/bin/asciinema:ro",
-        "--entrypoint", "sh", canary_image, "-c", "sleep 300",
+        "run", "-d", "--name", name, "--network", "none", *harbor_mounts(tools),
+        "--entrypoint", "sh", task_image, "-c", "sleep 300",
     )
     try:
         yield name
@@ -76,7 +101,8 @@ def test_build_outputs_and_layout(built: tuple[Path, ScriptResult], canary_image
     assert out["canary_image"] == canary_image and out["canary_validated"] is True
     assert (tools / ".benchstack-stamp").read_text().strip() == out["input_hash"]
     for rel in ("bin/tmux", "bin/asciinema", "bin/tmux.real", "lib/ld-linux-x86-64.so.2",
-                "python/bin/python3", "python/site-packages/asciinema/__main__.py"):
+                "python/bin/python3", "python/site-packages/asciinema/__main__.py",
+                "python/asciinema_main.py", "locale/C.utf8/LC_CTYPE"):
         assert (tools / rel).is_file(), rel
     # Nothing staged or swapped is left beside the bundle.
     assert sorted(p.name for p in tools.parent.iterdir()) == [tools.name]
@@ -88,36 +114,109 @@ def test_canary_lacks_the_tools_without_the_bundle(canary_image: str) -> None:
     assert res.stdout.strip() == "NONE"
 
 
-def test_tmux_session_and_asciinema_cast_in_the_canary(canary: str) -> None:
-    """What Terminus-2 does: detached session, send-keys, capture-pane, asciinema rec."""
+def test_static_image_has_bash_and_nothing_of_glibc(static_image: str, tmp_path: Path) -> None:
+    """The stand-in for musl and static images: every executable static, no libc, no locales."""
+    cid = docker("create", static_image, "bash").stdout.strip()
+    try:
+        with (tmp_path / "fs.tar").open("wb") as out:
+            subprocess.run(["docker", "export", cid], stdout=out, check=True, timeout=120)
+    finally:
+        docker("rm", "-f", cid, check=False)
+    with tarfile.open(tmp_path / "fs.tar") as tar:
+        names = [m.name.removeprefix("./") for m in tar.getmembers()]
+        tar.extractall(tmp_path / "fs", filter="tar")
+    elfs = sorted(
+        name for name in names
+        if (tmp_path / "fs" / name).is_file() and not (tmp_path / "fs" / name).is_symlink()
+        and (tmp_path / "fs" / name).read_bytes()[:4] == b"\x7fELF"
+    )
+    assert elfs == ["bin/bash", "bin/busybox"]
+    assert all(static.is_static(tmp_path / "fs" / name) for name in elfs)
+    assert not [n for n in names if n.startswith(static.GLIBC_PATHS) or "libc.so" in n
+                or "ld-linux" in n or "locale" in n]
+    probe = "command -v bash sh; command -v tmux asciinema python3 || echo NONE"
+    res = docker("run", "--rm", "--network", "none", static_image, "bash", "--login", "-c", probe)
+    assert res.stdout.split() == ["/bin/bash", "/bin/sh", "NONE"]
+
+
+def test_tmux_session_and_asciinema_cast_in_the_task_image(canary: str, task_image: str) -> None:
+    """What Terminus-2 does: detached session, send-keys, capture-pane, asciinema rec; in the
+    static image too, where tmux had no UTF-8 locale before the bundle brought one."""
     script = r"""
 set -eu
 export TERM=xterm-256color SHELL=/bin/bash
-[ "$(command -v tmux)" = /usr/bin/tmux ] && [ "$(command -v asciinema)" = /usr/bin/asciinema ]
+[ "$(command -v tmux)" = TARGET/tmux ] && [ "$(command -v asciinema)" = TARGET/asciinema ]
 tmux -V
 asciinema --version
 tmux new-session -x 160 -y 40 -d -s terminus-2 'bash --login'
 tmux send-keys -t terminus-2 'asciinema rec --stdin /tmp/recording.cast' Enter
 for i in $(seq 1 50); do [ -s /tmp/recording.cast ] && break; sleep 0.2; done
-tmux send-keys -t terminus-2 'echo MARK$((40+2)) $(env | grep -c ^PYTHON)' Enter
+tmux send-keys -t terminus-2 \
+  'printf "MARK\303\251%s %s %s\n" $((40+2)) $(env | grep -c ^PYTHON) ${LOCPATH:-none}' Enter
 for i in $(seq 1 50); do
-  tmux capture-pane -p -t terminus-2 | grep -q '^MARK42 0$' && break; sleep 0.2
+  tmux capture-pane -p -t terminus-2 | grep -q '^MARK.*42 0' && break; sleep 0.2
 done
-tmux capture-pane -p -t terminus-2 | grep '^MARK42'
+tmux capture-pane -p -t terminus-2 | grep '^MARK'
 tmux send-keys -t terminus-2 'exit' Enter
-for i in $(seq 1 50); do grep -q MARK42 /tmp/recording.cast 2>/dev/null && break; sleep 0.2; done
+for i in $(seq 1 50); do
+  grep -q 'MARK.*42' /tmp/recording.cast 2>/dev/null && break; sleep 0.2
+done
 head -n1 /tmp/recording.cast
-grep -c MARK42 /tmp/recording.cast
-"""
+grep -c 'MARK.*42' /tmp/recording.cast
+""".replace("TARGET", TOOLS_BIN_TARGET)
     res = login_sh(canary, script)
     assert res.returncode == 0, res.stdout + res.stderr
     lines = res.stdout.splitlines()
     assert lines[0].startswith("tmux ") and lines[1] == "asciinema 2.4.0"
-    # The marker came back through capture-pane, and the agent's shell inside `asciinema rec`
-    # sees no PYTHON* variables (they would break the task's own python).
-    assert "MARK42 0" in lines
+    # The marker came back through capture-pane as UTF-8, and the agent's shell inside
+    # `asciinema rec` sees no PYTHON* variables (they would break the task's own python).
+    # LOCPATH reaches the panes only in the image without locale data of its own.
+    locpath = "none" if task_image.startswith("benchstack/minbase") else f"{TOOLS_MOUNT}/locale"
+    assert f"MARK{E_ACUTE}42 0 {locpath}" in lines
     assert '"version": 2' in lines[-2]
     assert int(lines[-1]) >= 1
+
+
+def test_static_image_needs_the_bundled_locale(
+    built: tuple[Path, ScriptResult], static_image: str
+) -> None:
+    """Without the bundle's locale (an empty directory over it), tmux stops as it did before;
+    asciinema run outside tmux leaves no locale variable to the shell it records."""
+    tools = built[0]
+    script = r"""
+tmux -V 2>&1 && echo TMUX_RAN
+asciinema rec -q -c 'echo LOC=${LOCPATH:-none},${LC_ALL:-none},${LC_CTYPE:-none}' \
+  /tmp/r.cast </dev/null >/dev/null 2>&1
+grep -o 'LOC=[^\]*' /tmp/r.cast
+"""
+    res = docker(
+        "run", "--rm", "--network", "none", *harbor_mounts(tools),
+        "--mount", f"type=tmpfs,destination={TOOLS_MOUNT}/locale",
+        static_image, "bash", "--login", "-c", script, check=False, timeout=120,
+    )
+    lines = res.stdout.splitlines()
+    assert lines[0] == "tmux: need UTF-8 locale (LC_CTYPE) but have ANSI_X3.4-1968"
+    assert "TMUX_RAN" not in lines
+    res = docker(
+        "run", "--rm", "--network", "none", *harbor_mounts(tools),
+        static_image, "bash", "--login", "-c", script, check=False, timeout=120,
+    )
+    assert res.stdout.splitlines() == ["tmux 3.3a", "TMUX_RAN", "LOC=none,none,none"]
+
+
+def test_script_canary_check_passes_in_the_static_image(
+    built: tuple[Path, ScriptResult], static_image: str, canary_image: str
+) -> None:
+    """tool_bundle.sh's own canary check (UTF-8 marker included) holds in the static image."""
+    tools = built[0]
+    try:
+        res = run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": static_image})
+        assert res.returncode == 0, res.stderr
+        assert res.outputs["rebuilt"] is False
+        assert res.outputs["canary_image"] == static_image
+        assert res.outputs["canary_validated"] is True
+    finally:
+        (tools / ".benchstack-canary").write_text(canary_image + "\n")
 
 
 def test_second_run_rebuilds_nothing(built: tuple[Path, ScriptResult], canary_image: str) -> None:
@@ -132,10 +231,12 @@ def test_second_run_rebuilds_nothing(built: tuple[Path, ScriptResult], canary_im
 
 
 def test_input_change_rebuilds(tmp_path: Path) -> None:
-    """A changed tmux binary changes the input hash and forces a rebuild."""
+    """A changed tmux binary, then a changed locale, change the input hash and force a rebuild."""
     tmux = tmp_path / "tmux"
     shutil.copy2(shutil.which("tmux") or "/usr/bin/tmux", tmux)
-    env = {"TOOLS_DIR": str(tmp_path / "tools"), "HOST_TMUX": str(tmux)}
+    locale = tmp_path / "C.utf8"
+    shutil.copytree("/usr/lib/locale/C.utf8", locale)
+    env = {"TOOLS_DIR": str(tmp_path / "tools"), "HOST_TMUX": str(tmux), "HOST_LOCALE": str(locale)}
     first = run_script("tool_bundle.sh", env)
     assert first.returncode == 0, first.stderr
     with tmux.open("ab") as f:
@@ -145,6 +246,27 @@ def test_input_change_rebuilds(tmp_path: Path) -> None:
     assert second.outputs["rebuilt"] is True
     assert second.outputs["input_hash"] != first.outputs["input_hash"]
     assert (tmp_path / "tools/bin/tmux.real").read_bytes() == tmux.read_bytes()
+    with (locale / "LC_IDENTIFICATION").open("ab") as f:
+        f.write(b"\0")
+    third = run_script("tool_bundle.sh", env)
+    assert third.returncode == 0, third.stderr
+    assert third.outputs["rebuilt"] is True
+    assert third.outputs["input_hash"] not in (first.outputs["input_hash"],
+                                               second.outputs["input_hash"])
+    bundled = tmp_path / "tools/locale/C.utf8/LC_IDENTIFICATION"
+    assert bundled.read_bytes() == (locale / "LC_IDENTIFICATION").read_bytes()
+
+
+def test_locale_missing_on_the_host(tmp_path: Path) -> None:
+    res = run_script(
+        "tool_bundle.sh", {"TOOLS_DIR": str(tmp_path / "tools"), "HOST_LOCALE": str(tmp_path)}
+    )
+    assert res.returncode != 0
+    assert res.reason == (
+        f"tool_bundle: no glibc C.UTF-8 locale at HOST_LOCALE={tmp_path}: install libc-bin or "
+        "point HOST_LOCALE at a C.utf8 directory"
+    )
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_tmux_missing_on_the_host(tmp_path: Path) -> None:
@@ -163,7 +285,7 @@ def test_tmux_missing_from_path(tmp_path: Path) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("bash", "readlink", "head", "od", "tr", "dirname", "sed", "cat"):
-        (bin_dir / tool).symlink_to(shutil.which(tool))
+        (bin_dir / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
     res = run_script(
         "tool_bundle.sh", {"TOOLS_DIR": str(tmp_path / "tools"), "PATH": str(bin_dir)}
     )
