@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pulumi
 
 from components.host import Host, host_script
+
+# The merge with backup, run on the host by both scripts (shipped as source, like readiness.py).
+DAEMON_JSON_SOURCE = Path(__file__).resolve().parent / "daemon_json.py"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +54,7 @@ class DockerDaemonConfig(pulumi.ComponentResource):
             "RESTART_CMD": args.restart_command,
             "ALLOW_RESTART_WITH_RUNNING": allow_restart,
             "PROOF_NETWORKS": str(args.proof_networks),
+            "DAEMON_JSON_PY": DAEMON_JSON_SOURCE.read_text(),
         }
         if args.docker_host:
             env["DOCKER_HOST"] = args.docker_host
