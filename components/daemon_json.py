@@ -459,11 +459,17 @@ def validate(path: str, dockerd: str, daemon_json: str, pools: list[dict]) -> No
     """`dockerd --validate` on the candidate where this engine has it; else the JSON and the
     key benchstack owns."""
     if dockerd:
-        help_text = subprocess.run([dockerd, "--help"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, timeout=60).stdout
-        if b"--validate" in help_text:
-            proc = subprocess.run([dockerd, "--validate", "--config-file", path],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        try:
+            help_text = subprocess.run([dockerd, "--help"], stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, timeout=60).stdout
+            proc = None
+            if b"--validate" in help_text:
+                proc = subprocess.run([dockerd, "--validate", "--config-file", path],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      timeout=60)
+        except subprocess.TimeoutExpired:
+            raise Failure(f"DOCKERD={dockerd} did not answer within 60s: fix DOCKERD") from None
+        if proc is not None:
             if proc.returncode != 0:
                 lines = proc.stdout.decode(errors="replace").strip().splitlines() or [""]
                 raise Failure(f"dockerd --validate rejects the merged config ({lines[-1]}): "
@@ -675,7 +681,7 @@ def step_pin(state_dir: str, a: argparse.Namespace) -> str:
     state.saved = ""
     if text is not None:
         state.saved = os.path.join(state_dir, "pinned-from")
-        shutil.copy2(path, state.saved)
+        copy_exact(path, state.saved)
     pinned = load_object(text or "{}") or {}
     pinned["bip"] = state.docker0
     state.installed = True
@@ -732,6 +738,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         answer = STEPS[args.step](args.state_dir, args)
     except Failure as exc:
         print(exc, flush=True)
+        return 1
+    except OSError as exc:
+        # A file step the checks did not foresee (a full disk, a read-only /etc): one line.
+        where = f" ({exc.filename})" if exc.filename else ""
+        print(f"daemon_json.py {args.step}: {exc.strerror or exc}{where}", flush=True)
         return 1
     if answer:
         print(answer, flush=True)

@@ -546,3 +546,33 @@ def test_runs_standalone_and_answers_on_stdout(tmp_path: Path) -> None:
                           cwd=tmp_path, env={"PATH": os.environ["PATH"]})
     assert (good.returncode, good.stdout) == (0, ""), good.stderr
     assert json.loads((state / "state.json").read_text())["pools"] == POOLS
+
+
+def test_an_engine_without_validate_gets_the_json_check(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    dockerd = tmp_path / "old-dockerd"
+    dockerd.write_text('#!/bin/sh\necho "Usage: dockerd [OPTIONS]"\n')
+    dockerd.chmod(0o755)
+    run = Run(tmp_path, capsys)
+    assert run("init", *run.inputs()) == (0, "")
+    assert run("plan", "--engine-pools", "null", "--docker0", "")[0] == 0
+    assert run("install", "--dockerd", str(dockerd)) == (0, "")
+    assert dj.pools_in(json.loads(run.config.read_text())) == POOLS
+
+
+def test_file_errors_are_one_line_reasons(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run = Run(tmp_path, capsys)
+    missing = tmp_path / "no-such-dir" / "daemon.json"
+    assert run("init", "--daemon-json", str(missing), *run.inputs()[2:]) == (0, "")
+    assert run("plan", "--engine-pools", "null", "--docker0", "") == (0, "true true")
+    assert run("install", "--dockerd", "") == (
+        1, f"cannot write next to DAEMON_JSON={missing}: run as root or allow sudo -n")
+    # One the steps do not foresee: still one line, naming the file.
+    delete = Run(tmp_path, capsys)
+    delete.config.write_text(json.dumps({"default-address-pools": POOLS}))
+    delete.record.mkdir()
+    assert delete("unplan", *delete.inputs()[:-2], "--original", "absent")[0] == 0
+    assert delete("undo") == (1, f"daemon_json.py undo: Is a directory ({delete.record})")
