@@ -4,7 +4,8 @@ Seed pitfall: "all predefined address pools have been fully subnetted" at 25 con
 because Docker's default pools give about 31 networks and interrupted trials leave theirs
 behind. The script merges `default-address-pools` into daemon.json (backup first, validation,
 no overlap with host routes or existing networks, restart only when no container would be
-hurt) and proves the pool by allocating networks; destroy restores the backup.
+hurt) and proves the pool by allocating networks; destroy restores the backup. The merge, the
+checks and the record are daemon_json.py, which both scripts run on the host from its source.
 """
 
 from __future__ import annotations
