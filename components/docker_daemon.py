@@ -4,17 +4,22 @@ Seed pitfall: "all predefined address pools have been fully subnetted" at 25 con
 because Docker's default pools give about 31 networks and interrupted trials leave theirs
 behind. The script merges `default-address-pools` into daemon.json (backup first, validation,
 no overlap with host routes or existing networks, restart only when no container would be
-hurt) and proves the pool by allocating networks; destroy restores the backup.
+hurt) and proves the pool by allocating networks; destroy restores the backup. The merge, the
+checks and the record are daemon_json.py, which both scripts run on the host from its source.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from pathlib import Path
 
 import pulumi
 
 from components.host import Host, host_script
+
+# The merge with backup, run on the host by both scripts (shipped as source, like readiness.py).
+DAEMON_JSON_SOURCE = Path(__file__).resolve().parent / "daemon_json.py"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,6 +55,7 @@ class DockerDaemonConfig(pulumi.ComponentResource):
             "RESTART_CMD": args.restart_command,
             "ALLOW_RESTART_WITH_RUNNING": allow_restart,
             "PROOF_NETWORKS": str(args.proof_networks),
+            "DAEMON_JSON_PY": DAEMON_JSON_SOURCE.read_text(),
         }
         if args.docker_host:
             env["DOCKER_HOST"] = args.docker_host
