@@ -24,7 +24,7 @@ mkdir -p "$STATE"
 
 # --- Debian packages -------------------------------------------------------------------
 packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2 curl
-  procps psmisc openssh-client openssh-server shellcheck)
+  procps psmisc openssh-client openssh-server shellcheck bash-static busybox-static)
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
