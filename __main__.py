@@ -52,16 +52,7 @@ def main() -> None:
     daemons = {
         h.name: DockerDaemonConfig(
             f"{h.name}-docker-daemon",
-            DockerDaemonConfigArgs(
-                host=hosts[h.name],
-                address_pools=[p.model_dump() for p in cfg.docker.address_pools],
-                daemon_json=cfg.docker.daemon_json,
-                restart_command=cfg.docker.restart_command,
-                allow_restart_with_running_containers=(
-                    cfg.docker.allow_restart_with_running_containers
-                ),
-                proof_networks=cfg.docker.proof_networks,
-            ),
+            DockerDaemonConfigArgs(host=hosts[h.name], docker=cfg.docker),
         )
         for h in cfg.hosts
     }
@@ -130,9 +121,9 @@ def main() -> None:
         "tools",
         ToolBundleArgs(
             host=harbor_host,
+            tools=cfg.tools,
             tools_dir=f"{workspace}/harbor-tools-amd64",
             canary_image=canary,
-            asciinema_sha256=cfg.tools.asciinema_sha256,
         ),
         # The canary is one of the task images: prove the bundle where it will be used.
         opts=pulumi.ResourceOptions(depends_on=[images]),

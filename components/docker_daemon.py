@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pulumi
 
+from components.config import DockerConfig
 from components.host import Host, host_script
 
 # The merge with backup, run on the host by both scripts (shipped as source, like readiness.py).
@@ -25,11 +26,7 @@ DAEMON_JSON_SOURCE = Path(__file__).resolve().parent / "daemon_json.py"
 @dataclass(frozen=True, kw_only=True)
 class DockerDaemonConfigArgs:
     host: Host
-    address_pools: list[dict]
-    daemon_json: str = "/etc/docker/daemon.json"
-    restart_command: str = "systemctl restart docker"
-    allow_restart_with_running_containers: bool = False
-    proof_networks: int = 64
+    docker: DockerConfig
     # Empty: the docker CLI's own default endpoint on the host.
     docker_host: str = ""
 
@@ -44,17 +41,14 @@ class DockerDaemonConfig(pulumi.ComponentResource):
         self, name: str, args: DockerDaemonConfigArgs, opts: pulumi.ResourceOptions | None = None
     ):
         super().__init__("benchstack:components:DockerDaemonConfig", name, None, opts)
-        if not args.address_pools:
-            raise ValueError("DockerDaemonConfigArgs.address_pools: at least one pool is needed")
-        if args.proof_networks < 1:
-            raise ValueError("DockerDaemonConfigArgs.proof_networks must be at least 1")
-        allow_restart = "1" if args.allow_restart_with_running_containers else "0"
+        docker = args.docker
+        pools = [pool.model_dump() for pool in docker.address_pools]
         env = {
-            "DAEMON_JSON": args.daemon_json,
-            "ADDRESS_POOLS_JSON": json.dumps(args.address_pools, sort_keys=True),
-            "RESTART_CMD": args.restart_command,
-            "ALLOW_RESTART_WITH_RUNNING": allow_restart,
-            "PROOF_NETWORKS": str(args.proof_networks),
+            "DAEMON_JSON": docker.daemon_json,
+            "ADDRESS_POOLS_JSON": json.dumps(pools, sort_keys=True),
+            "RESTART_CMD": docker.restart_command,
+            "ALLOW_RESTART_WITH_RUNNING": str(int(docker.allow_restart_with_running_containers)),
+            "PROOF_NETWORKS": str(docker.proof_networks),
             "DAEMON_JSON_PY": DAEMON_JSON_SOURCE.read_text(),
         }
         if args.docker_host:
@@ -67,7 +61,7 @@ class DockerDaemonConfig(pulumi.ComponentResource):
             delete_script="daemon_config.delete.sh",
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.daemon_json = pulumi.Output.from_input(args.daemon_json)
+        self.daemon_json = pulumi.Output.from_input(docker.daemon_json)
         self.backup = run.outputs.apply(lambda o: str(o.get("backup", "")))
         self.first_subnet = run.outputs.apply(lambda o: str(o.get("first_subnet", "")))
         self.last_subnet = run.outputs.apply(lambda o: str(o.get("last_subnet", "")))

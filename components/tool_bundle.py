@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components.config import ToolBundleConfig
 from components.host import Host, host_script
 
-ASCIINEMA_2_4_0_SHA256 = "249ccf108509d643ddaf38979dac48c99e9e251f597173d8553a30d7a6423104"
 # Where the Harbor compose override mounts the bundle inside task containers.
 BUNDLE_ROOT = "/opt/harbor-tools"
 
@@ -25,9 +25,10 @@ BUNDLE_ROOT = "/opt/harbor-tools"
 @dataclass(frozen=True, kw_only=True)
 class ToolBundleArgs:
     host: Host
+    tools: ToolBundleConfig
     tools_dir: str
+    # The image to prove the bundle in: tools.canary_image, else a task image.
     canary_image: pulumi.Input[str] | None = None
-    asciinema_sha256: str = ASCIINEMA_2_4_0_SHA256
 
 
 class ToolBundle(pulumi.ComponentResource):
@@ -43,7 +44,7 @@ class ToolBundle(pulumi.ComponentResource):
             raise ValueError(f"ToolBundleArgs.tools_dir must be absolute, got {args.tools_dir!r}")
         env: dict[str, pulumi.Input[str]] = {
             "TOOLS_DIR": args.tools_dir,
-            "ASCIINEMA_SHA256": args.asciinema_sha256,
+            "ASCIINEMA_SHA256": args.tools.asciinema_sha256,
             "BUNDLE_ROOT": BUNDLE_ROOT,
         }
         if args.canary_image is not None:
