@@ -6,6 +6,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.harbor.conftest import HARBOR_PYTHON, WHEEL, WHEEL_SHA256, seam
 
 
@@ -26,6 +28,7 @@ def test_install_from_the_pinned_wheel(installed_harbor: dict) -> None:
     assert "already installed" in again.stderr
 
 
+@pytest.mark.real  # the wheel setup.sh downloaded
 def test_wrong_wheel_hash_aborts_naming_both_hashes(tmp_path: Path) -> None:
     wrong = "0" * 64
     result = seam("harbor_install.sh", {"WORKSPACE": str(tmp_path), "PYTHON": HARBOR_PYTHON,
@@ -35,6 +38,7 @@ def test_wrong_wheel_hash_aborts_naming_both_hashes(tmp_path: Path) -> None:
     assert not (tmp_path / "harbor-0.21.0").exists(), "nothing may be installed"
 
 
+@pytest.mark.real  # the wheel setup.sh downloaded
 def test_a_tampered_wheel_is_refused(tmp_path: Path) -> None:
     tampered = tmp_path / "harbor-0.21.0-py3-none-any.whl"
     shutil.copy(WHEEL, tampered)
