@@ -399,7 +399,9 @@ class Fetcher:
         return sha256_digest(done.stdout)
 
     def _why(self, done: Done) -> str:
-        return last_line(done.stderr) or f"timed out after {self.settings.pull_timeout}s"
+        if done.returncode == 124:
+            return f"timed out after {self.settings.pull_timeout}s"
+        return last_line(done.stderr) or f"skopeo exited with code {done.returncode}, no message"
 
     def fetch(self, label: str, ref: ImageRef, local_ref: str, tmpdir: Path) -> str:
         """ref into the engine as local_ref; returns the registry digest that was copied (read
