@@ -1,4 +1,5 @@
-"""image_set.sh throughput and its all-present re-run, against a private loopback registry.
+"""image_set.sh (running components/image_pull.py) throughput and its all-present re-run,
+against a private loopback registry.
 
 1. K canary-derived images (distinct layers, env BENCH_K, default 8) pulled through the registry
    as a mirror at concurrency 1 and at concurrency 4: wall seconds of each and the ratio.

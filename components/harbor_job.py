@@ -7,7 +7,7 @@ host seam), in dependency order:
 
     install (harbor_install.sh)  ─┐
     dataset (harbor_dataset.sh)  ─┼─> configs (harbor_configs.sh) -> preflight -> launch
-                                  ┘                                    (harbor_preflight.sh)
+                                  ┘               (harbor_preflight.sh running preflight.py)
     launch: harbor_launch.sh; its delete is harbor_stop.sh (SIGTERM, bounded wait, leftovers)
 
 Job names. The name is `<job_name_prefix>-<digest of the rendered job config and compose

@@ -1,9 +1,10 @@
 """ImageSet: every task image of the pinned dataset present on the Harbor host as linux/amd64.
 
 Seed step "Pull the 89 task images" as a resource: the manifest (components/manifest.py) is read
-on the machine running Pulumi, rendered into components/scripts/image_set.sh, and that script
-pulls what is missing (mirror, credentials, retries, bounded concurrency, architecture check)
-and reports each image's digest. The manifest's content hash is a trigger, so a new dataset
+on the machine running Pulumi, rendered into components/scripts/image_set.sh, which runs
+components/image_pull.py (inlined into it) with the host's python3: it pulls what is missing
+with skopeo (mirror, credentials, retries, bounded concurrency, architecture check) and reports
+each image's digest. The manifest's content hash is a trigger, so a new dataset
 commit that changes the images re-runs the script on the next `up`; the script itself skips
 images already present, so only the new ones are pulled.
 

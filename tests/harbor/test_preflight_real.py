@@ -4,6 +4,7 @@ resolve to what the stack asked for, and each kind of bad input stops before any
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from components.harbor_config import JobSettings
@@ -100,3 +101,16 @@ def test_an_existing_job_name_with_another_config(jobs: JobFactory, demo_dataset
     again = jobs.plan(demo_dataset, JobSettings(agent="oracle", n_concurrent_trials=1),
                       include=("hello-file",), job_name="pinned")
     assert again.preflight().returncode == 0
+
+
+def test_every_problem_is_listed_the_first_is_the_reason(jobs: JobFactory, demo_dataset: Path,
+                                                          tmp_path: Path) -> None:
+    job = jobs.plan(demo_dataset, SEED_LIKE, api_base=API, tools_dir=str(tmp_path / "nope"))
+    config = Path(job.plan.config_path)
+    config.write_text(config.read_text().replace(API, "http://127.0.0.1:30999/v1"))
+    result = job.preflight()
+    assert result.returncode != 0
+    assert "field agents[0].kwargs.api_base" in result.reason
+    assert re.search(r"\(and [0-9]+ more above\)$", result.reason), result.reason
+    assert f"also: mount source {tmp_path / 'nope'}" in result.stderr
+    assert not job.dir.exists()

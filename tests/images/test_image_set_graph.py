@@ -22,11 +22,12 @@ from components.image_set import (
     RegistryCredentials,
 )
 from components.manifest import load_manifest
-from tests.conftest import TB21_TASKS
+from tests.conftest import ROOT, TB21_TASKS
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 PASSWORD = "hunter2-" + "x" * 12
 MANIFEST = load_manifest(TB21_TASKS)
+PROGRAM = (ROOT / "components" / "image_pull.py").read_text()
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -127,6 +128,9 @@ def test_one_pull_command_with_the_rendered_manifest(monitor: RecordingMonitor):
         assert "export CONCURRENCY=3" in script and "export RETRIES=2" in script
         assert "export PIN_DIGESTS=1" in script and "export REQUIRE_SIDECAR=1" in script
         assert f"export SIDECAR_IMAGE={HARBOR_0_21_0_SIDECAR_IMAGE}" in script
+        # The host runs the Python program that travels inside the command, as it is here.
+        argv = shlex.split(script)
+        assert argv[:2] == ["bash", "-c"] and PROGRAM in argv[2]
         # A new manifest re-pulls (a replace); an edited script only re-runs (an update).
         assert inputs["triggers"] == [MANIFEST.content_hash()]
         # Output values parsed from the script's last stdout line.
@@ -168,7 +172,7 @@ def test_without_credentials_nothing_is_secret_and_manifest_hash_is_exported(
         manifest_hash, _ = values
         command = next(r for r in monitor.registered if r.type == "command:local:Command")
         create = as_dict(command.object)["create"]
-        assert isinstance(create, str) and "export REGISTRY_PASSWORD" not in create
+        assert isinstance(create, str) and "export REGISTRY_PASSWORD=" not in create
         assert "export REQUIRE_SIDECAR=0" in create and "export PIN_DIGESTS=0" in create
         assert manifest_hash == MANIFEST.content_hash()
         assert as_dict(command.object)["triggers"][-1] == "2026-11-30"

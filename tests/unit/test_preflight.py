@@ -1,0 +1,223 @@
+"""components/preflight.py without Harbor: the field walk, the comparison, the dataset, mount and
+resume checks, Harbor's error line, and a whole run with a stand-in `harbor` executable (the
+real Harbor is in tests/harbor/test_preflight_real.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components import preflight as pf
+from components.host import SCRIPTS_DIR, script_text
+
+RESOLVED = {
+    "job_name": "j1",
+    "n_concurrent_trials": 25,
+    "agent_timeout_multiplier": None,
+    "agents": [{"name": "terminus-2", "kwargs": {"api_base": "http://127.0.0.1:30000/v1"}}],
+    "datasets": [{"path": "/data/tasks"}],
+}
+
+
+def test_paths_read_as_the_user_writes_them() -> None:
+    assert pf.show(["agents", 0, "kwargs", "api_base"]) == "agents[0].kwargs.api_base"
+    assert pf.show(["datasets", "#len"]) == "datasets (count)"
+    assert pf.show([0, "x"]) == "[0].x"
+
+
+def test_walk() -> None:
+    assert pf.walk(RESOLVED, ["agents", 0, "kwargs", "api_base"]) == "http://127.0.0.1:30000/v1"
+    assert pf.walk(RESOLVED, ["datasets", "#len"]) == 1
+    assert pf.walk(RESOLVED, ["nope", "#len"]) is pf.MISSING
+    assert pf.walk({"x": 3}, ["x", "#len"]) == 0
+    assert pf.walk(RESOLVED, ["agents", 3, "name"]) is pf.MISSING
+    assert pf.walk(RESOLVED, ["agents", "name"]) is pf.MISSING
+    assert pf.walk(RESOLVED, ["agent_timeout_multiplier"]) is None
+
+
+def test_field_mismatches_use_harbors_default_for_a_dropped_field() -> None:
+    checks = [
+        {"path": ["n_concurrent_trials"], "expect": 25, "default": 4},
+        {"path": ["agents", 0, "kwargs", "api_base"], "expect": "http://127.0.0.1:30999/v1"},
+        {"path": ["agent_timeout_multiplier"], "expect": 6.0, "default": 1.0},
+        {"path": ["n_attempts"], "expect": 1, "default": 1},
+        {"path": ["datasets", "#len"], "expect": 2, "default": 0},
+    ]
+    found = pf.field_mismatches(RESOLVED, checks)
+    assert found == [
+        'field agents[0].kwargs.api_base is "http://127.0.0.1:30000/v1" in Harbor\'s resolved '
+        'config, but the stack config asks for "http://127.0.0.1:30999/v1": fix the stack config '
+        "or the Harbor version",
+        "field agent_timeout_multiplier is null in Harbor's resolved config, but the stack config "
+        "asks for 6.0: fix the stack config or the Harbor version",
+        "field datasets (count) is 1 in Harbor's resolved config, but the stack config asks for "
+        "2: fix the stack config or the Harbor version",
+    ]
+    assert pf.field_mismatches(RESOLVED, checks[:1] + checks[3:4]) == []
+
+
+def test_datasets_and_mount_sources_must_exist() -> None:
+    assert pf.missing_datasets(RESOLVED, is_dir=lambda p: True) == []
+    assert pf.missing_datasets(RESOLVED, is_dir=lambda p: False) == [
+        "dataset path /data/tasks does not exist on the Harbor host: run the dataset step"
+    ]
+    assert pf.missing_datasets({"datasets": [{"name": "registry-only"}]}, lambda p: False) == []
+    override = {"services": {"main": {"volumes": [
+        "/opt/tools:/opt/tools:ro", "relative:/x", {"type": "bind", "source": "/cache"},
+        {"type": "volume", "source": "named"},
+    ]}}}
+    assert pf.mount_sources(override) == ["/opt/tools", "/cache"]
+    assert pf.mount_sources(None) == pf.mount_sources({"services": {}}) == []
+    assert pf.missing_mounts(override, "/c.yaml", exists=lambda p: p != "/cache") == [
+        "mount source /cache in /c.yaml does not exist: build the tool bundle first"
+    ]
+
+
+def test_config_drift_ignores_what_harbor_ignores() -> None:
+    old = {**RESOLVED, "job_name": "other", "debug": True}
+    assert pf.config_drift(old, RESOLVED) == []
+    assert pf.config_drift({**old, "n_concurrent_trials": 1}, RESOLVED) == ["n_concurrent_trials"]
+    assert pf.config_drift({"a": 1}, {"b": 2}) == ["a", "b"]
+
+
+def test_harbors_wrapped_error_becomes_one_line() -> None:
+    boxed = (
+        "Traceback stuff\n  ValidationError: 1 validation error for JobConfig\n  n_concurrent "
+        "(20)\n   cannot exceed n_concurrent_trials\n\n(25)  \n"
+    )
+    # From the first "Error" on (as `grep -o 'Error.*'` did), across Harbor's wrapping.
+    assert pf.harbor_reason(boxed) == (
+        "Error: 1 validation error for JobConfig n_concurrent (20) cannot exceed "
+        "n_concurrent_trials (25)"
+    )
+    assert pf.harbor_reason("x" * 10 + "Error " + "y" * 1000, limit=20) == "Error " + "y" * 14
+    assert pf.harbor_reason("nothing useful") == ""
+
+
+def test_check_raises_the_first_problem_and_counts_the_rest(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    checks = [{"path": ["n_concurrent_trials"], "expect": 30}]
+    with pytest.raises(pf.PreflightError) as err:
+        pf.check(RESOLVED, checks, override=None, compose_path="/c.yaml", job_name="j1",
+                 existing={**RESOLVED, "n_concurrent_trials": 2}, jobs_dir="/r",
+                 is_dir=lambda p: False)
+    assert str(err.value).startswith("field n_concurrent_trials is 25")
+    assert str(err.value).endswith("(and 2 more above)")
+    err_text = capsys.readouterr().err
+    assert "also: dataset path /data/tasks does not exist" in err_text
+    assert "also: job j1 already exists in /r with a different config (field " \
+        "n_concurrent_trials): choose another job name; results are kept" in err_text
+    # The same config under the same name is a resume: fine.
+    pf.check(RESOLVED, [], override=None, compose_path="/c.yaml", job_name="j1",
+             existing=dict(RESOLVED), jobs_dir="/r", is_dir=lambda p: True)
+
+
+def test_inputs_are_required_and_the_resolved_copy_goes_beside_the_logs() -> None:
+    env = {"HARBOR_BIN": "/h/bin/harbor", "JOB_CONFIG": "/c/j.yaml", "COMPOSE_PATH": "/c/x.yaml",
+           "JOB_NAME": "j1", "JOBS_DIR": "/ws/results"}
+    values = pf.inputs(env)
+    assert values["RESOLVED_OUT"] == "/ws/logs/j1.resolved-config.json"
+    assert values["EXPECTED"] == "[]"
+    for key in pf.REQUIRED:
+        with pytest.raises(pf.PreflightError, match=f"^{key} is empty"):
+            pf.inputs({**env, key: ""})
+    with pytest.raises(pf.PreflightError, match="EXPECTED is not JSON"):
+        pf.parse_checks("[{")
+    with pytest.raises(pf.PreflightError, match="EXPECTED must be a JSON list"):
+        pf.parse_checks('[{"path": "x", "expect": 1}]')
+
+
+# --- a whole run, with a stand-in harbor ------------------------------------------------------
+
+
+def fake_harbor(tmp_path: Path, body: str) -> Path:
+    venv_bin = tmp_path / "venv" / "bin"
+    venv_bin.mkdir(parents=True)
+    harbor = venv_bin / "harbor"
+    harbor.write_text("#!/usr/bin/env bash\n" + body)
+    harbor.chmod(0o755)
+    # The script runs the program with the venv's python, beside harbor.
+    (venv_bin / "python").symlink_to(sys.executable)
+    return harbor
+
+
+def job_env(tmp_path: Path, harbor: Path, expected: list[dict]) -> dict[str, str]:
+    (tmp_path / "tools").mkdir(exist_ok=True)
+    config = tmp_path / "job.yaml"
+    config.write_text("jobs_dir: x\n")
+    compose = tmp_path / "compose.yaml"
+    compose.write_text(f"services:\n  main:\n    volumes:\n      - {tmp_path / 'tools'}:/t:ro\n")
+    return {"HARBOR_BIN": str(harbor), "JOB_CONFIG": str(config), "COMPOSE_PATH": str(compose),
+            "JOB_NAME": "j1", "JOBS_DIR": str(tmp_path / "results"),
+            "EXPECTED": json.dumps(expected)}
+
+
+def run_script(env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "-c", script_text("harbor_preflight.sh"), "preflight"],
+                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+
+
+def test_a_run_saves_what_harbor_resolved_and_reports_its_digest(tmp_path: Path) -> None:
+    resolved = json.dumps({"n_concurrent_trials": 3, "datasets": [{"path": str(tmp_path)}]})
+    harbor = fake_harbor(tmp_path, f"""
+[[ "$*" == *"--print-config"* && "$*" == *"--job-name j1"* && "$HARBOR_TELEMETRY" == 0 ]] || exit 9
+printf '%s\\n' '{resolved}'
+""")
+    env = job_env(tmp_path, harbor, [{"path": ["n_concurrent_trials"], "expect": 3}])
+    proc = run_script(env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    saved = tmp_path / "logs" / "j1.resolved-config.json"
+    assert out == {"resolved_config": str(saved), "checked_fields": 1,
+                   "resolved_sha256": hashlib.sha256(saved.read_bytes()).hexdigest()}
+    assert json.loads(saved.read_text())["n_concurrent_trials"] == 3
+    assert "1 fields match" in proc.stderr
+
+    # The tool bundle gone: the mount source is named.
+    (tmp_path / "tools").rmdir()
+    proc = run_script(env)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"harbor_preflight: mount source {tmp_path / 'tools'} in {env['COMPOSE_PATH']} does not "
+        "exist: build the tool bundle first"
+    )
+
+
+def test_harbors_refusal_is_one_line(tmp_path: Path) -> None:
+    harbor = fake_harbor(tmp_path, """
+printf 'ValueError: n_concurrent (30)\\n  cannot exceed\\n  n_concurrent_trials (25)\\n'
+exit 1
+""")
+    proc = run_script(job_env(tmp_path, harbor, []))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == (
+        f"harbor_preflight: harbor rejected {tmp_path / 'job.yaml'} (Error: n_concurrent "
+        "(30) cannot exceed n_concurrent_trials (25)): fix the job settings in the stack config"
+    )
+
+
+def test_the_script_checks_its_files_before_running_harbor(tmp_path: Path) -> None:
+    harbor = fake_harbor(tmp_path, "exit 0\n")
+    env = job_env(tmp_path, harbor, [])
+    proc = run_script({**env, "JOB_CONFIG": str(tmp_path / "absent.yaml")})
+    assert proc.returncode == 1
+    assert "absent.yaml does not exist: run the configs step" in proc.stderr
+    proc = run_script({**env, "HARBOR_BIN": str(tmp_path / "nope")})
+    assert proc.returncode == 1 and "is not executable: run the install step" in proc.stderr
+
+
+def test_the_script_ships_the_program_verbatim() -> None:
+    program = Path(pf.__file__).read_text()
+    assert program in script_text("harbor_preflight.sh")
+    assert "BENCHSTACK_PY" not in program.splitlines()
+    assert not any(line.startswith("# benchstack:include") for line in program.splitlines())
+    alone = subprocess.run(["bash", str(SCRIPTS_DIR / "harbor_preflight.sh")],
+                           capture_output=True, text=True, timeout=60)
+    assert alone.returncode == 1 and "preflight.py is not inlined" in alone.stderr
