@@ -14,6 +14,8 @@ import hashlib
 import json
 import re
 import subprocess
+import threading
+import time
 import tomllib
 from pathlib import Path
 
@@ -171,3 +173,37 @@ def test_fresh_clone_gets_its_python_environment(engine: Engine, project: Path) 
     result = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else {}
     assert run.returncode == 0 and result.get("ok"), (run.stderr[-3000:], result)
     assert result["outputs"]["decoded"]["workspace"] == "/var/lib/benchstack/local"
+
+
+def test_no_secret_in_any_process_arguments_during_up(engine: Engine, project: Path,
+                                                      tmp_path) -> None:
+    """While the real CLI runs `up` with the SSH key and the API key set as secrets, no
+    process on the machine carries either in its arguments (`ps` shows them to every user)."""
+
+    key = ed25519_key(tmp_path)
+    set_config(engine, project, "a100", "--secret", "benchstack:sshPrivateKey", "--", stdin=key)
+    set_config(engine, project, "a100", "--secret", "benchstack:apiKey", "sk-benchstack-canary")
+    needles = [key.strip().splitlines()[1].encode(), b"sk-benchstack-canary"]
+    seen: list[str] = []
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+                try:
+                    args = cmdline.read_bytes()
+                except OSError:
+                    continue
+                if any(n in args for n in needles):
+                    seen.append(args.replace(b"\0", b" ").decode(errors="replace")[:200])
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        result = inline(engine, project, "a100", "up", "config")
+    finally:
+        done.set()
+        watcher.join(timeout=5)
+    assert result["ok"], result["error"][-2000:]
+    assert seen == [], seen
