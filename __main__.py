@@ -100,10 +100,8 @@ def main() -> None:
         "images",
         ImageSetArgs(
             host=harbor_host,
+            images=cfg.images,
             manifest=manifest,
-            mirror=cfg.images.mirror,
-            concurrency=cfg.images.concurrency,
-            retries=cfg.images.retries,
             credentials=(
                 RegistryCredentials(
                     username=cfg.images.username, password=secrets.registry_password
@@ -111,8 +109,6 @@ def main() -> None:
                 if cfg.images.username and secrets.registry_password is not None
                 else None
             ),
-            pin_digests=cfg.images.pin_digests,
-            require_sidecar=cfg.images.require_sidecar,
         ),
         opts=pulumi.ResourceOptions(depends_on=[harbor_daemon]),
     )
@@ -143,48 +139,27 @@ def main() -> None:
         )
 
     dataset = cfg.dataset
-    job_deps = [d for d in (router, images, tools, proxy) if d is not None]
     job = HarborJob(
         "job",
         HarborJobArgs(
             host=harbor_host,
+            harbor=cfg.harbor,
+            dataset=dataset,
             workspace=workspace,
-            harbor_version=cfg.harbor.version,
-            wheel_sha256=cfg.harbor.wheel_sha256,
-            python=cfg.harbor.python,
-            dataset_git_url=dataset.repo,
-            dataset_commit=dataset.commit,
-            dataset_subdir=dataset.tasks_subdir,
             dataset_path=(
                 local_path(cfg, dataset.path)
                 if dataset.path and harbor_cfg.is_local
                 else dataset.path
             ),
-            expected_tasks=dataset.expected_tasks,
-            include=tuple(dataset.include),
-            exclude=tuple(dataset.exclude),
-            n_concurrent_trials=cfg.harbor.n_concurrent_trials,
-            agent=cfg.harbor.agent.name,
-            n_concurrent_agents=cfg.harbor.agent.n_concurrent,
             model_name=f"openai/{cfg.model.name}" if cfg.model and cfg.needs_model else None,
             api_base=router.router_url.apply(lambda url: f"{url}/v1") if router else None,
-            temperature=cfg.harbor.agent.temperature,
-            top_p=cfg.harbor.agent.top_p,
-            top_k=cfg.harbor.agent.top_k,
-            max_input_tokens=cfg.harbor.agent.max_input_tokens,
-            max_output_tokens=cfg.harbor.agent.max_output_tokens,
-            record_terminal_session=cfg.harbor.agent.record_terminal_session,
-            agent_timeout_multiplier=cfg.harbor.agent_timeout_multiplier,
-            agent_setup_timeout_multiplier=cfg.harbor.agent_setup_timeout_multiplier,
-            verifier_timeout_multiplier=cfg.harbor.verifier_timeout_multiplier,
             tools_dir=tools.tools_dir,
             proxy_url=proxy.proxy_url if proxy else None,
             api_key=secrets.api_key,
-            job_name_prefix=cfg.harbor.job_name_prefix,
-            stop_timeout_s=cfg.harbor.stop_timeout_s,
-            nofile=cfg.harbor.nofile,
         ),
-        opts=pulumi.ResourceOptions(depends_on=job_deps),
+        opts=pulumi.ResourceOptions(
+            depends_on=[d for d in (router, images, tools, proxy) if d is not None]
+        ),
     )
 
     pulumi.export(keys.HARBOR_HOST, harbor_cfg.name)

@@ -252,6 +252,17 @@ class HarborConfig(Model):
     stop_timeout_s: int = Field(default=600, ge=30)
     # Open files for Harbor (the seed's `ulimit -n 65536`); the host's hard limit must allow it.
     nofile: int = Field(default=65536, ge=1024)
+    # Attempts per task (pass@k); leaderboards ask for 5.
+    n_attempts: int = Field(default=1, ge=1)
+    environment_build_timeout_multiplier: float | None = Field(default=None, gt=0)
+    # "none": task containers get no network at all (the tool bundle must carry the tools).
+    container_network: Literal["default", "none"] = "default"
+    # How long the launch waits for the first trial to start (images are pulled before).
+    start_timeout_s: int = Field(default=600, gt=0)
+    # A wheel already on the Harbor host (air-gapped); unset: `pip download` it there.
+    wheel_path: str | None = None
+    # A fixed job name; unset: job_name_prefix and a digest of the rendered config.
+    job_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
 
 
 class DatasetConfig(Model):
@@ -294,6 +305,22 @@ class ImagesConfig(Model):
     # Tasks with allow_internet = false need Harbor's egress sidecar image (built with buildx);
     # true: fail before launch, naming those tasks, when it cannot be had.
     require_sidecar: bool = True
+    # The tag Harbor 0.21.0 looks up for its sidecar on a linux/amd64 engine
+    # (`harbor-prebuilt:harbor-docker-egress-control-sidecar--<blake2b of its build context>`).
+    sidecar_image: str = "harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6"
+    # Bound on one image's copy.
+    pull_timeout_s: int = Field(default=1800, ge=1)
+    # Where archives of `concurrency` images wait before `docker load`: a disk, not a small
+    # tmpfs (unset: the state directory under the workspace).
+    scratch_dir: str | None = None
+    # Change it (a date will do) to re-check the images on the next `up` although nothing else
+    # changed, e.g. after a `docker system prune`; an all-present check asks no registry.
+    rerun_token: str = ""
+
+    @field_validator("scratch_dir")
+    @classmethod
+    def _absolute_scratch(cls, value: str | None) -> str | None:
+        return None if value is None else _absolute(value)
 
 
 class ProxyConfig(Model):

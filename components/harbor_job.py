@@ -46,9 +46,8 @@ from pathlib import PurePosixPath
 import pulumi
 import pulumi_command as command
 
+from components.config import DatasetConfig, HarborConfig
 from components.harbor_config import (
-    Agent,
-    ContainerNetwork,
     DatasetSpec,
     JobSettings,
     config_digest,
@@ -59,92 +58,55 @@ from components.harbor_config import (
 )
 from components.host import Host, content_hash, host_script, parse_outputs, render, ssh_command
 
-HARBOR_0_21_0_SHA256 = "c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21"
-
 
 @dataclass(frozen=True, kw_only=True)
 class HarborJobArgs:
-    """Where and what Harbor runs. Plain values decide the job; Inputs come from other layers."""
+    """The stack's Harbor and dataset sections, and what comes from the other layers."""
 
     host: Host
+    harbor: HarborConfig
+    dataset: DatasetConfig
     workspace: str
-    python: str
-    harbor_version: str = "0.21.0"
-    wheel_sha256: str = HARBOR_0_21_0_SHA256
-    # A wheel already on the host; None: `pip download` it there.
-    wheel_path: str | None = None
-    # The dataset: a git repository at a commit, or a directory on the Harbor host.
-    dataset_git_url: str | None = None
-    dataset_commit: str | None = None
-    dataset_subdir: str = "tasks"
+    # The task dirs on the Harbor host when the dataset is a path (resolved against the
+    # project for the local host); None for a git dataset.
     dataset_path: str | None = None
-    expected_tasks: int
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    # The job settings (see components/harbor_config.py:JobSettings).
-    agent: Agent = "terminus-2"
-    n_concurrent_trials: int = 4
-    n_concurrent_agents: int | None = None
-    n_attempts: int = 1
+    # `openai/<served model>` for terminus-2; None for model-free agents.
     model_name: str | None = None
     api_base: pulumi.Input[str] | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    max_input_tokens: int | None = None
-    max_output_tokens: int | None = None
-    record_terminal_session: bool = True
-    agent_timeout_multiplier: float | None = None
-    agent_setup_timeout_multiplier: float | None = None
-    verifier_timeout_multiplier: float | None = None
-    environment_build_timeout_multiplier: float | None = None
-    # "none": task containers get no network at all (the tool bundle must carry the tools).
-    container_network: ContainerNetwork = "default"
-    # From the other layers.
     tools_dir: pulumi.Input[str] | None = None
     proxy_url: pulumi.Input[str] | None = None
     api_key: pulumi.Input[str] = "EMPTY"
-    job_name_prefix: str = "benchstack"
-    job_name: str | None = None
-    stop_timeout_s: int = 600
-    start_timeout_s: int = 600
-    nofile: int = 65536
 
 
 def _settings(args: HarborJobArgs) -> tuple[DatasetSpec, JobSettings]:
-    """The args as validated models; a bad value raises ValueError naming the field."""
-    if not PurePosixPath(args.workspace).is_absolute():
-        raise ValueError(f"HarborJobArgs.workspace must be absolute, got {args.workspace!r}")
-    if args.stop_timeout_s < 30:
-        raise ValueError("HarborJobArgs.stop_timeout_s must be >= 30 (one wave of trial teardowns)")
-    if args.job_name is not None and not args.job_name.replace("-", "").replace("_", "").isalnum():
-        raise ValueError(f"HarborJobArgs.job_name {args.job_name!r}: use letters, digits, - and _")
+    """The two sections as the rendering models (harbor_config.py) take them."""
+    harbor, agent, data = args.harbor, args.harbor.agent, args.dataset
     dataset = DatasetSpec(
-        git_url=args.dataset_git_url,
-        commit=args.dataset_commit,
-        subdir=args.dataset_subdir,
+        git_url=data.repo,
+        commit=data.commit,
+        subdir=data.tasks_subdir,
         path=args.dataset_path,
-        expected_tasks=args.expected_tasks,
-        include=tuple(args.include),
-        exclude=tuple(args.exclude),
+        expected_tasks=data.expected_tasks,
+        include=tuple(data.include),
+        exclude=tuple(data.exclude),
     )
     job = JobSettings(
-        agent=args.agent,
-        n_concurrent_trials=args.n_concurrent_trials,
-        n_concurrent_agents=args.n_concurrent_agents,
-        n_attempts=args.n_attempts,
+        agent=agent.name,
+        n_concurrent_trials=harbor.n_concurrent_trials,
+        n_concurrent_agents=agent.n_concurrent,
+        n_attempts=harbor.n_attempts,
         model_name=args.model_name,
-        temperature=args.temperature,
-        top_p=args.top_p,
-        top_k=args.top_k,
-        max_input_tokens=args.max_input_tokens,
-        max_output_tokens=args.max_output_tokens,
-        record_terminal_session=args.record_terminal_session,
-        agent_timeout_multiplier=args.agent_timeout_multiplier,
-        agent_setup_timeout_multiplier=args.agent_setup_timeout_multiplier,
-        verifier_timeout_multiplier=args.verifier_timeout_multiplier,
-        environment_build_timeout_multiplier=args.environment_build_timeout_multiplier,
-        container_network=args.container_network,
+        temperature=agent.temperature,
+        top_p=agent.top_p,
+        top_k=agent.top_k,
+        max_input_tokens=agent.max_input_tokens,
+        max_output_tokens=agent.max_output_tokens,
+        record_terminal_session=agent.record_terminal_session,
+        agent_timeout_multiplier=harbor.agent_timeout_multiplier,
+        agent_setup_timeout_multiplier=harbor.agent_setup_timeout_multiplier,
+        verifier_timeout_multiplier=harbor.verifier_timeout_multiplier,
+        environment_build_timeout_multiplier=harbor.environment_build_timeout_multiplier,
+        container_network=harbor.container_network,
     )
     if job.uses_model and args.api_base is None:
         raise ValueError("HarborJobArgs.api_base is required for the terminus-2 agent")
@@ -267,13 +229,13 @@ class HarborJob(pulumi.ComponentResource):
             script="harbor_install.sh",
             env={
                 "WORKSPACE": workspace,
-                "HARBOR_VERSION": args.harbor_version,
-                "WHEEL_SHA256": args.wheel_sha256,
-                "PYTHON": args.python,
-                "WHEEL": args.wheel_path or "",
+                "HARBOR_VERSION": args.harbor.version,
+                "WHEEL_SHA256": args.harbor.wheel_sha256,
+                "PYTHON": args.harbor.python,
+                "WHEEL": args.harbor.wheel_path or "",
             },
             delete_script="harbor_install.delete.sh",
-            delete_env={"WORKSPACE": workspace, "HARBOR_VERSION": args.harbor_version},
+            delete_env={"WORKSPACE": workspace, "HARBOR_VERSION": args.harbor.version},
             opts=child(),
         )
         dataset_run = host_script(
@@ -305,8 +267,8 @@ class HarborJob(pulumi.ComponentResource):
                 api_base=v[0],
                 tools_dir=v[1],
                 proxy_url=v[2],
-                job_name_prefix=args.job_name_prefix,
-                job_name=args.job_name,
+                job_name_prefix=args.harbor.job_name_prefix,
+                job_name=args.harbor.job_name,
             )
         )
         job_name = rendered.apply(lambda r: r.job_name)
@@ -329,7 +291,7 @@ class HarborJob(pulumi.ComponentResource):
             delete_env={"CONFIG_PATH": config_path, "COMPOSE_PATH": compose_path},
             opts=child(dataset_run.command),
         )
-        default_bin = f"{workspace}/harbor-{args.harbor_version}/bin/harbor"
+        default_bin = f"{workspace}/harbor-{args.harbor.version}/bin/harbor"
         harbor_bin = install.outputs.apply(lambda out: out.get("harbor_bin") or default_bin)
         preflight = host_script(
             f"{name}-preflight",
@@ -345,7 +307,7 @@ class HarborJob(pulumi.ComponentResource):
                 "RESOLVED_OUT": job_name.apply(lambda n: f"{log_dir}/{n}.resolved-config.json"),
             },
             # A new install or dataset must be checked again, even with the same config text.
-            triggers=[config_hash, args.wheel_sha256, tasks_dir],
+            triggers=[config_hash, args.harbor.wheel_sha256, tasks_dir],
             opts=child(configs.command, install.command, dataset_run.command),
         )
 
@@ -359,7 +321,7 @@ class HarborJob(pulumi.ComponentResource):
             "JOBS_DIR": jobs_dir,
             "LOG_DIR": log_dir,
             "N_CONCURRENT": str(job.n_concurrent_trials),
-            "STOP_TIMEOUT_S": str(args.stop_timeout_s),
+            "STOP_TIMEOUT_S": str(args.harbor.stop_timeout_s),
         }
         launch = host_script(
             f"{name}-launch",
@@ -374,8 +336,8 @@ class HarborJob(pulumi.ComponentResource):
                 "LOG_DIR": log_dir,
                 "OPENAI_API_KEY": args.api_key,
                 "LAUNCH_TOKEN": token,
-                "START_TIMEOUT_S": str(args.start_timeout_s),
-                "NOFILE": str(args.nofile),
+                "START_TIMEOUT_S": str(args.harbor.start_timeout_s),
+                "NOFILE": str(args.harbor.nofile),
                 "RESOLVED_SHA256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
             },
             delete_script="harbor_stop.sh",

@@ -20,15 +20,12 @@ from dataclasses import dataclass
 
 import pulumi
 
+from components.config import ImagesConfig
 from components.host import Host, host_script
 from components.manifest import ImageManifest
 
-# The tag Harbor 0.21.0 looks up for its sidecar on a linux/amd64 engine
-# (`harbor-prebuilt:harbor-docker-egress-control-sidecar--<blake2b of its build context>`).
-# Pass `harbor_python` to have the script derive it from the installed Harbor instead.
-HARBOR_0_21_0_SIDECAR_IMAGE = (
-    "harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6"
-)
+# The tag Harbor 0.21.0 looks up for its sidecar (the config's default, kept here by name).
+HARBOR_0_21_0_SIDECAR_IMAGE = ImagesConfig.model_fields["sidecar_image"].default
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,44 +39,22 @@ class RegistryCredentials:
 @dataclass(frozen=True, kw_only=True)
 class ImageSetArgs:
     host: Host
+    images: ImagesConfig
     manifest: ImageManifest
-    mirror: str | None = None
-    concurrency: int = 4
-    retries: int = 4
-    pull_timeout_sec: int = 1800
+    # images.username with the registryPassword secret.
     credentials: RegistryCredentials | None = None
-    pin_digests: bool = False
-    # False only for stacks that knowingly run no offline task (or accept their failure).
-    require_sidecar: bool = True
-    sidecar_image: str = HARBOR_0_21_0_SIDECAR_IMAGE
     # The Harbor venv's python on the host: derives the sidecar tag from the installed Harbor and
     # lets the script build (buildx) or assemble (no buildx) a missing sidecar before launch.
     harbor_python: str | None = None
     state_dir: str | None = None
-    # Archives of CONCURRENCY images wait here before `docker load`: a disk, not a small tmpfs.
-    scratch_dir: str | None = None
-    # Change it (a date will do) to re-check the images on the next `up` although nothing else
-    # changed, e.g. after a `docker system prune`; an all-present check asks no registry.
-    rerun_token: str = ""
 
 
 def _check(args: ImageSetArgs) -> None:
     if not args.manifest.images:
         raise ValueError("ImageSetArgs.manifest has no images: check the dataset path")
-    if args.concurrency < 1:
-        raise ValueError(f"ImageSetArgs.concurrency must be >= 1, got {args.concurrency}")
-    if args.retries < 0:
-        raise ValueError(f"ImageSetArgs.retries must be >= 0, got {args.retries}")
-    if args.pull_timeout_sec < 1:
-        raise ValueError(f"ImageSetArgs.pull_timeout_sec must be >= 1, got {args.pull_timeout_sec}")
-    if args.mirror is not None and ("://" in args.mirror or not args.mirror.strip("/")):
-        raise ValueError(
-            "ImageSetArgs.mirror must be host[:port][/prefix] without a scheme, "
-            f"got {args.mirror!r}"
-        )
     if args.credentials is not None and not args.credentials.username:
         raise ValueError("ImageSetArgs.credentials.username is empty")
-    for path_field in ("harbor_python", "state_dir", "scratch_dir"):
+    for path_field in ("harbor_python", "state_dir"):
         value = getattr(args, path_field)
         if value is not None and not value.startswith("/"):
             raise ValueError(f"ImageSetArgs.{path_field} must be an absolute path, got {value!r}")
@@ -90,20 +65,20 @@ def script_env(args: ImageSetArgs) -> dict[str, pulumi.Input[str]]:
     env: dict[str, pulumi.Input[str]] = {
         "IMAGES": "\n".join(args.manifest.image_names),
         "NO_NETWORK_TASKS": "\n".join(args.manifest.no_network_tasks),
-        "MIRROR": args.mirror or "",
-        "CONCURRENCY": str(args.concurrency),
-        "RETRIES": str(args.retries),
-        "PULL_TIMEOUT": str(args.pull_timeout_sec),
-        "PIN_DIGESTS": "1" if args.pin_digests else "0",
-        "REQUIRE_SIDECAR": "1" if args.require_sidecar else "0",
-        "SIDECAR_IMAGE": args.sidecar_image,
+        "MIRROR": args.images.mirror or "",
+        "CONCURRENCY": str(args.images.concurrency),
+        "RETRIES": str(args.images.retries),
+        "PULL_TIMEOUT": str(args.images.pull_timeout_s),
+        "PIN_DIGESTS": "1" if args.images.pin_digests else "0",
+        "REQUIRE_SIDECAR": "1" if args.images.require_sidecar else "0",
+        "SIDECAR_IMAGE": args.images.sidecar_image,
     }
     if args.harbor_python:
         env["HARBOR_PYTHON"] = args.harbor_python
     if args.state_dir:
         env["STATE_DIR"] = args.state_dir
-    if args.scratch_dir:
-        env["SCRATCH_DIR"] = args.scratch_dir
+    if args.images.scratch_dir:
+        env["SCRATCH_DIR"] = args.images.scratch_dir
     if args.credentials is not None:
         env["REGISTRY_USERNAME"] = args.credentials.username
         env["REGISTRY_PASSWORD"] = pulumi.Output.secret(args.credentials.password)
@@ -132,7 +107,7 @@ class ImageSet(pulumi.ComponentResource):
             # A new dataset commit with other images re-runs the pull (config changes re-render
             # the command and re-run it anyway). No delete script: removing task images on
             # destroy would only cost the next `up` hours of pulling.
-            triggers=[manifest_hash, *([args.rerun_token] if args.rerun_token else [])],
+            triggers=[manifest_hash, *filter(None, [args.images.rerun_token])],
             secret_env=("REGISTRY_PASSWORD",),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -14,6 +14,7 @@ import pytest
 from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
+from components.config import ImagesConfig
 from components.host import Host
 from components.image_set import (
     HARBOR_0_21_0_SIDECAR_IMAGE,
@@ -91,19 +92,18 @@ def unwrap(value):
 
 
 def args(**overrides) -> ImageSetArgs:
+    """The images section and the Args; `overrides` go to whichever has the key."""
+    images = {"mirror": "127.0.0.1:5000", "concurrency": 3, "retries": 2, "pin_digests": True}
     base = {
         "host": Host(name="harbor", address="local"),
         "manifest": MANIFEST,
-        "mirror": "127.0.0.1:5000",
-        "concurrency": 3,
-        "retries": 2,
         "credentials": RegistryCredentials(
             username="bench", password=pulumi.Output.secret(PASSWORD)
         ),
-        "pin_digests": True,
     }
-    base.update(overrides)
-    return ImageSetArgs(**base)
+    for key, value in overrides.items():
+        (images if key in ImagesConfig.model_fields else base)[key] = value
+    return ImageSetArgs(images=ImagesConfig(**images), **base)
 
 
 @pulumi.runtime.test
@@ -187,10 +187,12 @@ def test_without_credentials_nothing_is_secret_and_manifest_hash_is_exported(
         ("concurrency", 0, "concurrency"),
         ("retries", -1, "retries"),
         ("mirror", "http://127.0.0.1:5000", "mirror"),
-        ("harbor_python", "venv/bin/python", "harbor_python"),
-        ("manifest", MANIFEST.model_copy(update={"images": []}), "manifest"),
+        ("harbor_python", "venv/bin/python", "ImageSetArgs.harbor_python"),
+        ("manifest", MANIFEST.model_copy(update={"images": []}), "ImageSetArgs.manifest"),
     ],
 )
 def test_bad_args_name_the_field(monitor: RecordingMonitor, field: str, value, message: str):
-    with pytest.raises(ValueError, match=f"ImageSetArgs.{message}"):
+    """The images section rejects its own bad values (naming the field); the Args only what
+    comes from elsewhere."""
+    with pytest.raises(ValueError, match=message):
         ImageSet("bad", args(**{field: value}))
