@@ -22,6 +22,7 @@ from audit.detectors import DETECTORS, JobContext
 from audit.evidence import TrialEvidence
 from audit.rules import CompiledRule, Match
 from audit.verdict import CATEGORIES, PASS_REWARD, Classification, exception_line
+from components.jobdir import never_ran
 
 __all__ = ["CATEGORIES", "PASS_REWARD", "Classification", "classify"]
 
@@ -106,8 +107,7 @@ def _stopped_by_runner(ev: TrialEvidence, etype: str | None) -> bool:
     result = ev.result
     if etype is not None or (result and result.reward is not None):
         return False
-    if result and result.agent_execution is None and result.verifier is None and (
-            result.verifier_result is None):
+    if result and never_ran(result.model_dump()):
         return True
     return any(_RUNNER_STOP.search(c.text) for c in ev.source("trial_log"))
 

@@ -15,14 +15,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from audit.s3 import S3Uri
+from components import jobdir
 
-JOB_CONFIG = "config.json"
-JOB_RESULT = "result.json"
-JOB_LOG = "job.log"
+# Harbor's own files: named once, in the job-directory contract the program shares
+# (components/jobdir.py, which imports nothing, like components/outputs.py).
+JOB_CONFIG = jobdir.JOB_CONFIG
+JOB_RESULT = jobdir.JOB_RESULT
+JOB_LOG = jobdir.JOB_LOG
+TRIAL_RESULT = jobdir.TRIAL_RESULT
+TRIAL_LOG = jobdir.TRIAL_LOG
+TRIAL_EXCEPTION = jobdir.TRIAL_EXCEPTION
 
-TRIAL_RESULT = "result.json"
-TRIAL_LOG = "trial.log"
-TRIAL_EXCEPTION = "exception.txt"
 VERIFIER_STDOUT = "verifier/test-stdout.txt"
 VERIFIER_REWARD_TXT = "verifier/reward.txt"
 VERIFIER_REWARD_JSON = "verifier/reward.json"

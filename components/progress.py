@@ -33,8 +33,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-# Harbor marks interrupted trials with this; they are re-run on resume, so not "done".
-CANCELLED = "CancelledError"
+from components import jobdir
 
 
 @dataclass
@@ -63,14 +62,6 @@ class Snapshot:
         return asdict(self) | {"finished": self.finished}
 
 
-def _read_json(path: Path) -> dict | None:
-    try:
-        value = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
 def _parse_time(value: str | None) -> datetime | None:
     """Harbor mixes naive local times (`started_at`) and UTC with a `Z` (hooks)."""
     if not value:
@@ -88,25 +79,22 @@ def _reward_key(value: float) -> str:
 
 def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
     """The job's progress now; raises FileNotFoundError if `job_dir` is not a job dir."""
-    job = _read_json(job_dir / "result.json")
-    config = _read_json(job_dir / "config.json")
+    job = jobdir.read_json(job_dir / jobdir.JOB_RESULT)
+    config = jobdir.read_json(job_dir / jobdir.JOB_CONFIG)
     if job is None and config is None:
         raise FileNotFoundError(f"{job_dir} has neither result.json nor config.json: not a job dir")
     job = job or {}
     stats = job.get("stats") or {}
-    lock = _read_json(job_dir / "lock.json") or {}
+    lock = jobdir.read_json(job_dir / jobdir.JOB_LOCK) or {}
     total = int(job.get("n_total_trials") or len(lock.get("trials") or []))
 
     rewards: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     reward_values: list[float] = []
     done = cancelled = 0
-    for trial_result in sorted(job_dir.glob("*/result.json")):
-        trial = _read_json(trial_result)
-        if trial is None or "trial_name" not in trial:
-            continue
+    for _, trial in jobdir.trial_results(job_dir):
         exception = (trial.get("exception_info") or {}).get("exception_type")
-        if exception == CANCELLED:
+        if exception == jobdir.CANCELLED or jobdir.never_ran(trial):
             cancelled += 1
             continue
         done += 1

@@ -77,26 +77,17 @@ fi
 # exception, no agent run and no verifier result, and `job resume` counts it as done: a silent
 # 0. Such trials are set aside (kept beside the job, never deleted) so the resume runs them.
 set_aside_cancelled_setups() {
-  local aside="$JOBS_DIR/.benchstack-interrupted/$JOB_NAME" trial
+  local aside="$JOBS_DIR/.benchstack-interrupted/$JOB_NAME" trial program
+  program=$(cat <<'BENCHSTACK_PY'
+# benchstack:include ../jobdir.py
+BENCHSTACK_PY
+)
   while IFS= read -r trial; do
     [[ -n "$trial" ]] || continue
     mkdir -p "$aside"
     mv "$job_dir/$trial" "$aside/$trial.$(date -u +%Y%m%dT%H%M%SZ)"
     log "set aside trial $trial (cancelled during setup, never run): the resume runs it again"
-  done < <("$(dirname "$HARBOR_BIN")/python" - "$job_dir" <<'PY'
-import json, pathlib, sys
-
-for trial in sorted(pathlib.Path(sys.argv[1]).iterdir()):
-    try:
-        result = json.loads((trial / "result.json").read_text())
-    except (OSError, ValueError):
-        continue  # no result.json: resume re-runs it anyway
-    phases = ("exception_info", "agent_execution", "verifier", "verifier_result")
-    if isinstance(result, dict) and "trial_name" in result and all(
-            result.get(key) is None for key in phases):
-        print(trial.name)
-PY
-  )
+  done < <("$(dirname "$HARBOR_BIN")/python" - never-ran "$job_dir" <<<"$program")
 }
 
 if [[ -f "$job_dir/config.json" ]]; then

@@ -5,6 +5,9 @@
 # Harbor runs or has finished (no change, no re-run), a new one when the job was interrupted
 # (the launch is replaced, which resumes the job). Never fails: an unreadable state is "unknown".
 #
+# The reading is components/jobdir.py (the one reader of Harbor's job directory), inlined below
+# by the host seam and run with this host's python3.
+#
 # Inputs (environment, with defaults):
 #   JOB_NAME         the job name                                   (required)
 #   JOBS_DIR         Harbor's jobs dir                              (required)
@@ -12,29 +15,14 @@
 # Outputs (last stdout line, JSON): state, token, pid
 set -uo pipefail
 
-LOG_DIR=${LOG_DIR:-$(dirname "${JOBS_DIR:-.}")/logs}
+unknown='{"state": "unknown", "token": "start", "pid": null}'
 if [[ -z "${JOB_NAME:-}" || -z "${JOBS_DIR:-}" ]]; then
-  echo '{"state": "unknown", "token": "start", "pid": null}'
+  echo "$unknown"
   exit 0
 fi
-job_dir="$JOBS_DIR/$JOB_NAME"
-pid_file="$LOG_DIR/$JOB_NAME.pid"
-token=$(cat "$LOG_DIR/$JOB_NAME.launch-token" 2>/dev/null || true)
-pid=$(cat "$pid_file" 2>/dev/null || true)
-[[ "$pid" =~ ^[0-9]+$ ]] || pid=""
-
-state=interrupted
-if [[ ! -f "$job_dir/config.json" && -z "$token" ]]; then
-  state=absent
-  token=start
-elif [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null \
-  && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -qF -- "$JOB_NAME"; then
-  state=running
-elif [[ -f "$job_dir/result.json" ]] && ! grep -Eq '"finished_at": *null' "$job_dir/result.json"; then
-  state=finished
-fi
-if [[ "$state" == interrupted ]]; then
-  # New for each interruption (the dead PID differs), so each one gets exactly one resume.
-  token="resume-$(printf '%s|%s' "$token" "$pid" | sha256sum | cut -c1-12)"
-fi
-printf '{"state": "%s", "token": "%s", "pid": %s}\n' "$state" "$token" "${pid:-null}"
+LOG_DIR=${LOG_DIR:-$(dirname "$JOBS_DIR")/logs}
+program=$(cat <<'BENCHSTACK_PY'
+# benchstack:include ../jobdir.py
+BENCHSTACK_PY
+)
+python3 - status "$JOBS_DIR" "$LOG_DIR" "$JOB_NAME" <<<"$program" || echo "$unknown"
