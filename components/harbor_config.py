@@ -73,7 +73,8 @@ class JobSettings(_Strict):
     """The Harbor job as the stack config describes it (plain values only)."""
 
     agent: Agent = "terminus-2"
-    n_concurrent_trials: int = Field(default=HARBOR_DEFAULT_CONCURRENCY, ge=1)
+    # No default here: the stack config's harbor.n_concurrent_trials is the one.
+    n_concurrent_trials: int = Field(ge=1)
     n_concurrent_agents: int | None = Field(default=None, ge=1)
     n_attempts: int = Field(default=1, ge=1)
     model_name: str | None = None
@@ -92,12 +93,7 @@ class JobSettings(_Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSettings:
-        agents = self.n_concurrent_agents
-        if agents is not None and agents > self.n_concurrent_trials:
-            raise ValueError(
-                f"job.n_concurrent_agents ({self.n_concurrent_agents}) must not exceed "
-                f"job.n_concurrent_trials ({self.n_concurrent_trials}): Harbor refuses it"
-            )
+        # Agents above trials is the stack config's check (harbor.agent.n_concurrent).
         if self.agent == "terminus-2" and not self.model_name:
             raise ValueError("job.model_name is required for the terminus-2 agent")
         return self

@@ -9,13 +9,13 @@
 #   JOB_NAME         the job name                                   (required)
 #   JOBS_DIR         Harbor's jobs dir                              (required)
 #   LOG_DIR          where the launch keeps the PID file            (JOBS_DIR/../logs)
-#   N_CONCURRENT     the job's n_concurrent_trials (size of a wave) (4)
+#   N_CONCURRENT     the job's n_concurrent_trials (size of a wave)  (required)
 #   STOP_TIMEOUT_S   minimum wait after SIGTERM before SIGKILL      (120)
 # Outputs (last stdout line, JSON): job_dir, signalled_pid, exited, killed, removed_containers,
 #   removed_networks
 set -euo pipefail
 
-N_CONCURRENT=${N_CONCURRENT:-4}
+N_CONCURRENT=${N_CONCURRENT:-}
 STOP_TIMEOUT_S=${STOP_TIMEOUT_S:-120}
 log() { printf '[harbor_stop] %s\n' "$*" >&2; }
 die() { printf 'harbor_stop: %s\n' "$*" >&2; exit 1; }
@@ -23,7 +23,7 @@ die() { printf 'harbor_stop: %s\n' "$*" >&2; exit 1; }
 for key in JOB_NAME JOBS_DIR; do
   [[ -n "${!key:-}" ]] || die "$key is empty: the component must pass it"
 done
-[[ "$N_CONCURRENT" =~ ^[1-9][0-9]*$ ]] || die "N_CONCURRENT must be a positive number, got '$N_CONCURRENT'"
+[[ "$N_CONCURRENT" =~ ^[1-9][0-9]*$ ]] || die "N_CONCURRENT (the job's harbor.n_concurrent_trials) must be a positive number, got '$N_CONCURRENT'"
 [[ "$STOP_TIMEOUT_S" =~ ^[0-9]+$ ]] || die "STOP_TIMEOUT_S must be a number of seconds, got '$STOP_TIMEOUT_S'"
 LOG_DIR=${LOG_DIR:-$(dirname "$JOBS_DIR")/logs}
 job_dir="$JOBS_DIR/$JOB_NAME"

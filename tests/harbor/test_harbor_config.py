@@ -52,7 +52,8 @@ def test_top_k_goes_through_extra_body_and_oracle_has_no_model() -> None:
     settings = SEED.model_copy(update={"top_k": 20})
     config = job_config(settings, jobs_dir="/r", dataset_path="/d", dataset=TB21, api_base=API)
     assert config["agents"][0]["kwargs"]["llm_call_kwargs"]["extra_body"] == {"top_k": 20}
-    oracle = job_config(JobSettings(agent="oracle"), jobs_dir="/r", dataset_path="/d",
+    oracle = job_config(JobSettings(agent="oracle", n_concurrent_trials=1), jobs_dir="/r",
+                        dataset_path="/d",
                         dataset=TB21, api_base=None)
     assert oracle["agents"] == [{"name": "oracle"}]
 
@@ -80,14 +81,13 @@ def test_no_network_containers_refuse_a_proxy() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
-        ({"n_concurrent_trials": 2, "n_concurrent_agents": 3}, "n_concurrent_agents"),
         ({"agent": "terminus-2", "model_name": None}, "model_name"),
         ({"agent": "terminus-1"}, "agent"),
         ({"n_concurrent_trials": 0}, "n_concurrent_trials"),
     ],
 )
 def test_bad_job_settings_name_the_field(kwargs: dict, field: str) -> None:
-    base = {"agent": "oracle"} | kwargs
+    base = {"agent": "oracle", "n_concurrent_trials": 1} | kwargs
     with pytest.raises(ValidationError, match=field):
         JobSettings(**base)
 

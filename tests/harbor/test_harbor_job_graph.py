@@ -230,7 +230,6 @@ def test_remote_hosts_probe_over_ssh() -> None:
     ("changes", "message"),
     [
         ({"api_base": None}, "HarborJobArgs.api_base"),
-        ({"n_concurrent": 9}, "n_concurrent_agents"),
         ({"dataset_path": None}, "dataset"),
     ],
 )
