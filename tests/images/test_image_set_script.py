@@ -140,7 +140,9 @@ def _stop_mid_set(registry: LocalRegistry, test_images: ImageFactory, tmp_path: 
         registry.stop()
         time.sleep(4)
         registry.start()
-        stdout, _ = proc.communicate(timeout=300)
+        # The reader thread owns stderr; communicate() would close it under the thread.
+        proc.wait(timeout=300)
+        stdout = proc.stdout.read()
     finally:
         if proc.poll() is None:
             proc.kill()
