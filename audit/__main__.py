@@ -51,6 +51,8 @@ def _audit_parser() -> argparse.ArgumentParser:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("job", nargs="?", help="job dir (<jobs_dir>/<job_name>) or s3://bucket/prefix")
     src.add_argument("--stack", help="read the job dir from this Pulumi stack's outputs")
+    p.add_argument("--project", type=Path, default=Path("."),
+                   help="with --stack: the Pulumi project's directory (default: the current one)")
     p.add_argument("--format", choices=FORMATS, default="table")
     p.add_argument("--out", type=Path, help="write the report here instead of stdout")
     _common(p)
@@ -107,7 +109,7 @@ def run_audit(argv: list[str]) -> int:
         from audit.stack import StackError, job_from_outputs, read_stack_outputs
 
         try:
-            found = job_from_outputs(read_stack_outputs(args.stack), args.stack)
+            found = job_from_outputs(read_stack_outputs(args.stack, args.project), args.stack)
         except StackError as exc:
             raise UsageError(str(exc)) from exc
         job = found.job_dir

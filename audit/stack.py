@@ -10,6 +10,7 @@ import json
 import shutil
 import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 from components import outputs as K
 
@@ -25,7 +26,9 @@ class StackJob:
     harbor_host: str | None
 
 
-def read_stack_outputs(stack: str, timeout: float = 120) -> dict:
+def read_stack_outputs(stack: str, project: Path = Path("."), timeout: float = 120) -> dict:
+    """The stack's outputs, as `pulumi stack output --json` prints them for `project` (its
+    Pulumi.yaml names the backend, so the audit can run from any directory)."""
     pulumi = shutil.which("pulumi")
     if pulumi is None:
         raise StackError(
@@ -34,7 +37,7 @@ def read_stack_outputs(stack: str, timeout: float = 120) -> dict:
         )
     try:
         proc = subprocess.run(
-            [pulumi, "stack", "output", "--json", "--stack", stack],
+            [pulumi, "--cwd", str(project), "stack", "output", "--json", "--stack", stack],
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -134,7 +134,8 @@ def test_stack_reads_job_dir_and_reference_score(seed_job, run_cli, tmp_path):
         "inside_adjusted_ci": True,
     }
     args = (tmp_path / "pulumi-args.txt").read_text().split()
-    assert args == ["stack", "output", "--json", "--stack", "a100"]
+    # The project dir goes with it: the CLI finds the stack (and its backend) from any cwd.
+    assert args == ["--cwd", ".", "stack", "output", "--json", "--stack", "a100"]
 
 
 def test_stack_falls_back_to_jobs_dir_and_job_name(seed_job, run_cli, tmp_path):

@@ -14,6 +14,7 @@ One operation per process: Pulumi's runtime keeps global state. Prints one JSON 
 Usage: python inline.py PROJECT_DIR STACK OPERATION PROGRAM
   OPERATION: preview | up | destroy
   PROGRAM:   main (the project's __main__.py) | config (load the config, export what it read)
+             | outputs (export the JSON object in $BENCHSTACK_TEST_OUTPUTS: recorded outputs)
 """
 
 from __future__ import annotations
@@ -47,6 +48,16 @@ def config_program() -> None:
         )
 
 
+def outputs_program() -> None:
+    """Exports the values of the JSON file BENCHSTACK_TEST_OUTPUTS names, as stack outputs."""
+    import os
+
+    import pulumi
+
+    for key, value in json.loads(Path(os.environ["BENCHSTACK_TEST_OUTPUTS"]).read_text()).items():
+        pulumi.export(key, value)
+
+
 def main(argv: list[str]) -> int:
     project, stack_name, operation, program_name = argv
     project_dir = Path(project).resolve()
@@ -60,6 +71,8 @@ def main(argv: list[str]) -> int:
     def program() -> None:
         if program_name == "main":
             runpy.run_path(str(project_dir / "__main__.py"), run_name="__main__")
+        elif program_name == "outputs":
+            outputs_program()
         else:
             config_program()
 

@@ -14,6 +14,7 @@ import hashlib
 import json
 import re
 import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -207,3 +208,36 @@ def test_no_secret_in_any_process_arguments_during_up(engine: Engine, project: P
         watcher.join(timeout=5)
     assert result["ok"], result["error"][-2000:]
     assert seen == [], seen
+
+
+def test_audit_reads_the_job_from_the_real_stack_outputs(engine: Engine, project: Path,
+                                                          tmp_path) -> None:
+    """`python -m audit --stack` through the real `pulumi stack output --json`, run from a
+    directory other than the project's: the same report as the job dir given directly."""
+    from components import outputs as keys
+    from tests.audit.audit_jobgen import seed_final_run, write_job
+
+    job_dir = write_job(tmp_path / "results", "seed-job", seed_final_run())
+    recorded = tmp_path / "outputs.json"
+    recorded.write_text(json.dumps({keys.JOB_DIR: str(job_dir), keys.REFERENCE_SCORE: 73.0,
+                                    keys.HARBOR_HOST: "local"}))
+    env = {**engine.env, "BENCHSTACK_TEST_OUTPUTS": str(recorded)}
+    up = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "engine" / "inline.py"), str(project), "local",
+         "up", "outputs"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
+    assert json.loads(up.stdout.strip().splitlines()[-1])["ok"], up.stderr[-2000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def audit(*args: str) -> dict:
+        proc = subprocess.run([sys.executable, "-m", "audit", *args, "--format", "json"],
+                              cwd=elsewhere, env={**engine.env, "PYTHONPATH": str(ROOT)},
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return json.loads(proc.stdout)
+
+    via_stack = audit("--stack", "local", "--project", str(project))
+    direct = audit(str(job_dir), "--reference-score", "73")
+    assert via_stack["raw"] == direct["raw"] and via_stack["adjusted"] == direct["adjusted"]
+    assert via_stack["reference"]["score"] == 73.0
+    assert [t["category"] for t in via_stack["trials"]] == [t["category"] for t in direct["trials"]]
