@@ -4,8 +4,10 @@
 host script the program declares on this machine's real Docker engine (the daemon config is
 applied to it and it is restarted by the stack's restart command), with the local registry as
 the image mirror and tinyproxy behind the proxy bridge. The test then waits for the oracle job
-with the progress command, audits the job from the stack outputs, archives it to moto's S3,
-checks that a second `up` runs nothing, destroys, and checks that nothing is left but results.
+with the progress command, audits the job from the stack outputs (recorded in a real stack and
+read back through the real `pulumi stack output --json`), archives it to moto's S3, upgrades
+(edited host scripts), checks that a second `up` runs nothing, destroys, and checks that
+nothing is left but results, daemon.json and docker0 as they were.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import json
 import os
 import signal
 import socket
-import stat
 import subprocess
 import sys
 import threading
@@ -29,6 +30,7 @@ from components import host as host_module
 from components import outputs as keys
 from tests.conftest import CANARY_IMAGE, REGISTRY, ROOT, docker
 from tests.e2e.engine import StackState, destroy, up
+from tests.engine.conftest import copy_project, make_engine, record_outputs
 
 pytestmark = pytest.mark.real
 
@@ -120,10 +122,10 @@ def wait_for_job(outputs: dict, timeout: int = 420) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def audit_json(*args: str, env: dict | None = None) -> dict:
+def audit_json(*args: str, env: dict | None = None, cwd: Path = ROOT) -> dict:
     proc = subprocess.run(
         [PY, "-m", "audit", *args, "--format", "json"],
-        capture_output=True, text=True, timeout=300, cwd=ROOT, env={**os.environ, **(env or {})},
+        capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, **(env or {})},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout)
@@ -135,16 +137,6 @@ def assert_demo_scores(report: dict) -> None:
     raw = report["raw"]
     assert (raw["passed"], raw["total"], raw["score"]) == (1, 3, 33.33)
     assert raw["ci_low"] < 33.33 < raw["ci_high"]
-
-
-def fake_pulumi_cli(directory: Path, exports: dict) -> Path:
-    """`pulumi stack output --json` answering with the outputs of the up above."""
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "outputs.json").write_text(json.dumps(exports))
-    script = directory / "pulumi"
-    script.write_text(f"#!/bin/sh\ncat {directory / 'outputs.json'}\n")
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    return directory
 
 
 def leftovers(job_name: str) -> dict[str, list[str]]:
@@ -178,10 +170,13 @@ def test_local_stack_up_audit_archive_upgrade_reup_destroy(stack, s3_env, tmp_pa
     snapshot = wait_for_job(outputs)
     assert snapshot["done"] == snapshot["total"] == 3
 
-    # The audit finds the job from the stack outputs alone.
-    bin_dir = fake_pulumi_cli(tmp_path / "pulumi-cli", outputs)
-    path_env = {"PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    report = audit_json("--stack", "local", env=path_env)
+    # The audit finds the job from the stack outputs alone, through the real
+    # `pulumi stack output --json` of a real stack holding them, from another directory.
+    engine = make_engine(tmp_path / "pulumi-home")
+    project = copy_project(tmp_path / "clone")
+    record_outputs(engine, project, "local", outputs, tmp_path)
+    report = audit_json("--stack", "local", "--project", str(project),
+                        env={**engine.env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
     assert_demo_scores(report)
 
     # Archive to S3, then audit the archived copy.

@@ -37,10 +37,14 @@ class Engine:
 
 @pytest.fixture(scope="session")
 def engine(tmp_path_factory) -> Engine:
+    return make_engine(tmp_path_factory.mktemp("pulumi-home"))
+
+
+def make_engine(home: Path) -> Engine:
+    """The built CLI with its own PULUMI_HOME (`home`), for this file's tests and others'."""
     root = engine_root()
     if not (root / "bin" / "pulumi").is_file():
         pytest.fail(f"no Pulumi CLI under {root}: run `bash tests/env/setup.sh`")
-    home = tmp_path_factory.mktemp("pulumi-home")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
     env.update(
         PULUMI_HOME=str(home),
@@ -64,6 +68,10 @@ def tracked_files() -> list[str]:
 
 @pytest.fixture
 def project(tmp_path) -> Path:
+    return copy_project(tmp_path)
+
+
+def copy_project(tmp_path: Path) -> Path:
     """The project as a fresh clone has it: its tracked files (working-tree content)."""
     dest = tmp_path / "benchstack"
     for rel in tracked_files():
@@ -95,15 +103,27 @@ def pulumi(engine: Engine, project: Path, *args: str, stdin: str | None = None,
 
 
 def inline(engine: Engine, project: Path, stack: str, operation: str, program: str,
-           timeout: float = 600) -> dict:
+           timeout: float = 600, env: dict[str, str] | None = None) -> dict:
     """One operation through the real CLI with the program served inline (see inline.py)."""
     proc = subprocess.run(
         [sys.executable, str(ROOT / "tests" / "engine" / "inline.py"), str(project), stack,
          operation, program],
-        cwd=project, env=engine.env, capture_output=True,
+        cwd=project, env={**engine.env, **(env or {})}, capture_output=True,
         text=True, timeout=timeout,
     )
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode != 0 or not lines:
         raise AssertionError(f"inline.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
     return json.loads(lines[-1])
+
+
+def record_outputs(engine: Engine, project: Path, stack: str, outputs: dict,
+                   tmp_path: Path) -> None:
+    """Make `outputs` the real stack's outputs (a program that only exports them), so that
+    `pulumi stack output --json` answers with them."""
+    recorded = tmp_path / f"{stack}-outputs.json"
+    recorded.write_text(json.dumps(outputs))
+    result = inline(engine, project, stack, "up", "outputs",
+                    env={"BENCHSTACK_TEST_OUTPUTS": str(recorded)})
+    if not result["ok"]:
+        raise AssertionError(f"recording the outputs failed:\n{result['error'][-2000:]}")

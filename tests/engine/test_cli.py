@@ -25,7 +25,7 @@ import yaml
 
 from components.config import load_stack_file
 from tests.conftest import ROOT
-from tests.engine.conftest import Engine, inline, pulumi
+from tests.engine.conftest import Engine, inline, pulumi, record_outputs
 from tests.engine.paths import engine_status
 from tests.graph.program import stack_config
 
@@ -218,14 +218,9 @@ def test_audit_reads_the_job_from_the_real_stack_outputs(engine: Engine, project
     from tests.audit.audit_jobgen import seed_final_run, write_job
 
     job_dir = write_job(tmp_path / "results", "seed-job", seed_final_run())
-    recorded = tmp_path / "outputs.json"
-    recorded.write_text(json.dumps({keys.JOB_DIR: str(job_dir), keys.REFERENCE_SCORE: 73.0,
-                                    keys.HARBOR_HOST: "local"}))
-    env = {**engine.env, "BENCHSTACK_TEST_OUTPUTS": str(recorded)}
-    up = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "engine" / "inline.py"), str(project), "local",
-         "up", "outputs"], cwd=project, env=env, capture_output=True, text=True, timeout=600)
-    assert json.loads(up.stdout.strip().splitlines()[-1])["ok"], up.stderr[-2000:]
+    record_outputs(engine, project, "local", {keys.JOB_DIR: str(job_dir),
+                                              keys.REFERENCE_SCORE: 73.0,
+                                              keys.HARBOR_HOST: "local"}, tmp_path)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
 
