@@ -38,9 +38,11 @@ $(VENV)/.benchstack-test: pyproject.toml
 	$(VENV)/bin/pip install -q -e '.[test]'
 	touch $@
 
+# lint, then the fast loop, then every test with a real peer: all tests, each once.
 test: setup
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not real"
+	$(PY) -m pytest -q -m real
 
 # The `pulumi` on PATH, else the one `make setup` built (tests/env/engine/build.sh).
 ENGINE_DIR ?= /var/lib/benchstack-engine
