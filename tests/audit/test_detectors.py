@@ -718,7 +718,7 @@ def test_terminus_setup_timeout_points_at_the_tool_bundle(tmp_path):
         observations=[],
         durations=(4, 360, 0, None),
     )
-    (trial,) = build_report(JobLayout.local(write_job(tmp_path, "j", [spec], concurrency=1))).trials
+    trial = _trial(tmp_path, spec)
     assert (trial.category, trial.signature) == ("infra", "tool_install_timeout")
     assert "tool bundle" in trial.explanation
 
@@ -732,7 +732,7 @@ def test_an_agent_timeout_during_a_model_call_is_not_an_endpoint_failure(tmp_pat
         traceback=LITELLM_TB + "httpx.ReadTimeout: timed out\n"
         "harbor.trial.errors.AgentTimeoutError: Agent execution timed out after 900.0 seconds\n",
     )
-    (trial,) = build_report(JobLayout.local(write_job(tmp_path, "j", [spec], concurrency=1))).trials
+    trial = _trial(tmp_path, spec)
     assert trial.category == "agent_timeout"
 
 
@@ -745,7 +745,7 @@ def test_a_lost_tmux_pane_with_the_oom_killer_on_screen_is_infra(tmp_path):
         commands=["make all -j8\n"],
         observations=["Killed\n[ 4242.1] Out of memory: Killed process 812 (cc1plus)\n"],
     )
-    (trial,) = build_report(JobLayout.local(write_job(tmp_path, "j", [spec], concurrency=1))).trials
+    trial = _trial(tmp_path, spec)
     assert (trial.category, trial.signature) == ("infra", "out_of_memory")
 
 
