@@ -18,6 +18,14 @@ IMAGES_READY = "images_ready"
 IMAGE_DIGESTS = "image_digests"
 DATASET_PATH = "dataset_path"
 REFERENCE_SCORE = "reference_score"
+# Reruns of the main job's tasks (harbor.reruns): the rerun jobs' dirs, oldest first ([] until
+# one has been launched), and why none runs yet ("" once launched, or when none is declared).
+RERUN_JOB_DIRS = "rerun_job_dirs"
+RERUN_WAITING = "rerun_waiting"
+# The provenance manifest (JSON) of the main job, on the Harbor host: what a reader needs to
+# repeat the run. Its top-level key "schema" is "benchstack.provenance/1".
+PROVENANCE_PATH = "provenance_path"
+PROVENANCE_SCHEMA = "benchstack.provenance/1"
 
 ALL = (
     ROUTER_URL,
@@ -34,4 +42,7 @@ ALL = (
     IMAGE_DIGESTS,
     DATASET_PATH,
     REFERENCE_SCORE,
+    RERUN_JOB_DIRS,
+    RERUN_WAITING,
+    PROVENANCE_PATH,
 )
