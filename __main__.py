@@ -12,12 +12,21 @@ from pathlib import PurePosixPath
 import pulumi
 
 from components import outputs as keys
-from components.config import PROJECT_DIR, HostConfig, SshConfig, StackConfig, load_pulumi_config
+from components.config import (
+    PROJECT_DIR,
+    HostConfig,
+    SshConfig,
+    StackConfig,
+    check_rerun_tasks,
+    load_pulumi_config,
+)
 from components.docker_daemon import DockerDaemonConfig, DockerDaemonConfigArgs
 from components.harbor_job import HarborJob, HarborJobArgs
+from components.harbor_rerun import HarborRerun, HarborRerunArgs
 from components.host import Host
 from components.image_set import ImageSet, ImageSetArgs, RegistryCredentials
 from components.manifest import load_manifest
+from components.provenance import Provenance, ProvenanceArgs
 from components.proxy_bridge import ProxyBridge, ProxyBridgeArgs
 from components.router import Router, RouterArgs
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
@@ -95,7 +104,9 @@ def main() -> None:
 
     # --- the Harbor host's plane ----------------------------------------------------------
     harbor_daemon = daemons[harbor_cfg.name]
-    manifest = load_manifest(local_path(cfg, cfg.dataset.manifest_path))
+    manifest_dir = local_path(cfg, cfg.dataset.manifest_path)
+    manifest = load_manifest(manifest_dir)
+    check_rerun_tasks(cfg.harbor.reruns, manifest.tasks, manifest_dir)
     images = ImageSet(
         "images",
         ImageSetArgs(
@@ -162,6 +173,30 @@ def main() -> None:
         ),
     )
 
+    # Declared beside the main job from the start: it waits (and says why) until that job has
+    # finished, then runs the listed tasks again as a job of its own.
+    reruns = (
+        [HarborRerun("rerun", HarborRerunArgs(job=job, reruns=cfg.harbor.reruns),
+                     opts=pulumi.ResourceOptions(depends_on=[job]))]
+        if cfg.harbor.reruns
+        else []
+    )
+    provenance = Provenance(
+        "provenance",
+        ProvenanceArgs(
+            stack=pulumi.get_stack(),
+            job=job,
+            dataset=dataset,
+            task_count=len(manifest.tasks),
+            image_digests=images.image_digests,
+            model=cfg.model,
+            workers=workers,
+            router=router,
+            reruns=reruns,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[job, *reruns]),
+    )
+
     pulumi.export(keys.HARBOR_HOST, harbor_cfg.name)
     pulumi.export(keys.ROUTER_URL, router.router_url if router else None)
     pulumi.export(keys.WORKER_URLS, [w.url for w in workers])
@@ -176,6 +211,17 @@ def main() -> None:
     pulumi.export(keys.IMAGES_READY, images.images_ready)
     pulumi.export(keys.IMAGE_DIGESTS, images.image_digests)
     pulumi.export(keys.REFERENCE_SCORE, cfg.harbor.reference_score)
+    pulumi.export(
+        keys.RERUN_JOB_DIRS,
+        pulumi.Output.all(*(r.job_dir for r in reruns)).apply(lambda dirs: [d for d in dirs if d]),
+    )
+    pulumi.export(
+        keys.RERUN_WAITING,
+        pulumi.Output.all(*(r.waiting for r in reruns)).apply(
+            lambda why: "; ".join(w for w in why if w)
+        ),
+    )
+    pulumi.export(keys.PROVENANCE_PATH, provenance.path)
 
 
 main()

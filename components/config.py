@@ -22,7 +22,14 @@ from typing import Any, Literal
 
 import pulumi
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.fields import FieldInfo
 
 NAMESPACE = "benchstack"
@@ -237,6 +244,45 @@ class AgentConfig(Model):
     record_terminal_session: bool = True
 
 
+TASK_NAME = r"^[A-Za-z0-9][A-Za-z0-9._/-]*$"
+
+
+class RerunsConfig(Model):
+    """`harbor.reruns`: tasks of the finished main job to run again as a job of their own.
+
+    Written as a list of task names, or as `{from_audit: true}`: the tasks the audit of the
+    finished main job lists for rerun (infra or cancelled). The rerun starts on the first `up`
+    after the main job finished; the main job's directory is never written to.
+    """
+
+    tasks: list[str] = Field(default_factory=list)
+    from_audit: bool = False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _list_form(cls, value: Any) -> Any:
+        return {"tasks": value} if isinstance(value, list) else value
+
+    @field_validator("tasks")
+    @classmethod
+    def _task_names(cls, value: list[str]) -> list[str]:
+        for task in value:
+            if not re.fullmatch(TASK_NAME, task):
+                raise ValueError(f"{task!r} is not a task name (the task's directory name)")
+        dups = sorted({t for t in value if value.count(t) > 1})
+        if dups:
+            raise ValueError(f"task {dups[0]!r} is listed twice")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> RerunsConfig:
+        if self.from_audit == bool(self.tasks):
+            raise ValueError(
+                "give either a list of tasks or `from_audit: true`, not both and not neither"
+            )
+        return self
+
+
 class HarborConfig(Model):
     version: str
     wheel_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
@@ -263,6 +309,7 @@ class HarborConfig(Model):
     wheel_path: str | None = None
     # A fixed job name; unset: job_name_prefix and a digest of the rendered config.
     job_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
+    reruns: RerunsConfig | None = None
 
 
 class DatasetConfig(Model):
@@ -504,6 +551,26 @@ def _check(cfg: StackConfig) -> list[str]:
             f"{ns}:harbor.n_concurrent_trials {cfg.harbor.n_concurrent_trials} (Harbor refuses it)"
         )
 
+    reruns = cfg.harbor.reruns
+    if reruns and reruns.from_audit and not cfg.harbor_host.is_local:
+        problems.append(
+            f"{ns}:harbor.reruns.from_audit: the audit reads the main job's dir where pulumi "
+            f"runs, and the Harbor host {cfg.harbor_host.name} is remote: run `python -m audit` "
+            f"on that host and list its rerun tasks in {ns}:harbor.reruns"
+        )
+    if reruns and cfg.dataset.exclude:
+        for task in sorted(set(reruns.tasks) & set(cfg.dataset.exclude)):
+            problems.append(
+                f"{ns}:harbor.reruns: task {task!r} is excluded from the dataset "
+                f"({ns}:dataset.exclude), so the main job never ran it"
+            )
+    if reruns and cfg.dataset.include:
+        for task in sorted(set(reruns.tasks) - set(cfg.dataset.include)):
+            problems.append(
+                f"{ns}:harbor.reruns: task {task!r} is not in {ns}:dataset.include, so the main "
+                "job never ran it"
+            )
+
     needed = cfg.harbor.n_concurrent_trials + cfg.docker.network_margin
     if cfg.address_pool_networks < needed:
         problems.append(
@@ -705,6 +772,23 @@ def _plaintext_secrets(secrets: dict[str, Any]) -> list[str]:
         for key, value in sorted(secrets.items())
         if not (isinstance(value, dict) and set(value) == {"secure"})
     ]
+
+
+def check_rerun_tasks(reruns: RerunsConfig | None, dataset_tasks: list[str], source: str) -> None:
+    """Every listed rerun task is a task of the dataset (its directory in `source`)."""
+    if reruns is None:
+        return
+    known = set(dataset_tasks)
+    unknown = [t for t in reruns.tasks if t not in known]
+    if unknown:
+        sample = ", ".join(sorted(known)[:5])
+        raise ConfigError(
+            [
+                f"{NAMESPACE}:harbor.reruns: task {t!r} is not a task of the dataset {source} "
+                f"(its tasks look like: {sample})"
+                for t in unknown
+            ]
+        )
 
 
 def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:

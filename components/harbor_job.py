@@ -172,6 +172,12 @@ def render_plan(
     )
 
 
+def resolved_out(log_dir: str, job_name: pulumi.Input[str]) -> pulumi.Output[str]:
+    """Where the preflight keeps the config Harbor resolved for the job (the provenance reads
+    it back)."""
+    return pulumi.Output.from_input(job_name).apply(lambda n: f"{log_dir}/{n}.resolved-config.json")
+
+
 def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
     """The job's state and launch token, read on the host now (see the module docstring)."""
     key = None if host.is_local else host.private_key
@@ -304,7 +310,7 @@ class HarborJob(pulumi.ComponentResource):
                 "JOB_NAME": job_name,
                 "JOBS_DIR": jobs_dir,
                 "EXPECTED": rendered.apply(lambda r: r.expected),
-                "RESOLVED_OUT": job_name.apply(lambda n: f"{log_dir}/{n}.resolved-config.json"),
+                "RESOLVED_OUT": resolved_out(log_dir, job_name),
             },
             # A new install or dataset must be checked again, even with the same config text.
             triggers=[config_hash, args.harbor.wheel_sha256, tasks_dir],
@@ -353,6 +359,20 @@ class HarborJob(pulumi.ComponentResource):
         # job_dir (e.g. the audit) wait for Harbor to have started.
         def after_launch(value: pulumi.Input[str]) -> pulumi.Output[str]:
             return pulumi.Output.all(launch.command.id, value).apply(lambda v: v[1])
+
+        # What a rerun of some of this job's tasks repeats exactly (components/harbor_rerun.py).
+        self.host = host
+        self.harbor = args.harbor
+        self.settings = job
+        self.dataset_spec = dataset
+        self.workspace = workspace
+        self.tasks_dir = tasks_dir
+        self.log_dir = log_dir
+        self.api_key = args.api_key
+        self.plan_inputs = pulumi.Output.all(args.api_base, args.tools_dir, args.proxy_url)
+        self.launch = launch.command
+        self.resolved_config_path = resolved_out(log_dir, job_name)
+        self.compose_path = compose_path
 
         self.job_name = job_name
         self.jobs_dir = pulumi.Output.from_input(jobs_dir)

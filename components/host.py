@@ -20,7 +20,7 @@ import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import pulumi
 import pulumi_command as command
@@ -198,6 +198,7 @@ def ssh_command(host: Host, remote_command: str, *, with_key: bool) -> str:
 
 
 KNOWN_HOST_KEY_SCRIPT = "known_host_key.sh"
+WAITING_SCRIPT = "waiting.sh"
 
 
 def known_host_key(host: Host) -> pulumi.Output[str]:
@@ -263,9 +264,15 @@ def host_script(
     delete_env: Mapping[str, pulumi.Input[str]] | None = None,
     triggers: Sequence[pulumi.Input] = (),
     secret_env: Sequence[str] = (),
+    waiting: pulumi.Input[str] | None = None,
     opts: pulumi.ResourceOptions | None = None,
 ) -> ScriptRun:
-    """Declare one script run on `host`; see the module docstring for the contract."""
+    """Declare one script run on `host`; see the module docstring for the contract.
+
+    `waiting`: while it resolves to a non-empty reason, the step runs `waiting.sh` instead
+    (it says why and changes nothing) and has nothing to delete. The step's triggers must
+    change when the reason goes, so that the next `up` replaces it with the real step.
+    """
     env = dict(env or {})
     secret_keys = tuple(k for k in secret_env if k in env)
     create = _resolved(env, lambda values: render(script, values, secret_keys))
@@ -274,11 +281,19 @@ def host_script(
         k: v for k, v in (delete_env if delete_env is not None else env).items()
         if k not in secret_keys
     }
-    delete = (
+    delete: pulumi.Output[Any] | None = (
         _resolved(delete_values, lambda values: render(delete_script, values))
         if delete_script
         else None
     )
+    if waiting is not None:
+        reason = pulumi.Output.from_input(waiting)
+        create = pulumi.Output.all(reason, create).apply(
+            lambda v: render(WAITING_SCRIPT, {"WAITING": v[0], "STEP": resource_name})
+            if v[0] else v[1]
+        )
+        if delete is not None:
+            delete = pulumi.Output.all(reason, delete).apply(lambda v: None if v[0] else v[1])
     # pulumi-command replaces only when `triggers` change, creating the new resource first and
     # deleting the old one after. So the script text is no trigger: an edited script (any
     # upgrade of benchstack) is an update, which runs the idempotent create again and deletes

@@ -79,6 +79,7 @@ class Router(pulumi.ComponentResource):
     """The SGLang router; `router_url` resolves only once a chat completion went through it."""
 
     router_url: pulumi.Output[str]
+    router_args: pulumi.Output[list[str]]
     worker_urls: pulumi.Output[list[str]]
 
     def __init__(
@@ -179,4 +180,6 @@ class Router(pulumi.ComponentResource):
         self.worker_urls = pulumi.Output.all(worker_urls, ready.outputs).apply(
             lambda values: values[0]
         )
-        self.register_outputs({"router_url": self.router_url, "worker_urls": self.worker_urls})
+        self.router_args = worker_urls.apply(lambda urls: router_argv(args.router, urls))
+        self.register_outputs({"router_url": self.router_url, "worker_urls": self.worker_urls,
+                               "router_args": self.router_args})

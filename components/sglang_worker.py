@@ -114,6 +114,7 @@ class SGLangWorker(pulumi.ComponentResource):
     url: pulumi.Output[str]
     server_info: pulumi.Output[dict]
     container_id: pulumi.Output[str]
+    image_id: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: SGLangWorkerArgs, opts: pulumi.ResourceOptions | None = None
@@ -231,6 +232,8 @@ class SGLangWorker(pulumi.ComponentResource):
         self.url = ready.outputs.apply(lambda _out: url)
         self.server_info = ready.outputs.apply(lambda out: dict(out.get("server_info") or {}))
         self.container_id = container.id
+        self.image_id = pulumi.Output.from_input(image_id)
         self.register_outputs(
-            {"url": self.url, "server_info": self.server_info, "container_id": self.container_id}
+            {"url": self.url, "server_info": self.server_info, "container_id": self.container_id,
+             "image_id": self.image_id}
         )

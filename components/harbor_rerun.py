@@ -1,0 +1,272 @@
+"""HarborRerun: some tasks of a finished main job, run again as a job of their own.
+
+The seed's score became trustworthy only after a few targeted reruns of the trials with clear
+infra impact. Harbor 0.21 cannot rerun selected trials (its resume only retries what an
+interruption cut), so a rerun is a second job: the main job's pinned Harbor install, dataset,
+agent, sampling, serving endpoint, compose override, tool bundle and proxy, with the dataset
+narrowed to the rerun tasks (`task_names`), under its own name, log and PID file. The main
+job's directory is never written to; `python -m audit MAIN --rerun RERUN` merges the two.
+
+Which tasks (`harbor.reruns`): a list, or `from_audit: true`, the tasks the audit of the
+finished main job lists for rerun (infra or cancelled). The audit runs at program time, on
+every `up` and `preview`, as its own CLI (`python -m audit JOB_DIR --format json`): a finished
+job's directory does not change, so its list does not either.
+
+When (the `waiting` reason of the host seam): while the main job is absent, running or
+interrupted, the rerun's three steps (configs, preflight, launch) are declared but only say
+why they wait. On the first `up` after the main job finished, their triggers change and they
+are replaced by the real steps; preview shows that replacement before it runs. After that the
+launch token is the rerun's own status (components/harbor_job.py), so a second `up` starts
+nothing, and destroy stops the rerun gracefully before the main job, like the main job.
+
+The rerun's name is `<main job name>-rerun-<digest of its tasks>`: another task list is
+another job (the old one is stopped; its results stay).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shlex
+import sys
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_command as command
+
+from components.config import PROJECT_DIR, RerunsConfig
+from components.harbor_job import HarborJob, Rendered, probe_job_status, render_plan
+from components.host import content_hash, host_script
+
+
+@dataclass(frozen=True, kw_only=True)
+class HarborRerunArgs:
+    job: HarborJob
+    reruns: RerunsConfig
+
+
+@dataclass(frozen=True)
+class RerunPlan:
+    """What the rerun is, given the main job's state: `waiting` is empty once it can run."""
+
+    waiting: str
+    tasks: tuple[str, ...] = ()
+    job_name: str = ""
+    rendered: Rendered | None = None
+
+
+def rerun_job_name(main_job_name: str, tasks: tuple[str, ...]) -> str:
+    digest = hashlib.sha256("\n".join(sorted(tasks)).encode()).hexdigest()
+    return f"{main_job_name}-rerun-{digest[:8]}"
+
+
+def audit_command(job_dir: str) -> str:
+    """The audit CLI on the main job, reduced to its rerun list (what `-i` filters on)."""
+    python = shlex.quote(sys.executable)
+    extract = "import json,sys; print(json.dumps({'tasks': json.load(sys.stdin)['rerun']}))"
+    return (
+        f"set -euo pipefail; cd {shlex.quote(str(PROJECT_DIR))}; "
+        f"report=$({python} -m audit {shlex.quote(job_dir)} --format json) || "
+        f"{{ echo 'harbor.reruns.from_audit: the audit of {job_dir} failed (see above)' >&2; "
+        "exit 1; }; "
+        f"printf '%s' \"$report\" | {python} -c {shlex.quote(extract)}"
+    )
+
+
+def audited_tasks(job: HarborJob) -> pulumi.Output[list[str] | None]:
+    """The audit's rerun list of the main job once it finished; None before."""
+    text = pulumi.Output.all(job.job_state, job.job_dir).apply(
+        lambda v: audit_command(v[1]) if v[0] == "finished" else "echo '{}'"
+    )
+    result = command.local.run_output(command=text, interpreter=["/bin/bash", "-c"])
+
+    def parse(stdout: str) -> list[str] | None:
+        lines = [line for line in (stdout or "").splitlines() if line.strip()]
+        found = json.loads(lines[-1]) if lines else {}
+        tasks = found.get("tasks") if isinstance(found, dict) else None
+        return [str(t) for t in tasks] if isinstance(tasks, list) else None
+
+    return result.stdout.apply(parse)
+
+
+def plan_rerun(
+    job: HarborJob,
+    *,
+    state: str,
+    main_job_name: str,
+    tasks: list[str] | None,
+    plan_inputs: list,
+) -> RerunPlan:
+    if state != "finished" or tasks is None:
+        return RerunPlan(
+            waiting=f"waits for the main job {main_job_name} to finish; the rerun starts on "
+            "the first `pulumi up` after that"
+        )
+    if not tasks:
+        return RerunPlan(waiting=f"the audit of the main job {main_job_name} lists no task "
+                         "for rerun")
+    chosen = tuple(tasks)
+    name = rerun_job_name(main_job_name, chosen)
+    api_base, tools_dir, proxy_url = plan_inputs
+    rendered = render_plan(
+        job.settings,
+        dataclasses.replace(job.dataset_spec, include=chosen),
+        workspace=job.workspace,
+        tasks_dir=job.tasks_dir,
+        api_base=api_base,
+        tools_dir=tools_dir,
+        proxy_url=proxy_url,
+        job_name_prefix=job.harbor.job_name_prefix,
+        job_name=name,
+    )
+    return RerunPlan(waiting="", tasks=chosen, job_name=name, rendered=rendered)
+
+
+class HarborRerun(pulumi.ComponentResource):
+    """A rerun job of some of the main job's tasks; waits until the main job has finished."""
+
+    job_name: pulumi.Output[str]
+    job_dir: pulumi.Output[str]
+    job_log: pulumi.Output[str]
+    pid_file: pulumi.Output[str]
+    tasks: pulumi.Output[list[str]]
+    waiting: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: HarborRerunArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("benchstack:components:HarborRerun", name, None, opts)
+        job, host = args.job, args.job.host
+        jobs_dir, log_dir = f"{job.workspace}/results", job.log_dir
+        listed = (
+            audited_tasks(job) if args.reruns.from_audit
+            else job.job_state.apply(
+                lambda s: list(args.reruns.tasks) if s == "finished" else None
+            )
+        )
+        plan = pulumi.Output.all(job.job_state, job.job_name, listed, job.plan_inputs).apply(
+            lambda v: plan_rerun(job, state=v[0], main_job_name=v[1], tasks=v[2],
+                                 plan_inputs=v[3])
+        )
+        waiting = plan.apply(lambda p: p.waiting)
+        def say_why(values: list) -> None:
+            state, main_name, why = values
+            if why:
+                pulumi.log.info(
+                    f"harbor.reruns: the main job {main_name} is {state}: the rerun {why}",
+                    resource=self,
+                )
+
+        pulumi.Output.all(job.job_state, job.job_name, waiting).apply(say_why)
+        job_name = plan.apply(lambda p: p.job_name)
+
+        def text(pick) -> pulumi.Output[str]:
+            return plan.apply(lambda p: pick(p.rendered) if p.rendered else "")
+
+        config_path = text(lambda r: r.config_path)
+        compose_path = text(lambda r: r.compose_path)
+        config_hash = plan.apply(
+            lambda p: content_hash(p.rendered.config_yaml, p.rendered.compose_yaml)
+            if p.rendered else "waiting"
+        )
+
+        def child(*after: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
+            # After the main job's launch: a rerun never races the job whose tasks it repeats.
+            return pulumi.ResourceOptions(parent=self, depends_on=[job.launch, *after], **extra)
+
+        configs = host_script(
+            f"{name}-configs",
+            host=host,
+            script="harbor_configs.sh",
+            env={
+                "CONFIG_PATH": config_path,
+                "COMPOSE_PATH": compose_path,
+                "JOB_CONFIG_YAML": text(lambda r: r.config_yaml),
+                "COMPOSE_YAML": text(lambda r: r.compose_yaml),
+            },
+            triggers=[config_hash],
+            delete_script="harbor_configs.delete.sh",
+            delete_env={"CONFIG_PATH": config_path, "COMPOSE_PATH": compose_path},
+            waiting=waiting,
+            opts=child(),
+        )
+        preflight = host_script(
+            f"{name}-preflight",
+            host=host,
+            script="harbor_preflight.sh",
+            env={
+                "HARBOR_BIN": job.harbor_bin,
+                "JOB_CONFIG": config_path,
+                "COMPOSE_PATH": compose_path,
+                "JOB_NAME": job_name,
+                "JOBS_DIR": jobs_dir,
+                "EXPECTED": text(lambda r: r.expected),
+                "RESOLVED_OUT": job_name.apply(
+                    lambda n: f"{log_dir}/{n}.resolved-config.json" if n else ""
+                ),
+            },
+            triggers=[config_hash, job.harbor.wheel_sha256, job.tasks_dir],
+            waiting=waiting,
+            opts=child(configs.command),
+        )
+
+        status = probe_job_status(
+            host,
+            job_name.apply(lambda n: {"JOB_NAME": n, "JOBS_DIR": jobs_dir, "LOG_DIR": log_dir}),
+        )
+        token = pulumi.Output.all(waiting, status).apply(
+            lambda v: "waiting" if v[0] else str(v[1].get("token") or "start")
+        )
+        launch = host_script(
+            f"{name}-launch",
+            host=host,
+            script="harbor_launch.sh",
+            env={
+                "HARBOR_BIN": job.harbor_bin,
+                "JOB_CONFIG": config_path,
+                "COMPOSE_PATH": compose_path,
+                "JOB_NAME": job_name,
+                "JOBS_DIR": jobs_dir,
+                "LOG_DIR": log_dir,
+                "OPENAI_API_KEY": job.api_key,
+                "LAUNCH_TOKEN": token,
+                "START_TIMEOUT_S": str(job.harbor.start_timeout_s),
+                "NOFILE": str(job.harbor.nofile),
+                "RESOLVED_SHA256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
+            },
+            delete_script="harbor_stop.sh",
+            delete_env={
+                "JOB_NAME": job_name,
+                "JOBS_DIR": jobs_dir,
+                "LOG_DIR": log_dir,
+                "N_CONCURRENT": str(job.settings.n_concurrent_trials),
+                "STOP_TIMEOUT_S": str(job.harbor.stop_timeout_s),
+            },
+            triggers=[job_name, token],
+            secret_env=("OPENAI_API_KEY",),
+            waiting=waiting,
+            opts=child(preflight.command),
+        )
+
+        def once_launched(value) -> pulumi.Output[str]:
+            return pulumi.Output.all(launch.command.id, job_name, value).apply(
+                lambda v: v[2] if v[1] else ""
+            )
+
+        self.job_name = job_name
+        self.job_dir = once_launched(job_name.apply(lambda n: f"{jobs_dir}/{n}"))
+        self.job_log = once_launched(job_name.apply(lambda n: f"{log_dir}/{n}.log"))
+        self.pid_file = once_launched(job_name.apply(lambda n: f"{log_dir}/{n}.pid"))
+        self.tasks = plan.apply(lambda p: list(p.tasks))
+        self.waiting = waiting
+        self.register_outputs(
+            {
+                "job_name": self.job_name,
+                "job_dir": self.job_dir,
+                "job_log": self.job_log,
+                "pid_file": self.pid_file,
+                "tasks": self.tasks,
+                "waiting": self.waiting,
+            }
+        )

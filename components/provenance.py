@@ -1,0 +1,128 @@
+"""Provenance: the manifest from which a reader can repeat the run, written beside the job's log.
+
+One JSON (`<workspace>/logs/<job>.provenance.json`, schema `benchstack.provenance/1` from
+components/outputs.py): the Harbor wheel's version and sha256, the dataset's repository, commit
+and task count, every task image's digest, the SGLang image id, the model's name and path, each
+worker's reported server config, the router's flags, the stack name, the reruns, and, read on
+the Harbor host, the config Harbor resolved for the job and the compose override. The audit
+shows it in its report and archives it next to the reports (`python -m audit --stack`).
+
+It is rewritten whenever one of those facts changes (they are the trigger), after the job has
+launched, and kept on destroy like the results.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+
+from components import outputs as keys
+from components.config import DatasetConfig, ModelConfig
+from components.harbor_job import HarborJob
+from components.harbor_rerun import HarborRerun
+from components.host import content_hash, host_script
+from components.router import Router
+from components.sglang_worker import SGLangWorker
+
+
+@dataclass(frozen=True, kw_only=True)
+class ProvenanceArgs:
+    stack: str
+    job: HarborJob
+    dataset: DatasetConfig
+    task_count: int
+    image_digests: pulumi.Input[dict]
+    model: ModelConfig | None = None
+    workers: Sequence[SGLangWorker] = ()
+    router: Router | None = None
+    reruns: Sequence[HarborRerun] = ()
+
+
+def facts(
+    args: ProvenanceArgs, *, job_name: str, job_dir: str, dataset_path: str,
+    image_digests: dict, workers: list, router_args: list | None, reruns: list,
+) -> dict:
+    """The program's part of the manifest (the host adds the resolved config and override)."""
+    harbor, model = args.job.harbor, args.model
+    return {
+        "schema": keys.PROVENANCE_SCHEMA,
+        "stack": args.stack,
+        "harbor": {"version": harbor.version, "wheel_sha256": harbor.wheel_sha256,
+                   "agent": harbor.agent.name, "n_attempts": harbor.n_attempts},
+        "dataset": {"repo": args.dataset.repo, "commit": args.dataset.commit,
+                    "path": dataset_path, "task_count": args.task_count,
+                    "include": list(args.dataset.include), "exclude": list(args.dataset.exclude)},
+        "task_images": dict(sorted(image_digests.items())),
+        "serving": None if model is None else {
+            "image_id": workers[0]["image_id"] if workers else None,
+            "model_name": model.name,
+            "model_path": model.path,
+            "workers": workers,
+            "router_args": router_args,
+        },
+        "job": {"name": job_name, "dir": job_dir},
+        "reruns": reruns,
+    }
+
+
+class Provenance(pulumi.ComponentResource):
+    """The provenance manifest of the stack's job, on the Harbor host."""
+
+    path: pulumi.Output[str]
+    sha256: pulumi.Output[str]
+
+    def __init__(
+        self, name: str, args: ProvenanceArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("benchstack:components:Provenance", name, None, opts)
+        job = args.job
+        worker_facts = [
+            pulumi.Output.all(w.url, w.image_id, w.server_info).apply(
+                lambda v: {"url": v[0], "image_id": v[1], "server_info": v[2]}
+            )
+            for w in args.workers
+        ]
+        rerun_facts = [
+            pulumi.Output.all(r.job_name, r.job_dir, r.tasks).apply(
+                lambda v: {"name": v[0], "dir": v[1], "tasks": v[2]}
+            )
+            for r in args.reruns
+        ]
+        program_part = pulumi.Output.all(
+            job.job_name,
+            job.job_dir,
+            job.dataset_path,
+            args.image_digests,
+            pulumi.Output.all(*worker_facts),
+            args.router.router_args if args.router else None,
+            pulumi.Output.all(*rerun_facts),
+        ).apply(
+            lambda v: facts(
+                args, job_name=v[0], job_dir=v[1], dataset_path=v[2], image_digests=v[3],
+                workers=list(v[4]), router_args=v[5],
+                reruns=[r for r in v[6] if r["name"]],
+            )
+        )
+        facts_json = program_part.apply(lambda f: json.dumps(f, sort_keys=True))
+        path = job.job_name.apply(lambda n: f"{job.log_dir}/{n}.provenance.json")
+        write = host_script(
+            f"{name}-write",
+            host=job.host,
+            script="provenance.sh",
+            env={
+                "OUT": path,
+                "FACTS_JSON": facts_json,
+                "RESOLVED_CONFIG": job.resolved_config_path,
+                "COMPOSE_PATH": job.compose_path,
+            },
+            triggers=[facts_json.apply(content_hash)],
+            opts=pulumi.ResourceOptions(
+                parent=self, depends_on=[job.launch, *(r for r in args.reruns)]
+            ),
+        )
+        self.path = pulumi.Output.all(write.command.id, path).apply(lambda v: v[1])
+        self.sha256 = write.outputs.apply(lambda o: str(o.get("sha256") or ""))
+        self.register_outputs({"path": self.path, "sha256": self.sha256})
