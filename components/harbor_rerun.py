@@ -25,7 +25,6 @@ another job (the old one is stopped; its results stay).
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import shlex
@@ -111,7 +110,7 @@ def plan_rerun(
     api_base, tools_dir, proxy_url = plan_inputs
     rendered = render_plan(
         job.settings,
-        dataclasses.replace(job.dataset_spec, include=chosen),
+        job.dataset_spec.model_copy(update={"include": chosen}),
         workspace=job.workspace,
         tasks_dir=job.tasks_dir,
         api_base=api_base,
