@@ -174,6 +174,14 @@ def delete(stored: StoredCommand) -> None:
         raise CommandFailed(f"delete of {stored.name}: exit {code}\n{stderr[-3000:]}")
 
 
+def run_create(stored: StoredCommand) -> str:
+    """Run a stored command's create again, as the provider would on an update."""
+    code, stdout, stderr = _execute(stored.inputs["create"], stored.inputs)
+    if code != 0:
+        raise CommandFailed(f"create of {stored.name}: exit {code}\n{stderr[-3000:]}")
+    return stdout
+
+
 def up(stack: str, state: StackState, overrides: dict[str, Any]) -> UpResult:
     """One `pulumi up`: evaluate the program, running what changed since `state`."""
     dbr: set[str] = set()

@@ -15,6 +15,7 @@ from __future__ import annotations
 import http.server
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,8 +29,9 @@ import pytest
 
 from components import host as host_module
 from components import outputs as keys
+from components.config import split_stack_file
 from tests.conftest import CANARY_IMAGE, REGISTRY, ROOT, docker
-from tests.e2e.engine import StackState, destroy, up
+from tests.e2e.engine import StackState, delete, destroy, run_create, up
 from tests.engine.conftest import copy_project, make_engine, record_outputs
 
 pytestmark = pytest.mark.real
@@ -113,9 +115,13 @@ def docker0_address() -> str:
 
 
 def wait_for_job(outputs: dict, timeout: int = 420) -> dict:
+    return wait_for(outputs[keys.JOB_DIR], outputs[keys.JOB_PID_FILE], timeout)
+
+
+def wait_for(job_dir: str, pid_file: str, timeout: int = 420) -> dict:
     proc = subprocess.run(
-        [PY, "-m", "components.progress", outputs[keys.JOB_DIR], "--wait", "--json",
-         "--timeout", str(timeout), "--pid-file", outputs[keys.JOB_PID_FILE]],
+        [PY, "-m", "components.progress", job_dir, "--wait", "--json",
+         "--timeout", str(timeout), "--pid-file", pid_file],
         capture_output=True, text=True, timeout=timeout + 60, cwd=ROOT,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -258,3 +264,79 @@ def test_local_stack_sigterm_then_resume(stack):
     assert_demo_scores(audit_json(outputs[keys.JOB_DIR]))
     destroy(state)
     assert leftovers(outputs[keys.JOB_NAME]) == {"containers": [], "networks": [], "processes": []}
+
+
+def tree(path: Path) -> dict[str, tuple[int, int]]:
+    """Every file under `path` with its size and mtime: what "never written to" compares."""
+    return {str(p.relative_to(path)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def test_local_stack_reruns_an_infra_failure_and_merges_the_score(stack, tmp_path):
+    """The loop: run, audit, rerun, merged score. The proxy bridge goes away while the main job
+    runs, so the verifier of hello-proxy (it needs the proxy) fails by infra; the audit lists
+    it; with the proxy back, `up` reruns exactly that task as its own job; the merged score
+    counts it as passed with both attempts shown, and the main job's dir is never written."""
+    state, overrides, workspace = stack
+    dataset = tmp_path / "tasks"
+    for task, source in (("hello-file", ROOT / "demo" / "tasks"),
+                         ("hello-proxy", ROOT / "tests" / "e2e" / "tasks")):
+        shutil.copytree(source / task, dataset / task)
+    harbor = split_stack_file(ROOT / "Pulumi.local.yaml")[0]["harbor"]
+    overrides = {
+        **overrides,
+        "dataset": {"path": str(dataset), "expected_tasks": 2, "manifest_path": str(dataset)},
+        "harbor": {**harbor, "job_name_prefix": "local-rerun", "reruns": {"from_audit": True}},
+    }
+
+    first = up("local", state, overrides)
+    outputs = first.run.exports
+    assert outputs[keys.RERUN_JOB_DIRS] == []
+    main_name = outputs[keys.JOB_NAME]
+    assert outputs[keys.RERUN_WAITING].startswith(f"waits for the main job {main_name}")
+    bridge = state.commands["proxy-socat"]
+    delete(bridge)  # the proxy is gone while the main job runs (hello-proxy's agent sleeps)
+    wait_for_job(outputs)
+    main_dir = Path(outputs[keys.JOB_DIR])
+    main = audit_json(str(main_dir))
+    assert {t["task"]: t["category"] for t in main["trials"]} == {
+        "hello-file": "passed", "hello-proxy": "infra"}
+    assert main["rerun"] == ["hello-proxy"]
+    written = tree(main_dir)
+
+    # Still nothing to rerun until `up` is asked; the proxy comes back first.
+    run_create(bridge)
+    second = up("local", state, overrides)
+    rerun_dirs = second.run.exports[keys.RERUN_JOB_DIRS]
+    assert len(rerun_dirs) == 1 and second.run.exports[keys.RERUN_WAITING] == ""
+    assert {"rerun-configs", "rerun-preflight", "rerun-launch"} <= set(second.replaced)
+    rerun_dir = Path(rerun_dirs[0])
+    assert rerun_dir.name.startswith(f"{outputs[keys.JOB_NAME]}-rerun-")
+    logs = Path(outputs[keys.JOB_LOG]).parent
+    wait_for(str(rerun_dir), str(logs / f"{rerun_dir.name}.pid"))
+    rerun = audit_json(str(rerun_dir))
+    assert {t["task"]: t["category"] for t in rerun["trials"]} == {"hello-proxy": "passed"}
+
+    merged = audit_json(str(main_dir), "--rerun", str(rerun_dir))
+    attempts = {t["task"]: t for t in merged["merge"]["tasks"]}
+    assert [a["category"] for a in attempts["hello-proxy"]["attempts"]] == ["infra", "passed"]
+    assert [a["category"] for a in attempts["hello-file"]["attempts"]] == ["passed"]
+    assert (merged["raw"]["passed"], merged["raw"]["total"]) == (1, 2)  # the main job's own
+    assert (merged["merge"]["raw"]["passed"], merged["merge"]["raw"]["total"]) == (2, 2)
+    assert merged["merge"]["rerun"] == []
+
+    # The provenance manifest names the rerun beside the main job.
+    provenance = json.loads(Path(second.run.exports[keys.PROVENANCE_PATH]).read_text())
+    assert provenance["schema"] == keys.PROVENANCE_SCHEMA
+    assert provenance["job"]["name"] == outputs[keys.JOB_NAME]
+    assert [r["tasks"] for r in provenance["reruns"]] == [["hello-proxy"]]
+    assert provenance["harbor_config"]["job_name"] == outputs[keys.JOB_NAME]
+    assert "HTTP_PROXY" in provenance["compose_override"]
+
+    # A third `up` starts nothing again; destroy stops the rerun and keeps both results.
+    third = up("local", state, overrides)
+    assert third.created == [] and third.replaced == [], (third.created, third.replaced)
+    destroy(state)
+    assert leftovers(rerun_dir.name) == {"containers": [], "networks": [], "processes": []}
+    assert (rerun_dir / "result.json").is_file()
+    assert tree(main_dir) == written, "the rerun wrote into the main job's directory"
