@@ -101,9 +101,10 @@ def _comparable(inputs: dict[str, Any]) -> str:
 
 
 class LocalEngine(pulumi.runtime.Mocks):
-    def __init__(self, state: StackState, dbr: set[str]):
+    def __init__(self, state: StackState, dbr: set[str], preview: bool = False):
         self.state = state
         self.dbr = dbr  # names that asked for delete_before_replace
+        self.preview = preview  # diff only: run no create or delete (invokes still run)
         self.created: list[str] = []
         self.replaced: list[str] = []
         self.updated: list[str] = []
@@ -122,6 +123,10 @@ class LocalEngine(pulumi.runtime.Mocks):
             self.unchanged.append(args.name)
             return [f"{args.name}-id", previous.outputs]
         replace = previous is not None and previous.inputs.get("triggers") != inputs.get("triggers")
+        if self.preview:
+            kind = self.replaced if replace else self.updated if previous else self.created
+            kind.append(args.name)
+            return [f"{args.name}-id", previous.outputs if previous else inputs]
         if replace and previous.inputs.get("delete") and (args.name in self.dbr):
             self._delete(previous)
         started = time.monotonic()
@@ -182,17 +187,19 @@ def run_create(stored: StoredCommand) -> str:
     return stdout
 
 
-def up(stack: str, state: StackState, overrides: dict[str, Any]) -> UpResult:
-    """One `pulumi up`: evaluate the program, running what changed since `state`."""
+def up(stack: str, state: StackState, overrides: dict[str, Any], preview: bool = False) -> UpResult:
+    """One `pulumi up`: evaluate the program, running what changed since `state`. With
+    `preview`, `pulumi preview`: the same diff, nothing run and nothing stored."""
     dbr: set[str] = set()
 
     def on_declare(declared: Declared, opts: pulumi.ResourceOptions | None) -> None:
         if opts is not None and opts.delete_before_replace:
             dbr.add(declared.name)
 
-    engine = LocalEngine(state, dbr)
+    engine = LocalEngine(state, dbr, preview=preview)
     run = run_program(stack, overrides=overrides, mocks=engine, on_declare=on_declare)
-    state.exports = dict(run.exports)
+    if not preview:
+        state.exports = dict(run.exports)
     return UpResult(run, engine.created, engine.replaced, engine.updated, engine.unchanged,
                     engine.seconds)
 

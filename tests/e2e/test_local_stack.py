@@ -306,6 +306,11 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(stack, tmp_pat
 
     # Still nothing to rerun until `up` is asked; the proxy comes back first.
     run_create(bridge)
+    # Preview shows the rerun replacing its waiting steps, and starts nothing.
+    preview = up("local", state, overrides, preview=True)
+    assert {"rerun-configs", "rerun-preflight", "rerun-launch"} <= set(preview.replaced)
+    assert preview.created == []
+    assert not list(main_dir.parent.glob(f"{main_dir.name}-rerun-*"))
     second = up("local", state, overrides)
     rerun_dirs = second.run.exports[keys.RERUN_JOB_DIRS]
     assert len(rerun_dirs) == 1 and second.run.exports[keys.RERUN_WAITING] == ""
