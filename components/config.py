@@ -552,12 +552,6 @@ def _check(cfg: StackConfig) -> list[str]:
         )
 
     reruns = cfg.harbor.reruns
-    if reruns and reruns.from_audit and not cfg.harbor_host.is_local:
-        problems.append(
-            f"{ns}:harbor.reruns.from_audit: the audit reads the main job's dir where pulumi "
-            f"runs, and the Harbor host {cfg.harbor_host.name} is remote: run `python -m audit` "
-            f"on that host and list its rerun tasks in {ns}:harbor.reruns"
-        )
     if reruns and cfg.dataset.exclude:
         for task in sorted(set(reruns.tasks) & set(cfg.dataset.exclude)):
             problems.append(

@@ -9,8 +9,10 @@ job's directory is never written to; `python -m audit MAIN --rerun RERUN` merges
 
 Which tasks (`harbor.reruns`): a list, or `from_audit: true`, the tasks the audit of the
 finished main job lists for rerun (infra or cancelled). The audit runs at program time, on
-every `up` and `preview`, as its own CLI (`python -m audit JOB_DIR --format json`): a finished
-job's directory does not change, so its list does not either.
+every `up` and `preview`, as its own CLI (`python -m audit JOB_DIR --format json`) where pulumi
+runs: a remote Harbor host's finished job is first copied here once (read-only there, with
+`tar` over the host seam's ssh, to `~/.cache/benchstack/jobs/<host>/<job>`). A finished job's
+directory does not change, so its list does not either.
 
 When (the `waiting` reason of the host seam): while the main job is absent, running or
 interrupted, the rerun's three steps (configs, preflight, launch) are declared but only say
@@ -27,16 +29,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
 import sys
 from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
 
 import pulumi
 import pulumi_command as command
 
 from components.config import PROJECT_DIR, RerunsConfig
 from components.harbor_job import HarborJob, Rendered, probe_job_status, render_plan
-from components.host import content_hash, host_script
+from components.host import Host, content_hash, host_script, ssh_command
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +65,7 @@ def rerun_job_name(main_job_name: str, tasks: tuple[str, ...]) -> str:
 
 
 def audit_command(job_dir: str) -> str:
-    """The audit CLI on the main job, reduced to its rerun list (what `-i` filters on)."""
+    """The audit CLI on a job dir here, reduced to its rerun list (what `-i` filters on)."""
     python = shlex.quote(sys.executable)
     extract = "import json,sys; print(json.dumps({'tasks': json.load(sys.stdin)['rerun']}))"
     return (
@@ -73,12 +77,50 @@ def audit_command(job_dir: str) -> str:
     )
 
 
+def job_copy_dir(host: Host, job_name: str) -> Path:
+    """Where a remote host's finished job is copied to be audited here (once: it is final)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "benchstack" / "jobs" / host.name / job_name
+
+
+def remote_audit_command(host: Host, job_dir: str, *, with_key: bool) -> str:
+    """Copy the finished job from the Harbor host (read-only there), then audit the copy."""
+    parent, name = str(PurePosixPath(job_dir).parent), PurePosixPath(job_dir).name
+    copy = job_copy_dir(host, name)
+    tmp = copy.with_name(f"{name}.partial")
+    fetch = ssh_command(host, f"tar -C {shlex.quote(parent)} -czf - -- {shlex.quote(name)}",
+                        with_key=with_key)
+    return (
+        f"set -euo pipefail; if [ ! -f {shlex.quote(str(copy / '.copied'))} ]; then "
+        f"rm -rf {shlex.quote(str(tmp))}; mkdir -p {shlex.quote(str(tmp))}; "
+        f"echo 'harbor.reruns.from_audit: copying {host.name}:{job_dir} to {copy}' >&2; "
+        f"( {fetch} ) | tar -xzf - -C {shlex.quote(str(tmp))}; "
+        f"rm -rf {shlex.quote(str(copy))}; mv {shlex.quote(str(tmp / name))} "
+        f"{shlex.quote(str(copy))}; rm -rf {shlex.quote(str(tmp))}; "
+        f"touch {shlex.quote(str(copy / '.copied'))}; fi; "
+        + audit_command(str(copy))
+    )
+
+
 def audited_tasks(job: HarborJob) -> pulumi.Output[list[str] | None]:
     """The audit's rerun list of the main job once it finished; None before."""
-    text = pulumi.Output.all(job.job_state, job.job_dir).apply(
-        lambda v: audit_command(v[1]) if v[0] == "finished" else "echo '{}'"
+    host = job.host
+    key = None if host.is_local else host.private_key
+
+    def command_text(values: list) -> str:
+        state, job_dir = values
+        if state != "finished":
+            return "echo '{}'"
+        if host.is_local:
+            return audit_command(job_dir)
+        return remote_audit_command(host, job_dir, with_key=key is not None)
+
+    text = pulumi.Output.all(job.job_state, job.job_dir).apply(command_text)
+    result = command.local.run_output(
+        command=text,
+        interpreter=["/bin/bash", "-c"],
+        stdin=pulumi.Output.secret(key) if key is not None else None,
     )
-    result = command.local.run_output(command=text, interpreter=["/bin/bash", "-c"])
 
     def parse(stdout: str) -> list[str] | None:
         lines = [line for line in (stdout or "").splitlines() if line.strip()]

@@ -64,6 +64,12 @@ def steps(run) -> dict[str, dict]:
     return {name: inputs_of(run, name) for name in RERUN_STEPS}
 
 
+def provenance_facts(run) -> dict:
+    script = shlex.split(inputs_of(run, "provenance-write")["create"])[2]
+    line = next(line for line in script.splitlines() if line.startswith("export FACTS_JSON="))
+    return json.loads(shlex.split(line)[1].split("=", 1)[1])
+
+
 def test_waits_while_the_main_job_is_not_finished():
     for state in ("absent", "running", "interrupted"):
         run = run_program("local", overrides=harbor_with(["hello-file"]),
@@ -153,9 +159,7 @@ def test_provenance_facts_come_from_the_stack():
     run = run_program("local", overrides=harbor_with(["hello-file"]),
                       mocks=HostAnswers("finished"))
     write = inputs_of(run, "provenance-write")
-    script = shlex.split(write["create"])[2]
-    facts_line = next(line for line in script.splitlines() if line.startswith("export FACTS_JSON="))
-    facts = json.loads(shlex.split(facts_line)[1].split("=", 1)[1])
+    facts = provenance_facts(run)
     values, _ = split_stack_file(ROOT / "Pulumi.local.yaml")
     assert facts["schema"] == keys.PROVENANCE_SCHEMA
     assert facts["stack"] == "local"
@@ -168,3 +172,28 @@ def test_provenance_facts_come_from_the_stack():
     assert run.exports[keys.PROVENANCE_PATH].endswith(f"{run.exports[keys.JOB_NAME]}"
                                                       ".provenance.json")
     assert "resolved-config.json" in write["create"]
+
+
+def test_from_audit_on_a_remote_harbor_host_copies_the_job_over_ssh():
+    values, _ = split_stack_file(ROOT / "Pulumi.a100.yaml")
+    answers = HostAnswers("finished", audited=["dna-assembly"])
+    run = run_program(
+        "a100",
+        overrides={"harbor": {**values["harbor"], "reruns": {"from_audit": True}}},
+        secrets={"benchstack:sshPrivateKey": "-----KEY-SECRET-----",
+                 "benchstack:apiKey": "sk-SECRET"},
+        mocks=answers,
+    )
+    (text,) = answers.audit_commands
+    assert "ssh -n" in text and "bench@10.0.0.12" in text and "tar -C" in text
+    assert "KEY-SECRET" not in text
+    name = rerun_job_name(run.exports[keys.JOB_NAME], ("dna-assembly",))
+    assert inputs_of(run, "rerun-launch")["triggers"] == [name, "start"]
+    assert run.named("rerun-launch").type == "command:remote:Command"
+    facts = provenance_facts(run)
+    assert facts["serving"]["model_name"] == values["model"]["name"]
+    assert facts["serving"]["model_path"] == values["model"]["path"]
+    assert [w["url"] for w in facts["serving"]["workers"]] == run.exports[keys.WORKER_URLS]
+    assert "--policy" in facts["serving"]["router_args"]
+    assert facts["dataset"]["commit"] == values["dataset"]["commit"]
+    assert "KEY-SECRET" not in json.dumps(facts) and "sk-SECRET" not in json.dumps(facts)

@@ -119,3 +119,32 @@ def test_docker_provider_options_reach_the_engine(sshd, tmp_path, policy) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
+
+
+def test_from_audit_copies_a_remote_job_once_and_audits_the_copy(sshd, tmp_path, monkeypatch):
+    """harbor.reruns.from_audit on a remote Harbor host: the finished job is copied over the
+    seam's ssh (read-only there), audited here, and the copy is reused on the next `up`."""
+    from components.harbor_rerun import job_copy_dir, remote_audit_command
+    from tests.audit.audit_jobgen import TrialSpec, write_job
+
+    remote_root = tmp_path / "remote" / "results"
+    job = write_job(remote_root, "main-job", [
+        TrialSpec(task="hello-file"),
+        TrialSpec(task="hello-proxy", reward=None, exception_type="CancelledError",
+                  exception_message=""),
+    ])
+    before = {p: p.stat().st_mtime_ns for p in job.rglob("*")}
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    peer = host(host_key=sshd["host_key"])
+    text = remote_audit_command(peer, str(job), with_key=True)
+    assert sshd["stored_key"] not in text
+    first = run(text, stdin=sshd["stored_key"])
+    assert first.returncode == 0, first.stderr[-2000:]
+    assert first.stdout.splitlines()[-1] == '{"tasks": ["hello-proxy"]}'
+    copy = job_copy_dir(peer, "main-job")
+    assert (copy / "result.json").is_file() and "copying" in first.stderr
+    assert {p: p.stat().st_mtime_ns for p in job.rglob("*")} == before, "the host's job changed"
+
+    again = run(text, stdin=sshd["stored_key"])
+    assert again.returncode == 0 and "copying" not in again.stderr
+    assert again.stdout.splitlines()[-1] == first.stdout.splitlines()[-1]
