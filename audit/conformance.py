@@ -68,7 +68,7 @@ def check(
         for key in TIMEOUT_MULTIPLIERS:
             value = getattr(config, key)
             if value is not None and value != 1.0:
-                diffs.append(f"{key} {value:g} (leaderboard: 1.0)")
+                diffs.append(f"{key} {float(value)} (leaderboard: 1.0)")
         for i, agent in enumerate(config.agents or []):
             for key in ("override_timeout_sec", "override_setup_timeout_sec", "max_timeout_sec"):
                 if (value := getattr(agent, key)) is not None:

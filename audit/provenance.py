@@ -50,6 +50,12 @@ def load(path: Path) -> dict:
     return parse(text, str(path))
 
 
+def dumps(data: dict) -> str:
+    """The manifest as written beside a report: sorted keys, so the same manifest gives the
+    same bytes (the archive then skips it on a second run)."""
+    return json.dumps(data, indent=2, sort_keys=True) + "\n"
+
+
 def _get(data: dict, *keys: str) -> object:
     for key in keys:
         if not isinstance(data, dict):
