@@ -234,8 +234,8 @@ def merge_reports(
     )
     still = sorted({t.task for t in tasks if any(s.category in SUPERSEDED for s in t.slots)})
     note = (
-        f"{missing} planned main trials have no trial dir and no task: they are in the merged "
-        "score as not passed but not in pass@k"
+        f"planned main trials without a trial dir: {missing}; in the merged score as not "
+        "passed, not in pass@k (no task to assign them to)"
         if missing
         else ""
     )

@@ -222,8 +222,8 @@ def build_report(
     attempts = attempts_of(
         [(r.task, r.reward is not None and r.reward >= PASS_REWARD) for r in rows],
         n_attempts_config=job_config.n_attempts if job_config else None,
-        note=f"{missing} planned trials have no trial dir and no task: they are in the raw "
-        "score as not passed but not in pass@k"
+        note=f"planned trials without a trial dir: {missing}; in the raw score as not passed, "
+        "not in pass@k (no task to assign them to)"
         if missing
         else "",
     )

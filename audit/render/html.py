@@ -316,7 +316,7 @@ def _merge(m: Merge) -> str:
         ("reference score", "not given" if ref.score is None else f"{ref.score:.2f}"),
         ("merged adjusted - reference", diff or "n/a"),
         ("main attempts superseded by a rerun", str(m.superseded)),
-        ("merged attempts per task", attempts_per_task(m.attempts)),
+        ("counted attempts (slots) per task", attempts_per_task(m.attempts)),
         ("merged pass@k", pass_at_k(m.attempts)),
         ("still to rerun", " ".join(m.rerun_args) if m.rerun else "none"),
     ]

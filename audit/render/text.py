@@ -138,7 +138,7 @@ def merge_headline(m: Merge) -> list[tuple[str, str]]:
         ("reference score", ref_text),
         ("main attempts superseded by a rerun", str(m.superseded)),
         ("tasks with more than one attempt", str(sum(1 for t in m.tasks if len(t.attempts) > 1))),
-        ("merged attempts per task", attempts_per_task(m.attempts)),
+        ("counted attempts (slots) per task", attempts_per_task(m.attempts)),
         ("merged pass@k", pass_at_k(m.attempts)),
         ("still to rerun", " ".join(m.rerun_args) if m.rerun else "none"),
     ]
