@@ -58,9 +58,7 @@ def check(
         unknown.append("no trials, so no attempts per task")
     elif attempts_min < MIN_ATTEMPTS:
         plural = "attempt" if attempts_min == 1 else "attempts"
-        diffs.append(
-            f"{attempts_min} {plural} per task (leaderboard: at least {MIN_ATTEMPTS})"
-        )
+        diffs.append(f"{attempts_min} {plural} per task (leaderboard: at least {MIN_ATTEMPTS})")
 
     if config is None:
         unknown.append("no readable config.json: timeouts and dataset unknown")
@@ -85,8 +83,10 @@ def check(
             "(pass --official-dataset-commit SHA)"
         )
     elif used is None:
-        unknown.append(f"dataset commit: the job does not record which one it used "
-                       f"(leaderboard: {official_commit})")
+        unknown.append(
+            f"dataset commit: the job does not record which one it used "
+            f"(leaderboard: {official_commit})"
+        )
     elif not _same_commit(used, official_commit):
         diffs.append(f"dataset commit {used} (leaderboard: {official_commit})")
 

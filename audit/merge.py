@@ -160,8 +160,7 @@ def merge_reports(
             task = resolve(row)
             if task is None:
                 problems.append(
-                    f"rerun job {name} ran task {row.task} that the main job does not have; "
-                    "ignored"
+                    f"rerun job {name} ran task {row.task} that the main job does not have; ignored"
                 )
                 continue
             a = _attempt(name, row)

@@ -32,7 +32,7 @@ def parse(text: str, where: str) -> dict:
         )
     schema = data.get("schema")
     if schema != PROVENANCE_SCHEMA:
-        got = "has no \"schema\" key" if schema is None else f"has schema {schema!r}"
+        got = 'has no "schema" key' if schema is None else f"has schema {schema!r}"
         raise ProvenanceError(
             f"provenance manifest {where} {got}; expected {PROVENANCE_SCHEMA!r} (is it the "
             "provenance.json the benchstack program wrote?)"
@@ -84,8 +84,9 @@ def key_facts(data: dict) -> list[tuple[str, str]]:
     workers = _get(data, "serving", "workers")
     if isinstance(workers, list) and workers:
         urls = [str(w.get("url")) for w in workers if isinstance(w, dict) and w.get("url")]
-        facts.append(("serving workers", f"{len(workers)}: {', '.join(urls)}" if urls else
-                      str(len(workers))))
+        facts.append(
+            ("serving workers", f"{len(workers)}: {', '.join(urls)}" if urls else str(len(workers)))
+        )
     images = _get(data, "task_images")
     if isinstance(images, dict) and images:
         facts.append(("task images", f"{len(images)} pinned by digest"))

@@ -85,9 +85,7 @@ def job_from_outputs(outputs: dict, stack: str) -> StackJob:
     if reruns is None:
         reruns = []  # a stack deployed before reruns existed
     if not isinstance(reruns, list) or not all(isinstance(d, str) and d for d in reruns):
-        raise StackError(
-            f"stack output {K.RERUN_JOB_DIRS!r} is not a list of job dirs: {reruns!r}"
-        )
+        raise StackError(f"stack output {K.RERUN_JOB_DIRS!r} is not a list of job dirs: {reruns!r}")
     provenance = outputs.get(K.PROVENANCE_PATH)
     waiting = outputs.get(K.RERUN_WAITING)
     return StackJob(

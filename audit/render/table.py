@@ -84,8 +84,10 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
     if report.merge:
         _merge(console, report.merge)
     if report.provenance is not None:
-        facts = Table(title="Provenance (the full manifest: --format json, or --out writes "
-                      "provenance.json)", show_header=False)
+        facts = Table(
+            title="Provenance (the full manifest: --format json, or --out writes provenance.json)",
+            show_header=False,
+        )
         facts.add_column(style="bold")
         facts.add_column(overflow="fold")
         for key, value in prov.key_facts(report.provenance):

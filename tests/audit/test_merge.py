@@ -54,9 +54,7 @@ def _rule_in(text: str) -> bool:
 def abc(tmp_path):
     """Main: A infra, B a graded failure, C passed. Rerun: A and B pass, D is not in main."""
     main = _job(tmp_path, "main-job", [_infra("a-task"), _fail("b-task"), _pass("c-task")])
-    rerun = _job(
-        tmp_path, "rerun-1", [_pass("a-task"), _pass("b-task"), _pass("d-task")], seed=8
-    )
+    rerun = _job(tmp_path, "rerun-1", [_pass("a-task"), _pass("b-task"), _pass("d-task")], seed=8)
     return main, rerun
 
 

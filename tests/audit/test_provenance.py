@@ -101,8 +101,9 @@ def test_json_carries_the_manifest_and_conformance_uses_it(small_job, manifest, 
 
 def test_out_writes_provenance_beside_the_report(small_job, manifest, run_cli, tmp_path):
     out = tmp_path / "reports" / "report.md"
-    res = run_cli(str(small_job), "--provenance", str(manifest), "--format", "markdown",
-                  "--out", str(out))
+    res = run_cli(
+        str(small_job), "--provenance", str(manifest), "--format", "markdown", "--out", str(out)
+    )
     assert res.returncode == 0, res.stderr
     assert json.loads((out.parent / "provenance.json").read_text()) == MANIFEST_DATA
     assert "## Provenance" in out.read_text()
@@ -123,8 +124,7 @@ def test_out_without_a_manifest_writes_none(small_job, run_cli, tmp_path):
         ("{not json", "is not JSON"),
     ],
 )
-def test_a_bad_manifest_is_refused_naming_the_file(small_job, run_cli, tmp_path, content,
-                                                   message):
+def test_a_bad_manifest_is_refused_naming_the_file(small_job, run_cli, tmp_path, content, message):
     bad = tmp_path / "prov.json"
     bad.write_text(content)
     res = run_cli(str(small_job), "--provenance", str(bad))
@@ -167,8 +167,12 @@ def test_archive_uploads_provenance_and_the_archive_brings_it_back(
     files = json.loads(
         s3_client.get_object(Bucket=bucket, Key=f"runs/small/{MANIFEST}")["Body"].read()
     )["files"]
-    assert {"_audit/report.json", "_audit/report.md", "_audit/report.html",
-            "_audit/provenance.json"} <= set(files)
+    assert {
+        "_audit/report.json",
+        "_audit/report.md",
+        "_audit/report.html",
+        "_audit/provenance.json",
+    } <= set(files)
 
     again = run_cli("archive", str(small_job), dest, "--provenance", str(manifest), env=s3_env)
     assert again.returncode == 0, again.stderr
