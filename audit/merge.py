@@ -23,15 +23,16 @@ if TYPE_CHECKING:
     from audit.report import Report, TrialRow
 
 MERGE_RULE = (
-    "merged: a task's attempts are the main job's trials (by start time), then each rerun "
-    "job's, in the order given. A task's merged outcome is its first attempt that was neither "
+    "A task's attempts are the main job's trials (by start time), then each rerun job's, in "
+    "the order given. A task's merged outcome is its first attempt that was neither "
     "infra nor cancelled; a rerun never overrides a graded model failure (agent_error), an "
     "agent timeout or verifier timeout, an insufficient_evidence attempt or a pass: only infra "
     "and cancelled attempts are superseded. When every attempt is infra or cancelled the task "
     "counts as not passed and stays listed for rerun. With several main attempts per task "
     "each is a slot, and a rerun attempt replaces at most one superseded slot of its task, in "
-    "order. A rerun's trials of a task the main job does not have are ignored. Adjudications "
-    "apply to the merged outcome as to a single job."
+    "order; a rerun attempt with nothing left to supersede is shown as unused. A rerun's "
+    "trials of a task the main job does not have are ignored. Adjudications apply to the "
+    "merged outcome as to a single job."
 )
 SUPERSEDED = ("infra", "cancelled")
 
