@@ -1,7 +1,8 @@
 """Archive a job dir and its audit reports to S3, resumably and verifiably.
 
 Layout under s3://bucket/prefix/: the job's files at their relative paths (so the prefix can be
-audited like a job dir), the reports under `_audit/`, and `_audit/manifest.json` holding the
+audited like a job dir), the reports under `_audit/` (with the run's provenance manifest,
+`_audit/provenance.json`, when there is one), and `_audit/manifest.json` holding the
 sha256 and size of every other file. Each object carries its sha256 in metadata and is sent
 with Content-MD5, so the store rejects a corrupted upload. A file whose object already has the
 same sha256 is skipped, which makes a second run finish an interrupted one. After uploading,
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from audit.provenance import FILE_NAME as PROVENANCE_FILE
+from audit.provenance import dumps as provenance_dumps
 from audit.s3 import S3Uri
 
 log = logging.getLogger(__name__)
@@ -85,9 +88,14 @@ def archive_job(
     client: Any,
     reports: dict[str, bytes],
     workers: int = 8,
+    provenance: dict | None = None,
 ) -> ArchiveResult:
-    """Upload job_dir and `reports` ({file name: bytes}) to dest, verify, write the manifest."""
+    """Upload job_dir and `reports` ({file name: bytes}) to dest, verify, write the manifest.
+
+    `provenance` (the run's manifest) is stored beside the reports as provenance.json."""
     job_dir = Path(job_dir)
+    if provenance is not None:
+        reports = {**reports, PROVENANCE_FILE: provenance_dumps(provenance).encode()}
     if not job_dir.is_dir():
         raise ArchiveError(f"job dir {job_dir} does not exist or is not a directory")
     _check_bucket(client, dest)

@@ -160,9 +160,61 @@ class JobResult(_Tolerant):
         return means
 
 
+class DatasetConfig(_Tolerant):
+    """One entry of the job config's `datasets`: a local `path`, or a registry `name` at `ref`."""
+
+    path: str | None = None
+    name: str | None = None
+    version: str | None = None
+    ref: str | None = None
+    commit: str | None = None
+    task_names: list[str] | None = None
+    exclude_task_names: list[str] | None = None
+    n_tasks: int | None = None
+
+    def filtered(self) -> bool:
+        return bool(self.task_names or self.exclude_task_names or self.n_tasks is not None)
+
+
+class AgentConfig(_Tolerant):
+    name: str | None = None
+    import_path: str | None = None
+    model_name: str | None = None
+    override_timeout_sec: float | None = None
+    override_setup_timeout_sec: float | None = None
+    max_timeout_sec: float | None = None
+
+
+class VerifierConfig(_Tolerant):
+    override_timeout_sec: float | None = None
+    max_timeout_sec: float | None = None
+
+
+TIMEOUT_MULTIPLIERS = (
+    "timeout_multiplier",
+    "agent_timeout_multiplier",
+    "verifier_timeout_multiplier",
+    "agent_setup_timeout_multiplier",
+    "environment_build_timeout_multiplier",
+)
+
+
 class JobConfig(_Tolerant):
+    """The job's config.json (Harbor's JobConfig): what the leaderboard conformance reads."""
+
     job_name: str | None = None
     n_attempts: int | None = None
+    # null means 1.0 (Harbor's default).
+    timeout_multiplier: float | None = None
+    agent_timeout_multiplier: float | None = None
+    verifier_timeout_multiplier: float | None = None
+    agent_setup_timeout_multiplier: float | None = None
+    environment_build_timeout_multiplier: float | None = None
+    agents: list[AgentConfig] | None = None
+    verifier: VerifierConfig | None = None
+    datasets: list[DatasetConfig] | None = None
+    # Explicit task list (`-p task_dir` runs): a filter of its own.
+    tasks: list[dict] | None = None
 
 
 def parse_time(value: str | None) -> datetime | None:

@@ -10,18 +10,22 @@ from __future__ import annotations
 
 import gc
 from concurrent.futures import ThreadPoolExecutor
-from typing import Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from audit import layout as L
 from audit.adjudications import Adjudication
+from audit.attempts import Attempts, attempts_of
 from audit.classify import CATEGORIES, PASS_REWARD, Classification, classify
+from audit.conformance import Conformance
+from audit.conformance import check as check_conformance
 from audit.detectors import JobContext
 from audit.evidence import TrialEvidence
+from audit.merge import Merge
 from audit.models import PHASES, JobConfig, JobResult, parse_time
 from audit.rules import CompiledRule, load_rules
-from audit.stats import wilson
+from audit.scores import CI_LEVEL, AdjustedScore, Score, pct
+from audit.scores import Out as _Out
 
 SCORING_RULE = (
     "raw = trials with reward 1 / all trials (Harbor 0.21's denominator: a trial without a "
@@ -31,40 +35,8 @@ SCORING_RULE = (
     "under rerun until a rerun or an adjudication settles them. Intervals are 95% Wilson "
     "score intervals over the trials counted."
 )
-CI_LEVEL = 0.95
-
-
-class _Out(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class Score(_Out):
-    passed: int
-    total: int
-    score: float | None
-    ci_low: float | None = None
-    ci_high: float | None = None
-
-    @classmethod
-    def of(cls, passed: int, total: int, **extra) -> Self:
-        ci = wilson(passed, total, CI_LEVEL)
-        return cls(
-            passed=passed,
-            total=total,
-            score=pct(passed, total),
-            ci_low=round(100 * ci[0], 2) if ci else None,
-            ci_high=round(100 * ci[1], 2) if ci else None,
-            **extra,
-        )
-
-    def contains(self, value: float | None) -> bool | None:
-        if value is None or self.ci_low is None or self.ci_high is None:
-            return None
-        return self.ci_low <= value <= self.ci_high
-
-
-class AdjustedScore(Score):
-    excluded: list[str]
+# Score and its helpers live in audit/scores.py; importers of audit.report keep finding them.
+__all__ = ["CI_LEVEL", "SCORING_RULE", "AdjustedScore", "Report", "Score", "build_report", "pct"]
 
 
 class Reference(_Out):
@@ -148,10 +120,11 @@ class Report(_Out):
     scoring_rule: str
     problems: list[str]
     trials: list[TrialRow]
-
-
-def pct(passed: int, total: int) -> float | None:
-    return round(100.0 * passed / total, 2) if total else None
+    # Added after the first release: defaults keep older readers and reports valid.
+    attempts: Attempts = Attempts()
+    conformance: Conformance | None = None
+    merge: Merge | None = None  # set when the job is audited with its reruns
+    provenance: dict | None = None
 
 
 def build_report(
@@ -160,8 +133,14 @@ def build_report(
     reference_score: float | None = None,
     rules: list[CompiledRule] | None = None,
     workers: int = 1,
+    dataset_tasks: int | None = None,
+    official_dataset_commit: str | None = None,
+    provenance: dict | None = None,
 ) -> Report:
-    """Read, classify and score a whole job. Raises ValueError only for unusable inputs."""
+    """Read, classify and score a whole job. Raises ValueError only for unusable inputs.
+
+    `dataset_tasks` and `official_dataset_commit` are what the leaderboard conformance compares
+    with; `provenance` is the run's manifest (audit/provenance.py), shown as it is."""
     layout.check_is_job()
     rules = rules if rules is not None else load_rules()
     problems: list[str] = []
@@ -240,6 +219,14 @@ def build_report(
     )
     for r in rows:
         problems.extend(r.problems)
+    attempts = attempts_of(
+        [(r.task, r.reward is not None and r.reward >= PASS_REWARD) for r in rows],
+        n_attempts_config=job_config.n_attempts if job_config else None,
+        note=f"planned trials without a trial dir: {missing}; in the raw score as not passed, "
+        "not in pass@k (no task to assign them to)"
+        if missing
+        else "",
+    )
     return Report(
         job=_job_info(layout, job_result, job_config, rows, planned),
         raw=raw,
@@ -260,6 +247,16 @@ def build_report(
         scoring_rule=SCORING_RULE,
         problems=problems,
         trials=rows,
+        attempts=attempts,
+        conformance=check_conformance(
+            job_config,
+            task_count=len(attempts.per_task),
+            attempts_min=attempts.n_min,
+            dataset_tasks=dataset_tasks,
+            official_commit=official_dataset_commit,
+            provenance=provenance,
+        ),
+        provenance=provenance,
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from components import outputs as K
@@ -24,6 +24,9 @@ class StackJob:
     job_dir: str
     reference_score: float | None
     harbor_host: str | None
+    rerun_job_dirs: list[str] = field(default_factory=list)  # oldest first
+    provenance_path: str | None = None
+    rerun_waiting: str | None = None  # why no rerun job exists yet, when the stack says
 
 
 def read_stack_outputs(stack: str, project: Path = Path("."), timeout: float = 120) -> dict:
@@ -78,4 +81,18 @@ def job_from_outputs(outputs: dict, stack: str) -> StackJob:
     except (TypeError, ValueError) as exc:
         raise StackError(f"stack output {K.REFERENCE_SCORE!r} is not a number: {ref!r}") from exc
     host = outputs.get(K.HARBOR_HOST)
-    return StackJob(str(job_dir), reference, str(host) if host else None)
+    reruns = outputs.get(K.RERUN_JOB_DIRS)
+    if reruns is None:
+        reruns = []  # a stack deployed before reruns existed
+    if not isinstance(reruns, list) or not all(isinstance(d, str) and d for d in reruns):
+        raise StackError(f"stack output {K.RERUN_JOB_DIRS!r} is not a list of job dirs: {reruns!r}")
+    provenance = outputs.get(K.PROVENANCE_PATH)
+    waiting = outputs.get(K.RERUN_WAITING)
+    return StackJob(
+        str(job_dir),
+        reference,
+        str(host) if host else None,
+        rerun_job_dirs=list(reruns),
+        provenance_path=str(provenance) if provenance else None,
+        rerun_waiting=str(waiting) if waiting else None,
+    )

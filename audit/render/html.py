@@ -8,8 +8,18 @@ from __future__ import annotations
 
 from html import escape
 
+from audit import provenance as prov
+from audit.merge import Merge
 from audit.models import PHASES
-from audit.render.text import duration, headline, reward
+from audit.render.text import (
+    attempts_per_task,
+    duration,
+    headline,
+    interval,
+    pass_at_k,
+    reward,
+    score,
+)
 from audit.report import Report
 
 CHART_ROWS = 150
@@ -48,6 +58,9 @@ svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#212121}
 .legend span{display:inline-block;margin-right:14px;font-size:12px}
 .legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
 .note{color:#616161;font-size:12px}
+.att{margin:2px 0 4px}.att.superseded,.att.unused{opacity:.75}
+details summary{cursor:pointer}pre.manifest{font-size:11px;background:#fafafa;padding:8px;
+overflow-x:auto;white-space:pre-wrap}
 """
 
 
@@ -60,6 +73,12 @@ def render(report: Report) -> str:
         f"<h1>Audit of {escape(report.job.name)}</h1>",
         _summary(report),
         f'<p class="rule"><b>Scoring rule.</b> {escape(report.scoring_rule)}</p>',
+    ]
+    if report.merge:
+        parts += ["<h2>Merged with reruns</h2>", _merge(report.merge)]
+    if report.provenance is not None:
+        parts += ["<h2>Provenance</h2>", _provenance(report.provenance)]
+    parts += [
         "<h2>Outcomes by category</h2>",
         _category_chart(report),
         _signatures(report),
@@ -270,3 +289,101 @@ def _trials(report: Report) -> str:
         )
     cols = "".join(f'<col style="width:{w}%">' for w in (12, 13, 5, 10, 9, 11, 6, 34))
     return f'<table class="trials"><colgroup>{cols}</colgroup>{head}{"".join(rows)}</table>'
+
+
+def _merge(m: Merge) -> str:
+    ref = m.reference
+    diff = "" if ref.difference is None else f"{ref.difference:+.2f}"
+    rows = [
+        ("raw", m.original_raw, m.raw),
+        ("adjusted", m.original_adjusted, m.adjusted),
+    ]
+    body = "".join(
+        f'<tr><td class="k">{name}</td><td>{escape(score(o))}</td><td>{escape(interval(o))}</td>'
+        f"<td>{escape(score(n))}</td><td>{escape(interval(n))}</td></tr>"
+        for name, o, n in rows
+    )
+    scores = (
+        "<table><tr><th></th><th>original (main job)</th><th>95% CI</th><th>merged</th>"
+        f"<th>95% CI</th></tr>{body}</table>"
+    )
+    jobs = "".join(
+        f"<tr><td>{j.role}</td><td>{escape(j.name)}</td><td>{escape(j.location)}</td>"
+        f"<td>{j.n_trials}</td><td>{escape(score(j.raw))}</td></tr>"
+        for j in m.jobs
+    )
+    facts = [
+        ("reference score", "not given" if ref.score is None else f"{ref.score:.2f}"),
+        ("merged adjusted - reference", diff or "n/a"),
+        ("main attempts superseded by a rerun", str(m.superseded)),
+        ("counted attempts (slots) per task", attempts_per_task(m.attempts)),
+        ("merged pass@k", pass_at_k(m.attempts)),
+        ("still to rerun", " ".join(m.rerun_args) if m.rerun else "none"),
+    ]
+    fact_rows = "".join(
+        f'<tr><td class="k">{escape(k)}</td><td>{escape(v)}</td></tr>' for k, v in facts
+    )
+    out = [
+        f'<p class="rule"><b>Merge rule.</b> {escape(m.rule)}</p>',
+        scores,
+        f"<table>{fact_rows}</table>",
+        "<h3>Jobs, in merge order</h3>",
+        "<table><tr><th>role</th><th>job</th><th>location</th><th>trials</th><th>raw</th></tr>"
+        f"{jobs}</table>",
+        "<h3>Attempts per task</h3>",
+        _merged_tasks(m),
+    ]
+    if m.problems:
+        items = "".join(f"<li>{escape(p)}</li>" for p in m.problems)
+        out += ["<h3>Merge problems</h3>", f"<ul>{items}</ul>"]
+    return "\n".join(out)
+
+
+def _badge(category: str) -> str:
+    color = COLORS.get(category, "#000")
+    return f'<span class="cat" style="background:{color}">{escape(category)}</span>'
+
+
+def _merged_tasks(m: Merge) -> str:
+    head = (
+        "<tr><th>task</th><th>attempts, in merge order</th><th>merged outcome</th>"
+        "<th>counted as</th></tr>"
+    )
+    rows = []
+    for t in m.tasks:
+        attempts = []
+        for i, a in enumerate(t.attempts, 1):
+            detail = escape(a.explanation)
+            if a.evidence:
+                detail += '<div class="ev">' + escape("\n".join(a.evidence)) + "</div>"
+            sig = f" <code>{escape(a.signature)}</code>" if a.signature else ""
+            summary = (
+                f"{i}. {_badge(a.category)} {escape(a.job)} / {escape(a.trial)}, reward "
+                f"{reward(a.reward)}, <i>{a.status}</i>{sig}"
+            )
+            if a.category == "passed" and not a.evidence:
+                attempts.append(f'<div class="att {a.status}">{summary}</div>')
+            else:
+                attempts.append(
+                    f'<div class="att {a.status}"><details><summary>{summary}</summary>'
+                    f"{detail}</details></div>"
+                )
+        outcome = _badge(t.outcome) if t.outcome in COLORS else escape(t.outcome)
+        rows.append(
+            f"<tr><td>{escape(t.task)}</td><td>{''.join(attempts)}</td><td>{outcome}</td>"
+            f"<td>{t.counted_as}</td></tr>"
+        )
+    cols = "".join(f'<col style="width:{w}%">' for w in (18, 64, 10, 8))
+    return f'<table class="trials"><colgroup>{cols}</colgroup>{head}{"".join(rows)}</table>'
+
+
+def _provenance(data: dict) -> str:
+    facts = "".join(
+        f'<tr><td class="k">{escape(k)}</td><td>{escape(v)}</td></tr>'
+        for k, v in prov.key_facts(data)
+    )
+    table = f"<table>{facts}</table>" if facts else ""
+    return (
+        f"{table}<details><summary>Full manifest</summary>"
+        f'<pre class="manifest">{escape(prov.dumps(data))}</pre></details>'
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from audit.render.text import headline, reward
+from audit import provenance as prov
+from audit.merge import Merge
+from audit.render.text import headline, merge_headline, reward
 from audit.report import Report
 
 
@@ -63,7 +65,57 @@ def render(report: Report) -> str:
     else:
         out.append("Every trial passed.")
 
+    if report.merge:
+        out += ["", *_merge(report.merge)]
+    if report.provenance is not None:
+        out += ["", *_provenance(report.provenance)]
+
     if report.problems:
         out += ["", "## Evidence problems", ""]
         out += [f"- {_cell(p)}" for p in report.problems]
     return "\n".join(out).rstrip() + "\n"
+
+
+def _merge(m: Merge) -> list[str]:
+    out = ["## Merged with reruns", "", f"> **Merge rule.** {m.rule}", ""]
+    out += ["| | |", "|---|---|"]
+    out += [f"| {k} | {_cell(v)} |" for k, v in merge_headline(m)]
+    out += ["", "### Attempts per task", ""]
+    out += ["| task | attempts (job/trial category, reward) | merged outcome | counted as |"]
+    out += ["|---|---|---|---|"]
+    for t in m.tasks:
+        chain = "<br>".join(
+            f"{i}. {_cell(a.job)}/{_cell(a.trial)} **{a.category}** (reward {reward(a.reward)}, "
+            f"{a.status})"
+            for i, a in enumerate(t.attempts, 1)
+        )
+        out.append(f"| {_cell(t.task)} | {chain} | {t.outcome} | {t.counted_as} |")
+    several = [t for t in m.tasks if len(t.attempts) > 1]
+    if several:
+        out += ["", "### Every attempt of the tasks with more than one", ""]
+        for t in several:
+            out += [f"#### {t.task}", ""]
+            for i, a in enumerate(t.attempts, 1):
+                out += [
+                    f"{i}. `{a.job}` / `{a.trial}`: *{a.category}* / `{a.signature or '-'}`, "
+                    f"reward {reward(a.reward)}, {a.status}: {a.explanation}",
+                    "",
+                ]
+                if a.evidence:
+                    out += ["```text", *a.evidence, "```", ""]
+    if m.problems:
+        out += ["", "### Merge problems", ""]
+        out += [f"- {_cell(p)}" for p in m.problems]
+    return out
+
+
+def _provenance(data: dict) -> list[str]:
+    out = ["## Provenance", ""]
+    facts = prov.key_facts(data)
+    if facts:
+        out += ["| | |", "|---|---|"]
+        out += [f"| {k} | {_cell(v)} |" for k, v in facts]
+        out.append("")
+    out += ["<details><summary>Full manifest</summary>", "", "```json"]
+    out += [prov.dumps(data).rstrip(), "```", "", "</details>"]
+    return out

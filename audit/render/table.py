@@ -8,7 +8,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from audit.render.text import headline, reward
+from audit import provenance as prov
+from audit.merge import Merge
+from audit.render.text import headline, merge_headline, reward
 from audit.report import Report
 
 _STYLE = {
@@ -79,6 +81,44 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
                 escape(t.evidence[0]) if t.evidence else "",
             )
         console.print(trials)
+    if report.merge:
+        _merge(console, report.merge)
+    if report.provenance is not None:
+        facts = Table(
+            title="Provenance (the full manifest: --format json, or --out writes provenance.json)",
+            show_header=False,
+        )
+        facts.add_column(style="bold")
+        facts.add_column(overflow="fold")
+        for key, value in prov.key_facts(report.provenance):
+            facts.add_row(key, escape(value))
+        console.print(facts)
     for problem in report.problems:
         console.print(f"[yellow]evidence problem:[/] {escape(problem)}", highlight=False)
     return buf.getvalue()
+
+
+def _merge(console: Console, m: Merge) -> None:
+    summary = Table(title="Merged with reruns", show_header=False)
+    summary.add_column(style="bold")
+    summary.add_column(overflow="fold")
+    for key, value in merge_headline(m):
+        summary.add_row(key, escape(value))
+    console.print(summary)
+    console.print(f"Merge rule: {escape(m.rule)}")
+    tasks = Table(title="Attempts per task, in merge order")
+    for col in ("task", "attempts", "merged", "counted"):
+        tasks.add_column(col, overflow="fold")
+    for t in m.tasks:
+        chain = "\n".join(
+            f"{i}. {escape(a.job)}/{escape(a.trial)} [{_STYLE[a.category]}]{a.category}[/] "
+            f"reward {reward(a.reward)} ({a.status})"
+            + (f": {escape(a.evidence[0])}" if a.evidence and a.category != "passed" else "")
+            for i, a in enumerate(t.attempts, 1)
+        )
+        style = _STYLE.get(t.outcome)
+        outcome = f"[{style}]{t.outcome}[/]" if style else t.outcome
+        tasks.add_row(escape(t.task), chain, outcome, t.counted_as)
+    console.print(tasks)
+    for problem in m.problems:
+        console.print(f"[yellow]merge problem:[/] {escape(problem)}", highlight=False)

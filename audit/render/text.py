@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from audit.attempts import Attempts
+from audit.conformance import line as conformance_line
+from audit.merge import Merge, MergedTask
 from audit.report import Report, Score
 
 
@@ -80,4 +83,70 @@ def headline(report: Report) -> list[tuple[str, str]]:
         ("cache tokens", f"{report.tokens.cache:,}"),
         ("output tokens", f"{report.tokens.output:,}"),
         ("rerun", " ".join(report.rerun_args) if report.rerun else "none"),
+        ("attempts per task", attempts_per_task(report.attempts)),
+        ("pass@k", pass_at_k(report.attempts)),
+        (
+            "leaderboard conformance",
+            conformance_line(report.conformance) if report.conformance else "not checked",
+        ),
     ]
+
+
+def attempts_per_task(a: Attempts) -> str:
+    if a.n_min is None:
+        return "no trials"
+    span = f"{a.n_min}" if a.n_min == a.n_max else f"{a.n_min} to {a.n_max}"
+    config = f", config n_attempts {a.n_attempts_config}" if a.n_attempts_config else ""
+    return f"{span} over {len(a.per_task)} tasks{config}"
+
+
+def pass_at_k(a: Attempts) -> str:
+    if not a.pass_at_k:
+        return "n/a (no trials)"
+    text = ", ".join(f"pass@{k} = {v:.2f}" for k, v in a.pass_at_k.items())
+    return f"{text} ({a.note})" if a.note else text
+
+
+def merge_headline(m: Merge) -> list[tuple[str, str]]:
+    """The merged score beside the main job's own, for every format's merge section."""
+    ref = m.reference
+    ref_text = (
+        "not given"
+        if ref.score is None
+        else f"{ref.score:.2f} (merged adjusted - reference = {ref.difference:+.2f}, inside "
+        f"the merged adjusted 95% CI: {_yes_no(ref.inside_adjusted_ci)})"
+        if ref.difference is not None
+        else f"{ref.score:.2f}"
+    )
+    jobs = "; ".join(f"{j.role} {j.name} ({j.n_trials} trials)" for j in m.jobs)
+    excluded = ", ".join(m.adjusted.excluded) or "none"
+    return [
+        ("jobs, in merge order", jobs),
+        (
+            "original raw score (main job)",
+            f"{score(m.original_raw)}, 95% CI {interval(m.original_raw)}",
+        ),
+        (
+            "original adjusted score (main job)",
+            f"{score(m.original_adjusted)}, 95% CI {interval(m.original_adjusted)}",
+        ),
+        ("merged raw score", f"{score(m.raw)}, 95% CI {interval(m.raw)}"),
+        (
+            "merged adjusted score",
+            f"{score(m.adjusted)}, 95% CI {interval(m.adjusted)} (excluded: {excluded})",
+        ),
+        ("reference score", ref_text),
+        ("main attempts superseded by a rerun", str(m.superseded)),
+        ("tasks with more than one attempt", str(sum(1 for t in m.tasks if len(t.attempts) > 1))),
+        ("counted attempts (slots) per task", attempts_per_task(m.attempts)),
+        ("merged pass@k", pass_at_k(m.attempts)),
+        ("still to rerun", " ".join(m.rerun_args) if m.rerun else "none"),
+    ]
+
+
+def attempt_chain(t: MergedTask) -> str:
+    """A task's attempts in merge order: `job/trial category [status]`, arrows between."""
+    return " -> ".join(
+        f"{a.job}/{a.trial} {a.category} (reward {reward(a.reward)}, {a.status})"
+        for a in t.attempts
+    )
