@@ -128,13 +128,16 @@ def wait_for(job_dir: str, pid_file: str, timeout: int = 420) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def audit_json(*args: str, env: dict | None = None, cwd: Path = ROOT) -> dict:
+def audit_json(*args: str, env: dict | None = None, cwd: Path = ROOT, stdout: bool = True) -> dict:
+    """The JSON report; with `stdout=False`, read from the `--out` file given in `args`."""
     proc = subprocess.run(
         [PY, "-m", "audit", *args, "--format", "json"],
         capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, **(env or {})},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return json.loads(proc.stdout)
+    if stdout:
+        return json.loads(proc.stdout)
+    return json.loads(Path(args[list(args).index("--out") + 1]).read_text())
 
 
 def assert_demo_scores(report: dict) -> None:
@@ -329,6 +332,20 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(stack, tmp_pat
     assert (merged["raw"]["passed"], merged["raw"]["total"]) == (1, 2)  # the main job's own
     assert (merged["merge"]["raw"]["passed"], merged["merge"]["raw"]["total"]) == (2, 2)
     assert merged["merge"]["rerun"] == []
+
+    # The same merge from the stack outputs alone, through the real `pulumi stack output`:
+    # the rerun dirs and the provenance manifest come with the main job.
+    engine = make_engine(tmp_path / "pulumi-home")
+    project = copy_project(tmp_path / "clone")
+    record_outputs(engine, project, "local", second.run.exports, tmp_path)
+    report_dir = tmp_path / "report"
+    from_stack = audit_json("--stack", "local", "--project", str(project), "--out",
+                            str(report_dir / "report.json"),
+                            env={**engine.env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path,
+                            stdout=False)
+    assert from_stack["merge"]["tasks"] == merged["merge"]["tasks"]
+    assert from_stack["provenance"]["job"]["name"] == outputs[keys.JOB_NAME]
+    assert (report_dir / "provenance.json").is_file()
 
     # The provenance manifest names the rerun beside the main job.
     provenance = json.loads(Path(second.run.exports[keys.PROVENANCE_PATH]).read_text())
