@@ -40,6 +40,7 @@ Destroy never deletes results: the job dir, the log and the PID file stay on the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -56,7 +57,15 @@ from components.harbor_config import (
     render_compose_override,
     render_job_config,
 )
-from components.host import Host, content_hash, host_script, parse_outputs, render, ssh_command
+from components.host import (
+    Host,
+    ScriptRun,
+    content_hash,
+    host_script,
+    parse_outputs,
+    render,
+    ssh_command,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -172,10 +181,10 @@ def render_plan(
     )
 
 
-def resolved_out(log_dir: str, job_name: pulumi.Input[str]) -> pulumi.Output[str]:
+def resolved_path(log_dir: str, job_name: str) -> str:
     """Where the preflight keeps the config Harbor resolved for the job (the provenance reads
     it back)."""
-    return pulumi.Output.from_input(job_name).apply(lambda n: f"{log_dir}/{n}.resolved-config.json")
+    return f"{log_dir}/{job_name}.resolved-config.json"
 
 
 def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
@@ -194,6 +203,112 @@ def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]
         stdin=pulumi.Output.secret(key) if key is not None else None,
     )
     return result.stdout.apply(parse_outputs)
+
+
+@dataclass(frozen=True)
+class JobSteps:
+    configs: ScriptRun
+    preflight: ScriptRun
+    launch: ScriptRun
+
+
+def declare_job_steps(
+    name: str,
+    *,
+    host: Host,
+    harbor: HarborConfig,
+    n_concurrent: int,
+    rendered: pulumi.Output[Rendered] | pulumi.Output[Rendered | None],
+    harbor_bin: pulumi.Input[str],
+    jobs_dir: str,
+    log_dir: str,
+    tasks_dir: str,
+    api_key: pulumi.Input[str],
+    token: pulumi.Input[str],
+    configs_opts: pulumi.ResourceOptions,
+    preflight_opts: Callable[[pulumi.Resource], pulumi.ResourceOptions],
+    launch_opts: Callable[[pulumi.Resource], pulumi.ResourceOptions],
+    waiting: pulumi.Input[str] | None = None,
+) -> JobSteps:
+    """A Harbor job's configs -> preflight -> launch (stopped on delete), for the main job and
+    for a rerun alike. `rendered` is None while the job `waiting` (see host_script)."""
+
+    def field(pick: Callable[[Rendered], str]) -> pulumi.Output[str]:
+        return rendered.apply(lambda r: pick(r) if r else "")
+
+    job_name = field(lambda r: r.job_name)
+    config_path = field(lambda r: r.config_path)
+    compose_path = field(lambda r: r.compose_path)
+    config_hash = rendered.apply(
+        lambda r: content_hash(r.config_yaml, r.compose_yaml) if r else "waiting"
+    )
+    configs = host_script(
+        f"{name}-configs",
+        host=host,
+        script="harbor_configs.sh",
+        env={
+            "CONFIG_PATH": config_path,
+            "COMPOSE_PATH": compose_path,
+            "JOB_CONFIG_YAML": field(lambda r: r.config_yaml),
+            "COMPOSE_YAML": field(lambda r: r.compose_yaml),
+        },
+        triggers=[config_hash],
+        delete_script="harbor_configs.delete.sh",
+        delete_env={"CONFIG_PATH": config_path, "COMPOSE_PATH": compose_path},
+        waiting=waiting,
+        opts=configs_opts,
+    )
+    preflight = host_script(
+        f"{name}-preflight",
+        host=host,
+        script="harbor_preflight.sh",
+        env={
+            "HARBOR_BIN": harbor_bin,
+            "JOB_CONFIG": config_path,
+            "COMPOSE_PATH": compose_path,
+            "JOB_NAME": job_name,
+            "JOBS_DIR": jobs_dir,
+            "EXPECTED": field(lambda r: r.expected),
+            "RESOLVED_OUT": job_name.apply(lambda n: resolved_path(log_dir, n) if n else ""),
+        },
+        triggers=[config_hash, harbor.wheel_sha256, tasks_dir],
+        waiting=waiting,
+        opts=preflight_opts(configs.command),
+    )
+    launch = host_script(
+        f"{name}-launch",
+        host=host,
+        script="harbor_launch.sh",
+        env={
+            "HARBOR_BIN": harbor_bin,
+            "JOB_CONFIG": config_path,
+            "COMPOSE_PATH": compose_path,
+            "JOB_NAME": job_name,
+            "JOBS_DIR": jobs_dir,
+            "LOG_DIR": log_dir,
+            "OPENAI_API_KEY": api_key,
+            "LAUNCH_TOKEN": token,
+            "START_TIMEOUT_S": str(harbor.start_timeout_s),
+            "NOFILE": str(harbor.nofile),
+            "RESOLVED_SHA256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
+        },
+        delete_script="harbor_stop.sh",
+        delete_env={
+            "JOB_NAME": job_name,
+            "JOBS_DIR": jobs_dir,
+            "LOG_DIR": log_dir,
+            "N_CONCURRENT": str(n_concurrent),
+            "STOP_TIMEOUT_S": str(harbor.stop_timeout_s),
+        },
+        triggers=[job_name, token],
+        secret_env=("OPENAI_API_KEY",),
+        waiting=waiting,
+        # Replacing a launch means another job or a resume: the old Harbor must be stopped
+        # (and its dead trials' containers removed) before the new one starts (host_script
+        # makes every step with a delete delete-before-replace).
+        opts=launch_opts(preflight.command),
+    )
+    return JobSteps(configs=configs, preflight=preflight, launch=launch)
 
 
 class HarborJob(pulumi.ComponentResource):
@@ -277,83 +392,32 @@ class HarborJob(pulumi.ComponentResource):
                 job_name=args.harbor.job_name,
             )
         )
-        job_name = rendered.apply(lambda r: r.job_name)
-        config_path = rendered.apply(lambda r: r.config_path)
-        compose_path = rendered.apply(lambda r: r.compose_path)
-        config_hash = rendered.apply(lambda r: content_hash(r.config_yaml, r.compose_yaml))
-
-        configs = host_script(
-            f"{name}-configs",
-            host=host,
-            script="harbor_configs.sh",
-            env={
-                "CONFIG_PATH": config_path,
-                "COMPOSE_PATH": compose_path,
-                "JOB_CONFIG_YAML": rendered.apply(lambda r: r.config_yaml),
-                "COMPOSE_YAML": rendered.apply(lambda r: r.compose_yaml),
-            },
-            triggers=[config_hash],
-            delete_script="harbor_configs.delete.sh",
-            delete_env={"CONFIG_PATH": config_path, "COMPOSE_PATH": compose_path},
-            opts=child(dataset_run.command),
-        )
         default_bin = f"{workspace}/harbor-{args.harbor.version}/bin/harbor"
         harbor_bin = install.outputs.apply(lambda out: out.get("harbor_bin") or default_bin)
-        preflight = host_script(
-            f"{name}-preflight",
+        job_name = rendered.apply(lambda r: r.job_name)
+        compose_path = rendered.apply(lambda r: r.compose_path)
+        status = probe_job_status(
+            host,
+            job_name.apply(lambda n: {"JOB_NAME": n, "JOBS_DIR": jobs_dir, "LOG_DIR": log_dir}),
+        )
+        steps = declare_job_steps(
+            name,
             host=host,
-            script="harbor_preflight.sh",
-            env={
-                "HARBOR_BIN": harbor_bin,
-                "JOB_CONFIG": config_path,
-                "COMPOSE_PATH": compose_path,
-                "JOB_NAME": job_name,
-                "JOBS_DIR": jobs_dir,
-                "EXPECTED": rendered.apply(lambda r: r.expected),
-                "RESOLVED_OUT": resolved_out(log_dir, job_name),
-            },
+            harbor=args.harbor,
+            n_concurrent=job.n_concurrent_trials,
+            rendered=rendered,
+            harbor_bin=harbor_bin,
+            jobs_dir=jobs_dir,
+            log_dir=log_dir,
+            tasks_dir=tasks_dir,
+            api_key=args.api_key,
+            token=status.apply(lambda s: str(s.get("token") or "start")),
+            configs_opts=child(dataset_run.command),
             # A new install or dataset must be checked again, even with the same config text.
-            triggers=[config_hash, args.harbor.wheel_sha256, tasks_dir],
-            opts=child(configs.command, install.command, dataset_run.command),
+            preflight_opts=lambda configs: child(configs, install.command, dataset_run.command),
+            launch_opts=child,
         )
-
-        status_env = pulumi.Output.all(job_name).apply(
-            lambda v: {"JOB_NAME": v[0], "JOBS_DIR": jobs_dir, "LOG_DIR": log_dir}
-        )
-        status = probe_job_status(host, status_env)
-        token = status.apply(lambda s: str(s.get("token") or "start"))
-        stop_env: dict[str, pulumi.Input[str]] = {
-            "JOB_NAME": job_name,
-            "JOBS_DIR": jobs_dir,
-            "LOG_DIR": log_dir,
-            "N_CONCURRENT": str(job.n_concurrent_trials),
-            "STOP_TIMEOUT_S": str(args.harbor.stop_timeout_s),
-        }
-        launch = host_script(
-            f"{name}-launch",
-            host=host,
-            script="harbor_launch.sh",
-            env={
-                "HARBOR_BIN": harbor_bin,
-                "JOB_CONFIG": config_path,
-                "COMPOSE_PATH": compose_path,
-                "JOB_NAME": job_name,
-                "JOBS_DIR": jobs_dir,
-                "LOG_DIR": log_dir,
-                "OPENAI_API_KEY": args.api_key,
-                "LAUNCH_TOKEN": token,
-                "START_TIMEOUT_S": str(args.harbor.start_timeout_s),
-                "NOFILE": str(args.harbor.nofile),
-                "RESOLVED_SHA256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
-            },
-            delete_script="harbor_stop.sh",
-            delete_env=stop_env,
-            triggers=[job_name, token],
-            secret_env=("OPENAI_API_KEY",),
-            # Replacing a launch means another job or a resume: the old Harbor must be stopped
-            # (and its dead trials' containers removed) before the new one starts.
-            opts=child(preflight.command, delete_before_replace=True),
-        )
+        launch = steps.launch
 
         # Paths are known from the config alone; tying them to the launch makes a consumer of
         # job_dir (e.g. the audit) wait for Harbor to have started.
@@ -371,7 +435,7 @@ class HarborJob(pulumi.ComponentResource):
         self.api_key = args.api_key
         self.plan_inputs = pulumi.Output.all(args.api_base, args.tools_dir, args.proxy_url)
         self.launch = launch.command
-        self.resolved_config_path = resolved_out(log_dir, job_name)
+        self.resolved_config_path = job_name.apply(lambda n: resolved_path(log_dir, n))
         self.compose_path = compose_path
 
         self.job_name = job_name

@@ -39,8 +39,14 @@ import pulumi
 import pulumi_command as command
 
 from components.config import PROJECT_DIR, RerunsConfig
-from components.harbor_job import HarborJob, Rendered, probe_job_status, render_plan
-from components.host import Host, content_hash, host_script, ssh_command
+from components.harbor_job import (
+    HarborJob,
+    Rendered,
+    declare_job_steps,
+    probe_job_status,
+    render_plan,
+)
+from components.host import Host, ssh_command
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -202,93 +208,35 @@ class HarborRerun(pulumi.ComponentResource):
         pulumi.Output.all(job.job_state, job.job_name, waiting).apply(say_why)
         job_name = plan.apply(lambda p: p.job_name)
 
-        def text(pick) -> pulumi.Output[str]:
-            return plan.apply(lambda p: pick(p.rendered) if p.rendered else "")
-
-        config_path = text(lambda r: r.config_path)
-        compose_path = text(lambda r: r.compose_path)
-        config_hash = plan.apply(
-            lambda p: content_hash(p.rendered.config_yaml, p.rendered.compose_yaml)
-            if p.rendered else "waiting"
-        )
-
-        def child(*after: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
-            # After the main job's launch: a rerun never races the job whose tasks it repeats.
-            return pulumi.ResourceOptions(parent=self, depends_on=[job.launch, *after], **extra)
-
-        configs = host_script(
-            f"{name}-configs",
-            host=host,
-            script="harbor_configs.sh",
-            env={
-                "CONFIG_PATH": config_path,
-                "COMPOSE_PATH": compose_path,
-                "JOB_CONFIG_YAML": text(lambda r: r.config_yaml),
-                "COMPOSE_YAML": text(lambda r: r.compose_yaml),
-            },
-            triggers=[config_hash],
-            delete_script="harbor_configs.delete.sh",
-            delete_env={"CONFIG_PATH": config_path, "COMPOSE_PATH": compose_path},
-            waiting=waiting,
-            opts=child(),
-        )
-        preflight = host_script(
-            f"{name}-preflight",
-            host=host,
-            script="harbor_preflight.sh",
-            env={
-                "HARBOR_BIN": job.harbor_bin,
-                "JOB_CONFIG": config_path,
-                "COMPOSE_PATH": compose_path,
-                "JOB_NAME": job_name,
-                "JOBS_DIR": jobs_dir,
-                "EXPECTED": text(lambda r: r.expected),
-                "RESOLVED_OUT": job_name.apply(
-                    lambda n: f"{log_dir}/{n}.resolved-config.json" if n else ""
-                ),
-            },
-            triggers=[config_hash, job.harbor.wheel_sha256, job.tasks_dir],
-            waiting=waiting,
-            opts=child(configs.command),
-        )
-
         status = probe_job_status(
             host,
             job_name.apply(lambda n: {"JOB_NAME": n, "JOBS_DIR": jobs_dir, "LOG_DIR": log_dir}),
         )
-        token = pulumi.Output.all(waiting, status).apply(
-            lambda v: "waiting" if v[0] else str(v[1].get("token") or "start")
-        )
-        launch = host_script(
-            f"{name}-launch",
+
+        def child(*after: pulumi.Resource) -> pulumi.ResourceOptions:
+            # After the main job's launch: a rerun never races the job whose tasks it repeats.
+            return pulumi.ResourceOptions(parent=self, depends_on=[job.launch, *after])
+
+        steps = declare_job_steps(
+            name,
             host=host,
-            script="harbor_launch.sh",
-            env={
-                "HARBOR_BIN": job.harbor_bin,
-                "JOB_CONFIG": config_path,
-                "COMPOSE_PATH": compose_path,
-                "JOB_NAME": job_name,
-                "JOBS_DIR": jobs_dir,
-                "LOG_DIR": log_dir,
-                "OPENAI_API_KEY": job.api_key,
-                "LAUNCH_TOKEN": token,
-                "START_TIMEOUT_S": str(job.harbor.start_timeout_s),
-                "NOFILE": str(job.harbor.nofile),
-                "RESOLVED_SHA256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
-            },
-            delete_script="harbor_stop.sh",
-            delete_env={
-                "JOB_NAME": job_name,
-                "JOBS_DIR": jobs_dir,
-                "LOG_DIR": log_dir,
-                "N_CONCURRENT": str(job.settings.n_concurrent_trials),
-                "STOP_TIMEOUT_S": str(job.harbor.stop_timeout_s),
-            },
-            triggers=[job_name, token],
-            secret_env=("OPENAI_API_KEY",),
+            harbor=job.harbor,
+            n_concurrent=job.settings.n_concurrent_trials,
+            rendered=plan.apply(lambda p: p.rendered),
+            harbor_bin=job.harbor_bin,
+            jobs_dir=jobs_dir,
+            log_dir=log_dir,
+            tasks_dir=job.tasks_dir,
+            api_key=job.api_key,
+            token=pulumi.Output.all(waiting, status).apply(
+                lambda v: "waiting" if v[0] else str(v[1].get("token") or "start")
+            ),
+            configs_opts=child(),
+            preflight_opts=child,
+            launch_opts=child,
             waiting=waiting,
-            opts=child(preflight.command),
         )
+        launch = steps.launch
 
         def once_launched(value) -> pulumi.Output[str]:
             return pulumi.Output.all(launch.command.id, job_name, value).apply(
