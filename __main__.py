@@ -213,7 +213,7 @@ def main() -> None:
     pulumi.export(keys.REFERENCE_SCORE, cfg.harbor.reference_score)
     pulumi.export(
         keys.RERUN_JOB_DIRS,
-        pulumi.Output.all(*(r.job_dir for r in reruns)).apply(lambda dirs: [d for d in dirs if d]),
+        reruns[0].job_dirs if reruns else [],
     )
     pulumi.export(
         keys.RERUN_WAITING,

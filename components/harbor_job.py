@@ -187,12 +187,13 @@ def resolved_path(log_dir: str, job_name: str) -> str:
     return f"{log_dir}/{job_name}.resolved-config.json"
 
 
-def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
-    """The job's state and launch token, read on the host now (see the module docstring)."""
+def probe_host(host: Host, script: str, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
+    """A read-only host script's outputs, run on the host now, at program time (every `up`
+    and `preview`), through `command.local.run` (over `ssh` for remote hosts)."""
     key = None if host.is_local else host.private_key
 
     def command_text(env_values: dict) -> str:
-        text = render("harbor_status.sh", env_values)
+        text = render(script, env_values)
         return text if host.is_local else ssh_command(host, text, with_key=key is not None)
 
     text = pulumi.Output.from_input(env).apply(command_text)
@@ -203,6 +204,11 @@ def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]
         stdin=pulumi.Output.secret(key) if key is not None else None,
     )
     return result.stdout.apply(parse_outputs)
+
+
+def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
+    """The job's state and launch token, read on the host now (see the module docstring)."""
+    return probe_host(host, "harbor_status.sh", env)
 
 
 @dataclass(frozen=True)

@@ -38,11 +38,13 @@ from pathlib import Path, PurePosixPath
 import pulumi
 import pulumi_command as command
 
+from components import jobdir
 from components.config import PROJECT_DIR, RerunsConfig
 from components.harbor_job import (
     HarborJob,
     Rendered,
     declare_job_steps,
+    probe_host,
     probe_job_status,
     render_plan,
 )
@@ -67,7 +69,12 @@ class RerunPlan:
 
 def rerun_job_name(main_job_name: str, tasks: tuple[str, ...]) -> str:
     digest = hashlib.sha256("\n".join(sorted(tasks)).encode()).hexdigest()
-    return f"{main_job_name}-rerun-{digest[:8]}"
+    return f"{main_job_name}{jobdir.RERUN_INFIX}{digest[:8]}"
+
+
+def oldest_first(found: list[str], current: str) -> list[str]:
+    """The reruns found on the host, then this one (once launched), each once."""
+    return list(dict.fromkeys([*found, *([current] if current else [])]))
 
 
 def audit_command(job_dir: str) -> str:
@@ -177,6 +184,8 @@ class HarborRerun(pulumi.ComponentResource):
     job_dir: pulumi.Output[str]
     job_log: pulumi.Output[str]
     pid_file: pulumi.Output[str]
+    # Every rerun of the main job on the host, this one included once launched, oldest first.
+    job_dirs: pulumi.Output[list[str]]
     tasks: pulumi.Output[list[str]]
     waiting: pulumi.Output[str]
 
@@ -245,6 +254,14 @@ class HarborRerun(pulumi.ComponentResource):
 
         self.job_name = job_name
         self.job_dir = once_launched(job_name.apply(lambda n: f"{jobs_dir}/{n}"))
+        # Earlier rounds (another task list) stay on the host and in the merge.
+        found = probe_host(
+            host, "harbor_reruns.sh",
+            job.job_name.apply(lambda n: {"JOB_NAME": n, "JOBS_DIR": jobs_dir}),
+        )
+        self.job_dirs = pulumi.Output.all(found, self.job_dir).apply(
+            lambda v: oldest_first(v[0].get("job_dirs") or [], v[1])
+        )
         self.job_log = once_launched(job_name.apply(lambda n: f"{log_dir}/{n}.log"))
         self.pid_file = once_launched(job_name.apply(lambda n: f"{log_dir}/{n}.pid"))
         self.tasks = plan.apply(lambda p: list(p.tasks))
@@ -255,6 +272,7 @@ class HarborRerun(pulumi.ComponentResource):
                 "job_dir": self.job_dir,
                 "job_log": self.job_log,
                 "pid_file": self.pid_file,
+                "job_dirs": self.job_dirs,
                 "tasks": self.tasks,
                 "waiting": self.waiting,
             }

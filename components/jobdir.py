@@ -8,6 +8,7 @@ module is a contract between the program and the audit, not a dependency on Pulu
 
     python3 jobdir.py status JOBS_DIR LOG_DIR JOB_NAME    # the status probe's JSON
     python3 jobdir.py never-ran JOB_DIR                   # trial dirs that never ran, one a line
+    python3 jobdir.py reruns JOBS_DIR JOB_NAME            # the job's rerun jobs, oldest first
 
 A job dir holds `config.json`, `result.json`, `lock.json`, `job.log` and one `<task>__<id>/`
 dir per trial with its own `config.json`, `result.json`, `trial.log`, `exception.txt`,
@@ -31,6 +32,9 @@ TRIAL_LOG = "trial.log"
 TRIAL_EXCEPTION = "exception.txt"
 # Harbor marks trials an interruption cancelled with this; resume runs them again.
 CANCELLED = "CancelledError"
+# A rerun of some of a job's tasks is the job `<job name><RERUN_INFIX><digest of its tasks>`
+# (components/harbor_rerun.py).
+RERUN_INFIX = "-rerun-"
 # The phases a trial that ran at least its agent has; all None: it never ran.
 PHASES = ("exception_info", "agent_execution", "verifier", "verifier_result")
 
@@ -101,6 +105,18 @@ def status(jobs_dir: Path, log_dir: Path, job_name: str, proc: Path = Path("/pro
     return {"state": state, "token": token, "pid": pid}
 
 
+def reruns(jobs_dir: Path, job_name: str) -> list[str]:
+    """The job dirs of `job_name`'s reruns, oldest first (by when Harbor wrote their config)."""
+    found = []
+    for job_dir in jobs_dir.glob(f"{job_name}{RERUN_INFIX}*"):
+        try:
+            started = (job_dir / JOB_CONFIG).stat().st_mtime
+        except OSError:
+            continue
+        found.append((started, job_dir.name, str(job_dir)))
+    return [path for _, _, path in sorted(found)]
+
+
 def main(argv: list[str]) -> int:
     if len(argv) == 4 and argv[0] == "status":
         print(json.dumps(status(Path(argv[1]), Path(argv[2]), argv[3])))
@@ -110,7 +126,11 @@ def main(argv: list[str]) -> int:
             if never_ran(result):
                 print(trial_dir.name)
         return 0
-    print("usage: jobdir.py status JOBS_DIR LOG_DIR JOB_NAME | never-ran JOB_DIR", file=sys.stderr)
+    if len(argv) == 3 and argv[0] == "reruns":
+        print(json.dumps({"job_dirs": reruns(Path(argv[1]), argv[2])}))
+        return 0
+    print("usage: jobdir.py status JOBS_DIR LOG_DIR JOB_NAME | never-ran JOB_DIR | "
+          "reruns JOBS_DIR JOB_NAME", file=sys.stderr)
     return 2
 
 

@@ -358,7 +358,22 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(stack, tmp_pat
     # A third `up` starts nothing again; destroy stops the rerun and keeps both results.
     third = up("local", state, overrides)
     assert third.created == [] and third.replaced == [], (third.created, third.replaced)
+
+    # Another round, with another task list: another job; the first round stays in the outputs.
+    overrides["harbor"] = {**overrides["harbor"], "reruns": ["hello-file", "hello-proxy"]}
+    fourth = up("local", state, overrides)
+    dirs = fourth.run.exports[keys.RERUN_JOB_DIRS]
+    assert len(dirs) == 2 and dirs[0] == str(rerun_dir), dirs
+    second_round = Path(dirs[1])
+    wait_for(str(second_round), str(logs / f"{second_round.name}.pid"))
+    both = audit_json(str(main_dir), "--rerun", dirs[0], "--rerun", dirs[1])
+    statuses = {t["task"]: [a["status"] for a in t["attempts"]] for t in both["merge"]["tasks"]}
+    assert statuses == {"hello-file": ["counted", "unused"],
+                        "hello-proxy": ["superseded", "counted", "unused"]}
+    assert (both["merge"]["raw"]["passed"], both["merge"]["raw"]["total"]) == (2, 2)
+
     destroy(state)
-    assert leftovers(rerun_dir.name) == {"containers": [], "networks": [], "processes": []}
-    assert (rerun_dir / "result.json").is_file()
+    for done in (rerun_dir, second_round):
+        assert leftovers(done.name) == {"containers": [], "networks": [], "processes": []}
+        assert (done / "result.json").is_file()
     assert tree(main_dir) == written, "the rerun wrote into the main job's directory"

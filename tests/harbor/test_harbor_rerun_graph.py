@@ -4,6 +4,7 @@ answer like a host would (tests/harbor/test_reruns_real.py runs the steps for re
 from __future__ import annotations
 
 import json
+import re
 import shlex
 
 import pulumi
@@ -21,9 +22,11 @@ RERUN_STEPS = ("rerun-configs", "rerun-preflight", "rerun-launch")
 class HostAnswers(pulumi.runtime.Mocks):
     """The main job's status probe says `main_state`; the audit of it lists `audited`."""
 
-    def __init__(self, main_state: str, audited: list[str] | None = None):
+    def __init__(self, main_state: str, audited: list[str] | None = None,
+                 history: list[str] | None = None):
         self.main_state = main_state
         self.audited = audited or []
+        self.history = history or []  # earlier reruns' dirs the host already has
         self.audit_commands: list[str] = []
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs):
@@ -38,8 +41,11 @@ class HostAnswers(pulumi.runtime.Mocks):
         if "-m audit" in text:
             self.audit_commands.append(text)
             return {"stdout": json.dumps({"tasks": self.audited}), "stderr": ""}
+        if "benchstack-harbor_reruns" in text:
+            return {"stdout": json.dumps({"job_dirs": self.history}), "stderr": ""}
         if "benchstack-harbor_status" in text:
-            state = self.main_state if "-rerun-" not in text else "absent"
+            of_rerun = re.search(r"export JOB_NAME=\S*-rerun-", text) is not None
+            state = "absent" if of_rerun else self.main_state
             token = "start" if state == "absent" else "recorded-token"
             return {"stdout": json.dumps({"state": state, "token": token, "pid": None}),
                     "stderr": ""}
@@ -197,3 +203,20 @@ def test_from_audit_on_a_remote_harbor_host_copies_the_job_over_ssh():
     assert "--policy" in facts["serving"]["router_args"]
     assert facts["dataset"]["commit"] == values["dataset"]["commit"]
     assert "KEY-SECRET" not in json.dumps(facts) and "sk-SECRET" not in json.dumps(facts)
+
+
+def test_earlier_reruns_on_the_host_stay_in_the_outputs_oldest_first():
+    """Another task list is another rerun; the earlier round stays in the merge."""
+    jobs_dir = "/var/lib/benchstack/local/results"
+    earlier = f"{jobs_dir}/local-oracle-0123456789-rerun-aaaaaaaa"
+    waiting = run_program("local", overrides=harbor_with(["hello-file"]),
+                          mocks=HostAnswers("running", history=[earlier]))
+    assert waiting.exports[keys.RERUN_JOB_DIRS] == [earlier]
+    run = run_program("local", overrides=harbor_with(["hello-file"]),
+                      mocks=HostAnswers("finished", history=[earlier]))
+    name = rerun_job_name(run.exports[keys.JOB_NAME], ("hello-file",))
+    current = f"{run.exports[keys.JOBS_DIR]}/{name}"
+    assert run.exports[keys.RERUN_JOB_DIRS] == [earlier, current]
+    again = run_program("local", overrides=harbor_with(["hello-file"]),
+                        mocks=HostAnswers("finished", history=[earlier, current]))
+    assert again.exports[keys.RERUN_JOB_DIRS] == [earlier, current]

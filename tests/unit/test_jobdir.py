@@ -53,3 +53,21 @@ def test_never_ran_is_the_shape_of_a_trial_cancelled_in_setup(tmp_path) -> None:
     out = subprocess.run([sys.executable, "-I", "-S", str(ROOT / "components" / "jobdir.py"),
                           "never-ran", str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["b__2"]
+
+
+def test_reruns_are_the_job_dirs_named_after_the_job_oldest_first(tmp_path) -> None:
+    import os
+
+    jobs = tmp_path / "results"
+    for name, mtime in (("j-rerun-bbbb", 200), ("j-rerun-aaaa", 300), ("j-rerun-cccc", 100)):
+        write(jobs / name / "config.json", {})
+        os.utime(jobs / name / "config.json", (mtime, mtime))
+    (jobs / "j-rerun-dddd").mkdir()  # Harbor never started it: no config.json
+    write(jobs / "j" / "config.json", {})
+    write(jobs / "jj-rerun-eeee" / "config.json", {})  # another job's rerun
+    expected = [str(jobs / n) for n in ("j-rerun-cccc", "j-rerun-bbbb", "j-rerun-aaaa")]
+    assert jobdir.reruns(jobs, "j") == expected
+    proc = subprocess.run([sys.executable, str(ROOT / "components" / "jobdir.py"), "reruns",
+                           str(jobs), "j"], capture_output=True, text=True, check=True)
+    assert json.loads(proc.stdout) == {"job_dirs": expected}
+    assert jobdir.reruns(tmp_path / "missing", "j") == []
