@@ -14,6 +14,7 @@ import pulumi
 from components import outputs as keys
 from components.config import (
     PROJECT_DIR,
+    ConfigError,
     HostConfig,
     SshConfig,
     StackConfig,
@@ -25,7 +26,7 @@ from components.harbor_job import HarborJob, HarborJobArgs
 from components.harbor_rerun import HarborRerun, HarborRerunArgs
 from components.host import Host
 from components.image_set import ImageSet, ImageSetArgs, RegistryCredentials
-from components.manifest import load_manifest
+from components.manifest import ManifestError, load_manifest
 from components.provenance import Provenance, ProvenanceArgs
 from components.proxy_bridge import ProxyBridge, ProxyBridgeArgs
 from components.router import Router, RouterArgs
@@ -53,6 +54,13 @@ def local_path(cfg: StackConfig, path: str) -> str:
 
 def main() -> None:
     cfg, secrets = load_pulumi_config()
+    # Read before any resource exists: a bad dataset or rerun list changes nothing.
+    manifest_dir = local_path(cfg, cfg.dataset.manifest_path)
+    try:
+        manifest = load_manifest(manifest_dir)
+    except ManifestError as exc:
+        raise ConfigError([f"benchstack:dataset.manifest_path: {exc}"]) from None
+    check_rerun_tasks(cfg.harbor.reruns, manifest.tasks, manifest_dir)
     hosts = {h.name: host_of(h, cfg.ssh, secrets.ssh_private_key) for h in cfg.hosts}
     harbor_cfg = cfg.harbor_host
     harbor_host = hosts[harbor_cfg.name]
@@ -104,9 +112,6 @@ def main() -> None:
 
     # --- the Harbor host's plane ----------------------------------------------------------
     harbor_daemon = daemons[harbor_cfg.name]
-    manifest_dir = local_path(cfg, cfg.dataset.manifest_path)
-    manifest = load_manifest(manifest_dir)
-    check_rerun_tasks(cfg.harbor.reruns, manifest.tasks, manifest_dir)
     images = ImageSet(
         "images",
         ImageSetArgs(

@@ -103,8 +103,12 @@ def set_config(engine: Engine, project: Path, stack: str, *args: str,
          "benchstack:harbor.n_concurrent_trials"),
         (("benchstack:servng", "{}"), "benchstack:servng"),
         (("benchstack:docker", "pools"), "benchstack:docker"),
+        (("--path", "benchstack:harbor.reruns[0]", "hello-fiel"),
+         "benchstack:harbor.reruns: task 'hello-fiel' is not a task of the dataset"),
+        (("--path", "benchstack:dataset.manifest_path", "/nonexistent/tasks"),
+         "benchstack:dataset.manifest_path: /nonexistent/tasks: dataset directory does not exist"),
     ],
-    ids=["out-of-range", "unknown-key", "not-an-object"],
+    ids=["out-of-range", "unknown-key", "not-an-object", "rerun-task", "manifest"],
 )
 def test_rejected_config_is_one_clean_message(
     engine: Engine, project: Path, args: tuple[str, ...], named: str
@@ -119,6 +123,26 @@ def test_rejected_config_is_one_clean_message(
     export = pulumi(engine, project, "stack", "export", "--stack", "local")
     assert export.returncode == 0, export.stderr
     assert not json.loads(export.stdout)["deployment"].get("resources")
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (("--path", "benchstack:harbor.reruns.from_audit", "true"),
+         {"tasks": [], "from_audit": True}),
+        (("--path", "benchstack:harbor.reruns[0]", "hello-file-slow"),
+         {"tasks": ["hello-file-slow"], "from_audit": False}),
+    ],
+    ids=["from-audit", "task-list"],
+)
+def test_reruns_set_as_the_readme_says_reach_the_program(
+    engine: Engine, project: Path, args: tuple[str, ...], expected: dict
+) -> None:
+    """`pulumi config set --path` (the README's way) gives the rerun section the model reads."""
+    set_config(engine, project, "local", *args)
+    result = inline(engine, project, "local", "up", "config")
+    assert result["ok"], result["error"][-3000:]
+    assert result["outputs"]["decoded"]["harbor"]["reruns"] == expected
 
 
 def ed25519_key(tmp_path: Path) -> str:
