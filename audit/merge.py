@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from audit import layout as L
 from audit.attempts import Attempts, attempts_of
 from audit.classify import PASS_REWARD
-from audit.scores import AdjustedScore, Out, Score
+from audit.scores import AdjustedScore, Out, Score, minus_reference
 
 if TYPE_CHECKING:
     from audit.report import Report, TrialRow
@@ -227,11 +227,7 @@ def merge_reports(
         raw.total - len(excluded),
         excluded=sorted({t.task for t in tasks for s in t.slots if s.counted_as == "excluded"}),
     )
-    difference = (
-        round(adjusted.score - reference_score, 2)
-        if adjusted.score is not None and reference_score is not None
-        else None
-    )
+    difference = minus_reference(adjusted, reference_score)
     still = sorted({t.task for t in tasks if any(s.category in SUPERSEDED for s in t.slots)})
     note = (
         f"planned main trials without a trial dir: {missing}; in the merged score as not "

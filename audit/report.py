@@ -24,7 +24,7 @@ from audit.evidence import TrialEvidence
 from audit.merge import Merge
 from audit.models import PHASES, JobConfig, JobResult, parse_time
 from audit.rules import CompiledRule, load_rules
-from audit.scores import CI_LEVEL, AdjustedScore, Score, pct
+from audit.scores import CI_LEVEL, AdjustedScore, Score, minus_reference, pct
 from audit.scores import Out as _Out
 
 SCORING_RULE = (
@@ -199,11 +199,7 @@ def build_report(
         adj_passed, adj_total, excluded=sorted({r.task for r in excluded_rows})
     )
     raw = Score.of(raw_passed, raw_total)
-    difference = (
-        round(adjusted.score - reference_score, 2)
-        if adjusted.score is not None and reference_score is not None
-        else None
-    )
+    difference = minus_reference(adjusted, reference_score)
     categories = {c: 0 for c in CATEGORIES}
     signatures: dict[str, int] = {}
     for r in rows:

@@ -52,3 +52,10 @@ class AdjustedScore(Score):
 
 def pct(passed: int, total: int) -> float | None:
     return round(100.0 * passed / total, 2) if total else None
+
+
+def minus_reference(score: Score, reference: float | None) -> float | None:
+    """score - reference in points, when both are known."""
+    if score.score is None or reference is None:
+        return None
+    return round(score.score - reference, 2)

@@ -20,7 +20,7 @@ MANIFEST_DATA = {
     "created_at": "2026-08-30T15:40:02Z",
     "harbor": {"version": "0.21.0", "wheel_sha256": WHEEL_SHA},
     "dataset": {
-        "repo": "https://github.com/laude-institute/terminal-bench-2.git",
+        "repo": "https://git.example/terminal-bench-2.git",
         "commit": "5b0d3c2e9a8f7d6c5b4a39281706f5e4d3c2b1a0",
         "path": "/data/tb21-tasks",
         "task_count": 2,
@@ -30,7 +30,7 @@ MANIFEST_DATA = {
         "image_id": "sha256:" + "cd" * 32,
         "model_name": "qwen38-27b",
         "model_path": "/models/Qwen3-8B",
-        "workers": [{"url": "http://10.0.0.5:30000", "server_info": {"tp_size": 1}}],
+        "workers": [{"url": "http://worker-a.example:30000", "server_info": {"tp_size": 1}}],
         "router_args": ["--policy", "cache_aware"],
     },
     "harbor_config": {"n_concurrent_trials": 25, "agent_timeout_multiplier": 6.0},
@@ -65,7 +65,7 @@ def test_html_shows_the_key_facts_and_the_full_manifest(small_job, manifest, run
     for key, value in [
         ("Harbor version", "0.21.0"),
         ("Harbor wheel sha256", WHEEL_SHA),
-        ("dataset repo", "https://github.com/laude-institute/terminal-bench-2.git"),
+        ("dataset repo", "https://git.example/terminal-bench-2.git"),
         ("dataset commit", "5b0d3c2e9a8f7d6c5b4a39281706f5e4d3c2b1a0"),
         ("dataset task count", "2"),
         ("SGLang image id", "sha256:" + "cd" * 32),
