@@ -264,16 +264,20 @@ def declare_job_steps(
         waiting=waiting,
         opts=configs_opts,
     )
+    # The preflight resolves exactly the job the launch then runs.
+    same_run: dict[str, pulumi.Input[str]] = {
+        "HARBOR_BIN": harbor_bin,
+        "JOB_CONFIG": config_path,
+        "COMPOSE_PATH": compose_path,
+        "JOB_NAME": job_name,
+        "JOBS_DIR": jobs_dir,
+    }
     preflight = host_script(
         f"{name}-preflight",
         host=host,
         script="harbor_preflight.sh",
         env={
-            "HARBOR_BIN": harbor_bin,
-            "JOB_CONFIG": config_path,
-            "COMPOSE_PATH": compose_path,
-            "JOB_NAME": job_name,
-            "JOBS_DIR": jobs_dir,
+            **same_run,
             "EXPECTED": field(lambda r: r.expected),
             "RESOLVED_OUT": job_name.apply(lambda n: resolved_path(log_dir, n) if n else ""),
         },
@@ -286,11 +290,7 @@ def declare_job_steps(
         host=host,
         script="harbor_launch.sh",
         env={
-            "HARBOR_BIN": harbor_bin,
-            "JOB_CONFIG": config_path,
-            "COMPOSE_PATH": compose_path,
-            "JOB_NAME": job_name,
-            "JOBS_DIR": jobs_dir,
+            **same_run,
             "LOG_DIR": log_dir,
             "OPENAI_API_KEY": api_key,
             "LAUNCH_TOKEN": token,
