@@ -180,11 +180,11 @@ def main() -> None:
 
     # Declared beside the main job from the start: it waits (and says why) until that job has
     # finished, then runs the listed tasks again as a job of its own.
-    reruns = (
-        [HarborRerun("rerun", HarborRerunArgs(job=job, reruns=cfg.harbor.reruns),
-                     opts=pulumi.ResourceOptions(depends_on=[job]))]
+    rerun = (
+        HarborRerun("rerun", HarborRerunArgs(job=job, reruns=cfg.harbor.reruns),
+                    opts=pulumi.ResourceOptions(depends_on=[job]))
         if cfg.harbor.reruns
-        else []
+        else None
     )
     provenance = Provenance(
         "provenance",
@@ -197,9 +197,9 @@ def main() -> None:
             model=cfg.model,
             workers=workers,
             router=router,
-            reruns=reruns,
+            rerun=rerun,
         ),
-        opts=pulumi.ResourceOptions(depends_on=[job, *reruns]),
+        opts=pulumi.ResourceOptions(depends_on=[job] + ([rerun] if rerun else [])),
     )
 
     pulumi.export(keys.HARBOR_HOST, harbor_cfg.name)
@@ -216,16 +216,8 @@ def main() -> None:
     pulumi.export(keys.IMAGES_READY, images.images_ready)
     pulumi.export(keys.IMAGE_DIGESTS, images.image_digests)
     pulumi.export(keys.REFERENCE_SCORE, cfg.harbor.reference_score)
-    pulumi.export(
-        keys.RERUN_JOB_DIRS,
-        reruns[0].job_dirs if reruns else [],
-    )
-    pulumi.export(
-        keys.RERUN_WAITING,
-        pulumi.Output.all(*(r.waiting for r in reruns)).apply(
-            lambda why: "; ".join(w for w in why if w)
-        ),
-    )
+    pulumi.export(keys.RERUN_JOB_DIRS, rerun.job_dirs if rerun else [])
+    pulumi.export(keys.RERUN_WAITING, rerun.waiting if rerun else "")
     pulumi.export(keys.PROVENANCE_PATH, provenance.path)
 
 

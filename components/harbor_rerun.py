@@ -78,15 +78,12 @@ def oldest_first(found: list[str], current: str) -> list[str]:
 
 
 def audit_command(job_dir: str) -> str:
-    """The audit CLI on a job dir here, reduced to its rerun list (what `-i` filters on)."""
-    python = shlex.quote(sys.executable)
-    extract = "import json,sys; print(json.dumps({'tasks': json.load(sys.stdin)['rerun']}))"
+    """The audit CLI's JSON report of a job dir here; its `rerun` list is what `-i` filters on."""
     return (
         f"set -euo pipefail; cd {shlex.quote(str(PROJECT_DIR))}; "
-        f"report=$({python} -m audit {shlex.quote(job_dir)} --format json) || "
+        f"{shlex.quote(sys.executable)} -m audit {shlex.quote(job_dir)} --format json || "
         f"{{ echo 'harbor.reruns.from_audit: the audit of {job_dir} failed (see above)' >&2; "
-        "exit 1; }; "
-        f"printf '%s' \"$report\" | {python} -c {shlex.quote(extract)}"
+        "exit 1; }"
     )
 
 
@@ -135,13 +132,13 @@ def audited_tasks(job: HarborJob) -> pulumi.Output[list[str] | None]:
         stdin=pulumi.Output.secret(key) if key is not None else None,
     )
 
-    def parse(stdout: str) -> list[str] | None:
-        lines = [line for line in (stdout or "").splitlines() if line.strip()]
-        found = json.loads(lines[-1]) if lines else {}
-        tasks = found.get("tasks") if isinstance(found, dict) else None
+    def rerun_list(stdout: str) -> list[str] | None:
+        # The whole report (indented JSON), or `{}` while the main job runs.
+        report = json.loads(stdout or "{}")
+        tasks = report.get("rerun") if isinstance(report, dict) else None
         return [str(t) for t in tasks] if isinstance(tasks, list) else None
 
-    return result.stdout.apply(parse)
+    return result.stdout.apply(rerun_list)
 
 
 def plan_rerun(

@@ -38,7 +38,7 @@ class ProvenanceArgs:
     model: ModelConfig | None = None
     workers: Sequence[SGLangWorker] = ()
     router: Router | None = None
-    reruns: Sequence[HarborRerun] = ()
+    rerun: HarborRerun | None = None
 
 
 def facts(
@@ -85,12 +85,14 @@ class Provenance(pulumi.ComponentResource):
             )
             for w in args.workers
         ]
-        rerun_facts = [
-            pulumi.Output.all(r.job_name, r.job_dir, r.tasks).apply(
-                lambda v: {"name": v[0], "dir": v[1], "tasks": v[2]}
+        rerun = args.rerun
+        rerun_facts: pulumi.Input[list] = (
+            pulumi.Output.all(rerun.job_name, rerun.job_dir, rerun.tasks).apply(
+                lambda v: [{"name": v[0], "dir": v[1], "tasks": v[2]}] if v[1] else []
             )
-            for r in args.reruns
-        ]
+            if rerun
+            else []
+        )
         program_part = pulumi.Output.all(
             job.job_name,
             job.job_dir,
@@ -98,12 +100,12 @@ class Provenance(pulumi.ComponentResource):
             args.image_digests,
             pulumi.Output.all(*worker_facts),
             args.router.router_args if args.router else None,
-            pulumi.Output.all(*rerun_facts),
+            rerun_facts,
         ).apply(
             lambda v: facts(
                 args, job_name=v[0], job_dir=v[1], dataset_path=v[2], image_digests=v[3],
                 workers=list(v[4]), router_args=v[5],
-                reruns=[r for r in v[6] if r["name"]],
+                reruns=list(v[6]),
             )
         )
         facts_json = program_part.apply(lambda f: json.dumps(f, sort_keys=True))
@@ -120,7 +122,7 @@ class Provenance(pulumi.ComponentResource):
             },
             triggers=[facts_json.apply(content_hash)],
             opts=pulumi.ResourceOptions(
-                parent=self, depends_on=[job.launch, *(r for r in args.reruns)]
+                parent=self, depends_on=[job.launch] + ([rerun] if rerun else [])
             ),
         )
         self.path = pulumi.Output.all(write.command.id, path).apply(lambda v: v[1])

@@ -40,7 +40,7 @@ class HostAnswers(pulumi.runtime.Mocks):
         text = args.args.get("command", "")
         if "-m audit" in text:
             self.audit_commands.append(text)
-            return {"stdout": json.dumps({"tasks": self.audited}), "stderr": ""}
+            return {"stdout": json.dumps({"rerun": self.audited}, indent=2), "stderr": ""}
         if "benchstack-harbor_reruns" in text:
             return {"stdout": json.dumps({"job_dirs": self.history}), "stderr": ""}
         if "benchstack-harbor_status" in text:
