@@ -25,6 +25,7 @@ from components.docker_daemon import DockerDaemonConfig, DockerDaemonConfigArgs
 from components.harbor_job import HarborJob, HarborJobArgs
 from components.harbor_rerun import HarborRerun, HarborRerunArgs
 from components.host import Host
+from components.host_code import HostCode, HostCodeArgs
 from components.image_set import ImageSet, ImageSetArgs, RegistryCredentials
 from components.manifest import ManifestError, load_manifest
 from components.provenance import Provenance, ProvenanceArgs
@@ -61,10 +62,17 @@ def main() -> None:
     except ManifestError as exc:
         raise ConfigError([f"benchstack:dataset.manifest_path: {exc}"]) from None
     check_rerun_tasks(cfg.harbor.reruns, manifest.tasks, manifest_dir)
-    hosts = {h.name: host_of(h, cfg.ssh, secrets.ssh_private_key) for h in cfg.hosts}
+    workspace = cfg.workspace.rstrip("/")
+    # Every step on a host runs code copied there first (components/host_code.py).
+    hosts = {
+        h.name: HostCode(
+            f"{h.name}-code",
+            HostCodeArgs(host=host_of(h, cfg.ssh, secrets.ssh_private_key), workspace=workspace),
+        ).host
+        for h in cfg.hosts
+    }
     harbor_cfg = cfg.harbor_host
     harbor_host = hosts[harbor_cfg.name]
-    workspace = cfg.workspace.rstrip("/")
 
     daemons = {
         h.name: DockerDaemonConfig(

@@ -5,22 +5,18 @@ because Docker's default pools give about 31 networks and interrupted trials lea
 behind. The script merges `default-address-pools` into daemon.json (backup first, validation,
 no overlap with host routes or existing networks, restart only when no container would be
 hurt) and proves the pool by allocating networks; destroy restores the backup. The merge, the
-checks and the record are daemon_json.py, which both scripts run on the host from its source.
+checks and the record are daemon_json.py, which both scripts run from the host code.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from pathlib import Path
 
 import pulumi
 
 from components.config import DockerConfig
 from components.host import Host, host_script
-
-# The merge with backup, run on the host by both scripts (shipped as source, like readiness.py).
-DAEMON_JSON_SOURCE = Path(__file__).resolve().parent / "daemon_json.py"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,7 +45,6 @@ class DockerDaemonConfig(pulumi.ComponentResource):
             "RESTART_CMD": docker.restart_command,
             "ALLOW_RESTART_WITH_RUNNING": str(int(docker.allow_restart_with_running_containers)),
             "PROOF_NETWORKS": str(docker.proof_networks),
-            "DAEMON_JSON_PY": DAEMON_JSON_SOURCE.read_text(),
         }
         if args.docker_host:
             env["DOCKER_HOST"] = args.docker_host

@@ -2,10 +2,21 @@
 
 A host is either the machine running Pulumi (`address: local`) or a server reached over SSH.
 Components call `host_script` and never branch on which: local hosts get a
-`command.local.Command`, remote hosts a `command.remote.Command`. Either way the script's
-inputs are rendered into the command text with `shlex.quote` (an SSH server only passes the
-environment it `AcceptEnv`s, so the provider's `environment` cannot be relied on), and the
-script runs under `bash -c` so it behaves the same whatever the login shell is.
+`command.local.Command`, remote hosts a `command.remote.Command`.
+
+The code a step runs is on the host already. `HostCode` (components/host_code.py) copies the
+host's code (every script and the standalone Python modules they call, at their paths under
+`components/`) to `<workspace>/.benchstack/code` once per version, and each step's command is
+a short call of one script there: its inputs as `export` lines rendered with `shlex.quote`
+(an SSH server only passes the environment it `AcceptEnv`s, so the provider's `environment`
+cannot be relied on), then `exec bash $BENCHSTACK_CODE/scripts/<script>`. So a failing step
+prints its reason, not its source, and the state holds no script text. The command also names
+the digest of the files that script uses, so an edited script is an update of exactly the steps
+that run it.
+
+The read-only probes run at program time (`command.local.run`, every preview and up) are the
+exception: they run before anything is copied, so their script reaches the host whole, with its
+`# benchstack:include FILE` lines replaced by those files (`render`).
 
 By convention a script's last stdout line is a JSON object with its outputs; `ScriptRun.outputs`
 parses it.
@@ -16,6 +27,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,11 +37,26 @@ from typing import Any, Literal
 import pulumi
 import pulumi_command as command
 
-SCRIPTS_DIR = Path(__file__).resolve().parent / "scripts"
+CODE_ROOT = Path(__file__).resolve().parent
+SCRIPTS_DIR = CODE_ROOT / "scripts"
 LOCAL_ADDRESS = "local"
+# The standalone Python modules the scripts run (standard library only, but readiness.py: httpx).
+HOST_MODULES = ("daemon_json.py", "image_pull.py", "jobdir.py", "preflight.py", "readiness.py")
+# How a script names a file of the host's code: "$BENCHSTACK_CODE/<path under components/>".
+CODE_REFERENCE = re.compile(r"\$\{?BENCHSTACK_CODE\}?/([A-Za-z0-9_./-]+)")
 
 
 HostKeyPolicy = Literal["pinned", "accept-new"]
+
+
+@dataclass(frozen=True)
+class ShippedCode:
+    """The host's code as the steps find it: its directory there, and the resource that copied
+    it (every step depends on it, so it is there before the first create and after the last
+    delete)."""
+
+    path: str
+    resource: pulumi.Resource
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,6 +83,8 @@ class Host:
     # A host still booting refuses connections: retry with a pause, not in a tight loop.
     dial_error_limit: int = 20
     per_dial_timeout: int = 15
+    # Set by __main__ once HostCode is declared for the host; host_script requires it.
+    code: ShippedCode | None = None
 
     @property
     def is_local(self) -> bool:
@@ -105,6 +134,39 @@ class Host:
         return f"ssh://{user}{self.address}{port}"
 
 
+def code_files() -> list[str]:
+    """What HostCode copies to a host: paths under components/, sorted."""
+    scripts = sorted(str(p.relative_to(CODE_ROOT)) for p in SCRIPTS_DIR.rglob("*.sh"))
+    return scripts + list(HOST_MODULES)
+
+
+def code_digest(files: Sequence[str]) -> str:
+    """The digest of these files of the host's code (names and contents), 16 hex digits."""
+    digest = hashlib.sha256()
+    for rel in sorted(files):
+        digest.update(rel.encode() + b"\0" + (CODE_ROOT / rel).read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+@functools.cache
+def script_closure(script: str) -> tuple[str, ...]:
+    """The files of the host's code that `script` (a name under scripts/) runs: itself and,
+    transitively, every `$BENCHSTACK_CODE/...` file it names."""
+    seen: list[str] = []
+    todo = [f"scripts/{script}"]
+    while todo:
+        rel = todo.pop()
+        if rel in seen:
+            continue
+        path = CODE_ROOT / rel
+        if not path.is_file():
+            raise ValueError(f"host code {rel!r} not found in {CODE_ROOT}")
+        seen.append(rel)
+        if rel.endswith(".sh"):
+            todo += CODE_REFERENCE.findall(path.read_text())
+    return tuple(sorted(seen))
+
+
 INCLUDE = "# benchstack:include "
 
 
@@ -144,6 +206,22 @@ def render(script: str, env: Mapping[str, str], secret_env: Sequence[str] = ()) 
     return f"bash -c {shlex.quote(prelude + script_text(script))} benchstack-{name}"
 
 
+def render_call(
+    script: str, env: Mapping[str, str], code_dir: str, secret_env: Sequence[str] = ()
+) -> str:
+    """The command line that runs `script` from the host's code in `code_dir`, with `env` as
+    exported variables (those in `secret_env` from standard input, as for `render`). It ends
+    with the digest of the files the script runs, so it changes when they do."""
+    plain = {"BENCHSTACK_CODE": code_dir, **{k: v for k, v in env.items() if k not in secret_env}}
+    prelude = _exports(plain)
+    if any(k in env for k in secret_env):
+        prelude += 'eval "$(cat)"\n'
+    call = f'exec bash "$BENCHSTACK_CODE/scripts/{script}"'
+    digest = code_digest(script_closure(script))
+    name = Path(script).stem.replace(".", "-")
+    return f"bash -c {shlex.quote(prelude + call)} benchstack-{name} # code {digest}"
+
+
 def secret_stdin(env: Mapping[str, str], secret_env: Sequence[str]) -> str:
     """The secret inputs as `export` lines, fed to the script's standard input."""
     return _exports({k: v for k, v in env.items() if k in secret_env})
@@ -177,23 +255,28 @@ def parse_outputs(stdout: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def ssh_command(host: Host, remote_command: str, *, with_key: bool) -> str:
-    """A bash command that runs `remote_command` on `host` with the local ssh client.
+def ssh_command(
+    host: Host, remote_command: str, *, with_key: bool, input_command: str | None = None
+) -> str:
+    """A bash command that runs `remote_command` on `host` with the local ssh client; with
+    `input_command`, that local command's output is the remote command's standard input.
 
     With `with_key`, the private key arrives on this command's standard input (never in an
     argument, which `ps` shows) and lives in a private temp file for the call. The key is
     written with its final newline: `pulumi config set --secret ... < key` stores it without
     one, and OpenSSH then refuses the file ("error in libcrypto").
     """
-    ssh = " ".join(shlex.quote(o) for o in ["ssh", "-n", *host.ssh_options(),
+    no_stdin = [] if input_command else ["-n"]
+    ssh = " ".join(shlex.quote(o) for o in ["ssh", *no_stdin, *host.ssh_options(),
                                              "-o", "ConnectionAttempts=3", "-p", str(host.port)])
     target = shlex.quote(host.ssh_target)
     remote = shlex.quote(remote_command)
+    pipe = f"{input_command} | " if input_command else ""
     if not with_key:
-        return f"{ssh} {target} {remote}"
+        return f"set -euo pipefail; {pipe}{ssh} {target} {remote}"
     return (
         "set -euo pipefail; key=$(mktemp); trap 'rm -f \"$key\"' EXIT; chmod 600 \"$key\"; "
-        f"printf '%s\\n' \"$(cat)\" >\"$key\"; {ssh} -i \"$key\" {target} {remote}"
+        f"printf '%s\\n' \"$(cat)\" >\"$key\"; {pipe}{ssh} -i \"$key\" {target} {remote}"
     )
 
 
@@ -273,23 +356,27 @@ def host_script(
     (it says why and changes nothing) and has nothing to delete. The step's triggers must
     change when the reason goes, so that the next `up` replaces it with the real step.
     """
+    if host.code is None:
+        raise ValueError(f"{resource_name}: host {host.name} has no code shipped: declare its HostCode first")
+    code = host.code
     env = dict(env or {})
     secret_keys = tuple(k for k in secret_env if k in env)
-    create = _resolved(env, lambda values: render(script, values, secret_keys))
-    # A delete runs without standard input: it gets no secrets at all.
+    create = _resolved(env, lambda values: render_call(script, values, code.path, secret_keys))
+    # A delete reads no standard input: it gets no secrets at all.
     delete_values = {
         k: v for k, v in (delete_env if delete_env is not None else env).items()
         if k not in secret_keys
     }
     delete: pulumi.Output[Any] | None = (
-        _resolved(delete_values, lambda values: render(delete_script, values))
+        _resolved(delete_values, lambda values: render_call(delete_script, values, code.path))
         if delete_script
         else None
     )
     if waiting is not None:
         reason = pulumi.Output.from_input(waiting)
         create = pulumi.Output.all(reason, create).apply(
-            lambda v: render(WAITING_SCRIPT, {"WAITING": v[0], "STEP": resource_name})
+            lambda v: render_call(WAITING_SCRIPT, {"WAITING": v[0], "STEP": resource_name},
+                                  code.path)
             if v[0] else v[1]
         )
         if delete is not None:
@@ -300,6 +387,8 @@ def host_script(
     # nothing. Where a trigger does replace, the old delete would remove the fixed paths, unit
     # or config the new create just made: it runs first.
     all_triggers = list(triggers)
+    # The code is copied before the first create and removed after the last delete.
+    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[code.resource]))
     if delete_script:
         opts = pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(delete_before_replace=True)

@@ -7,14 +7,12 @@ Neither component imports the other; both build their containers and probes from
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 import pulumi
 import pulumi_docker as docker
 
-from components.host import Host, ScriptRun, content_hash, host_script
+from components.host import Host, ScriptRun, host_script
 
-READINESS_SOURCE = Path(__file__).resolve().parent / "readiness.py"
 # The seed ran both with Docker's json-file logs, capped: hours of request logs must not fill /.
 LOG_DRIVER = "json-file"
 LOG_OPTS = {"max-size": "100m", "max-file": "10"}
@@ -83,7 +81,6 @@ def probe_env(
 ) -> dict[str, pulumi.Input[str]]:
     env: dict[str, pulumi.Input[str]] = {
         "PROBE_SPEC": spec,
-        "READINESS_PY": READINESS_SOURCE.read_text(),
         # Room above the probe's own bound for its last attempts and the report.
         "PROBE_HARD_TIMEOUT_S": str(timeout_s + 600),
     }
@@ -152,7 +149,8 @@ def readiness_check(
         host=host,
         script="serving_probe.sh",
         env=probe_env(spec, workspace, probe_python, timeout_s),
-        # A new container (replacement, new image) must be proven again.
-        triggers=[container.id, content_hash(READINESS_SOURCE.read_text())],
+        # A new container (replacement, new image) must be proven again; a new probe is an
+        # update (its code digest is in the command), which runs it again too.
+        triggers=[container.id],
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[container]),
     )

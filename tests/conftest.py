@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from components.host import script_text
+from components.host import CODE_ROOT, render_call
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "components" / "scripts"
@@ -48,6 +49,24 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.real)
 
 
+def seam_command(name: str, env: dict[str, str], secret_env: tuple[str, ...] = ()) -> str:
+    """The exact command the seam gives a step that runs `name` with `env` on a host whose code
+    is this checkout's (see `CODE`)."""
+    return render_call(name, env, CODE, secret_env)
+
+
+def called_script(command: str) -> str:
+    """The script a step's command runs (the name under scripts/), read back from the command."""
+    match = re.search(r'exec bash "\$BENCHSTACK_CODE/scripts/([^"]+)"', command)
+    if match is None:
+        raise AssertionError(f"not a call of the host code: {command[:200]}")
+    return match.group(1)
+
+
+def script_source(name: str) -> str:
+    return (SCRIPTS / name).read_text()
+
+
 @dataclass(frozen=True)
 class ScriptResult:
     returncode: int
@@ -69,12 +88,16 @@ class ScriptResult:
         return lines[-1] if lines else ""
 
 
+# The host code as HostCode copies it to a host: the same files at the same paths.
+CODE = str(CODE_ROOT)
+
+
 def run_script(name: str, env: dict[str, str] | None = None, timeout: float = 600) -> ScriptResult:
-    """Run components/scripts/<name> the way the host seam does: its text (includes expanded)
-    under `bash -c`, inputs as environment."""
-    full_env = {**os.environ, **(env or {})}
+    """Run components/scripts/<name> from the host code (this checkout's components/, laid out
+    as HostCode ships it), inputs as environment."""
+    full_env = {**os.environ, "BENCHSTACK_CODE": CODE, **(env or {})}
     proc = subprocess.run(
-        ["bash", "-c", script_text(name), f"benchstack-{name}"],
+        ["bash", str(CODE_ROOT / "scripts" / name)],
         env=full_env,
         capture_output=True,
         text=True,

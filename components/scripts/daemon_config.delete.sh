@@ -16,7 +16,7 @@
 #   ORIGINAL, BACKUP    override the record (file | absent | unchanged, a path) ("": use the record)
 #   DOCKER0             docker0's address before benchstack, checked after the restore ("": the record's)
 #   DOCKER_HOST, RESTART_CMD, ALLOW_RESTART_WITH_RUNNING (0), READY_TIMEOUT (90),
-#   DAEMON_JSON_PY (the source of components/daemon_json.py, required): as for create
+#   BENCHSTACK_CODE (required): as for create
 # Outputs (last stdout line, JSON): restored (bool: daemon.json changed back), restarted (bool),
 #   daemon_json, original
 set -euo pipefail
@@ -41,25 +41,24 @@ priv() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo -n "$@"; fi; }
 STATE="" PYTHON="" ANSWER="" pinned=false
 die() {
   # A docker0 pin is temporary: the restored config goes back even when a restart fails.
-  if $pinned; then priv "$PYTHON" "$STATE/daemon_json.py" "$STATE" put-back >/dev/null || true; fi
+  if $pinned; then priv "$PYTHON" "$BENCHSTACK_CODE/daemon_json.py" "$STATE" put-back >/dev/null || true; fi
   printf 'daemon_config.delete: %s\n' "$*" >&2
   exit 1
 }
 trap 'if [[ -n "$STATE" ]]; then rm -rf "$STATE"; fi' EXIT
 # One step of daemon_json.py, as root: ANSWER is its answer, or the reason it failed.
 step() {
-  ANSWER=$(priv "$PYTHON" "$STATE/daemon_json.py" "$STATE" "$@") \
+  ANSWER=$(priv "$PYTHON" "$BENCHSTACK_CODE/daemon_json.py" "$STATE" "$@") \
     || die "${ANSWER:-daemon_json.py $1 failed (see above)}"
 }
 if [[ $EUID -ne 0 ]] && ! sudo -n true 2>/dev/null; then
   die "this needs root for DAEMON_JSON and the restart: run as root or allow passwordless sudo"
 fi
-[[ -n "${DAEMON_JSON_PY:-}" ]] || die "DAEMON_JSON_PY is empty: pass the source of components/daemon_json.py"
+: "${BENCHSTACK_CODE:?BENCHSTACK_CODE is empty: run this through the host seam, which ships the host code}"
 PYTHON=$(command -v python3) || die "python3 not found on this host: install python3 (3.7 or later)"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 7))' \
   || die "$("$PYTHON" -V 2>&1) on this host is too old: install python3 3.7 or later"
 STATE=$(mktemp -d)
-printf '%s\n' "$DAEMON_JSON_PY" >"$STATE/daemon_json.py"
 
 # What the record (or ORIGINAL) says, and whether daemon.json still holds these pools.
 step unplan --daemon-json "$DAEMON_JSON" --record "$RECORD_FILE" --backup-dir "$BACKUP_DIR" \

@@ -23,9 +23,8 @@
 #                       no create outputs         (BACKUP_DIR/<basename of DAEMON_JSON>.benchstack.json)
 #   READY_TIMEOUT       seconds to wait for the engine after a restart (90)
 #   DOCKERD             dockerd binary, for `dockerd --validate` where it exists  (command -v dockerd)
-#   DAEMON_JSON_PY      the source text of components/daemon_json.py (the merge, the record, the
-#                       backups, the checks), rendered in by the component: a script run through
-#                       `bash -c` has no file beside it  (required; run with the host's python3)
+#   BENCHSTACK_CODE     the host code the seam copied: its daemon_json.py is the merge, the
+#                       record, the backups and the checks, run with the host's python3 (required)
 # Outputs (last stdout line, JSON):
 #   changed (bool: daemon.json written), restarted (bool), original ("file" | "absent" |
 #   "unchanged": the state before benchstack, which destroy restores), backup (path of that
@@ -67,7 +66,7 @@ priv() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo -n "$@"; fi; }
 STATE="" PYTHON="" ANSWER="" installed=false proving=false
 # One step of daemon_json.py, as root: ANSWER is its answer, or the reason it failed.
 step() {
-  ANSWER=$(priv "$PYTHON" "$STATE/daemon_json.py" "$STATE" "$@") \
+  ANSWER=$(priv "$PYTHON" "$BENCHSTACK_CODE/daemon_json.py" "$STATE" "$@") \
     || die "${ANSWER:-daemon_json.py $1 failed (see above)}"
 }
 wait_engine() {
@@ -84,7 +83,7 @@ remove_proof() {
 rollback() {
   # Puts back what was there when this run started (its backup, or no file) and restarts.
   local answer
-  answer=$(priv "$PYTHON" "$STATE/daemon_json.py" "$STATE" put-back) \
+  answer=$(priv "$PYTHON" "$BENCHSTACK_CODE/daemon_json.py" "$STATE" put-back) \
     || log "could not put the original back: ${answer:-see above}; copy it from the newest backup in $BACKUP_DIR"
   [[ "$answer" == restored ]] || return 0
   log "restored the original $DAEMON_JSON"
@@ -100,14 +99,13 @@ trap 'cleanup $?' EXIT
 if [[ $EUID -ne 0 ]] && ! sudo -n true 2>/dev/null; then
   die "this needs root for DAEMON_JSON and the restart: run as root or allow passwordless sudo"
 fi
-[[ -n "${DAEMON_JSON_PY:-}" ]] || die "DAEMON_JSON_PY is empty: pass the source of components/daemon_json.py"
+: "${BENCHSTACK_CODE:?BENCHSTACK_CODE is empty: run this through the host seam, which ships the host code}"
 PYTHON=$(command -v python3) || die "python3 not found on this host: install python3 (3.7 or later)"
 "$PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 7))' \
   || die "$("$PYTHON" -V 2>&1) on this host is too old: install python3 3.7 or later"
 command -v docker >/dev/null || die "docker CLI not found on this host: install Docker"
 [[ "$ALLOW_RESTART_WITH_RUNNING" =~ ^[01]$ ]] || die "ALLOW_RESTART_WITH_RUNNING must be 0 or 1"
 STATE=$(mktemp -d)
-printf '%s\n' "$DAEMON_JSON_PY" >"$STATE/daemon_json.py"
 
 # The pools: well-formed IPv4 CIDRs, a size that fits, room for the proof.
 step init --daemon-json "$DAEMON_JSON" --record "$RECORD_FILE" --backup-dir "$BACKUP_DIR" \

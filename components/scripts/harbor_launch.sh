@@ -77,17 +77,13 @@ fi
 # exception, no agent run and no verifier result, and `job resume` counts it as done: a silent
 # 0. Such trials are set aside (kept beside the job, never deleted) so the resume runs them.
 set_aside_cancelled_setups() {
-  local aside="$JOBS_DIR/.benchstack-interrupted/$JOB_NAME" trial program
-  program=$(cat <<'BENCHSTACK_PY'
-# benchstack:include ../jobdir.py
-BENCHSTACK_PY
-)
+  local aside="$JOBS_DIR/.benchstack-interrupted/$JOB_NAME" trial
   while IFS= read -r trial; do
     [[ -n "$trial" ]] || continue
     mkdir -p "$aside"
     mv "$job_dir/$trial" "$aside/$trial.$(date -u +%Y%m%dT%H%M%SZ)"
     log "set aside trial $trial (cancelled during setup, never run): the resume runs it again"
-  done < <("$(dirname "$HARBOR_BIN")/python" - never-ran "$job_dir" <<<"$program")
+  done < <("$(dirname "$HARBOR_BIN")/python" "$BENCHSTACK_CODE/jobdir.py" never-ran "$job_dir")
 }
 
 if [[ -f "$job_dir/config.json" ]]; then

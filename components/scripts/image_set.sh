@@ -2,8 +2,8 @@
 # image_set.sh: make every task image of the manifest present locally as linux/amd64, and the
 # egress-control sidecar of Harbor's no-network tasks, reporting each image's digest.
 #
-# The work is components/image_pull.py, inlined below by the host seam (`benchstack:include`)
-# and run with this host's python3 (3.9+, standard library only). Its docstring lists the
+# The work is components/image_pull.py, from the host code the seam copied ($BENCHSTACK_CODE),
+# run with this host's python3 (3.9+, standard library only). Its docstring lists the
 # inputs (environment: IMAGES, MIRROR, CONCURRENCY, RETRIES, BACKOFF_SECONDS, PULL_TIMEOUT,
 # REGISTRY_USERNAME, REGISTRY_PASSWORD, TLS_VERIFY, PIN_DIGESTS, SCRATCH_DIR, STATE_DIR,
 # NO_NETWORK_TASKS, REQUIRE_SIDECAR, SIDECAR_IMAGE, HARBOR_PYTHON, SIDECAR_CONTEXT) and the
@@ -16,12 +16,7 @@ set -euo pipefail
 
 die() { printf 'image_set: %s\n' "$*" >&2; exit 1; }
 
-program=$(cat <<'BENCHSTACK_PY'
-# benchstack:include ../image_pull.py
-BENCHSTACK_PY
-)
-[[ "$program" != "# benchstack:include"* ]] \
-  || die "components/image_pull.py is not inlined: run this script through components.host.render"
+: "${BENCHSTACK_CODE:?BENCHSTACK_CODE is empty: run this through the host seam, which ships the host code}"
 command -v python3 >/dev/null || die "python3 not found on this host: install it (Debian package: python3)"
 python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' \
   || die "python3 on this host is $(python3 -V 2>&1), older than 3.9: install a newer python3"
@@ -29,4 +24,4 @@ python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' \
 password=${REGISTRY_PASSWORD:-}
 unset REGISTRY_PASSWORD
 export REGISTRY_PASSWORD_FD=3
-exec python3 - 3<<<"$password" <<<"$program"
+exec python3 "$BENCHSTACK_CODE/image_pull.py" 3<<<"$password"

@@ -20,7 +20,9 @@ set -euo pipefail
 
 die() { printf 'model_stage: %s\n' "$*" >&2; exit 1; }
 log() { printf '[model_stage] %s\n' "$*" >&2; }
-# benchstack:include lib/pinned_venv.sh
+: "${BENCHSTACK_CODE:?BENCHSTACK_CODE is empty: run this through the host seam, which ships the host code}"
+# shellcheck source=lib/pinned_venv.sh
+source "$BENCHSTACK_CODE/scripts/lib/pinned_venv.sh"
 
 [[ "${S3_URI:-}" == s3://?* ]] || die "S3_URI=${S3_URI:-} is not s3://bucket/prefix: fix model.s3_uri"
 [[ -n "${MODEL_PATH:-}" ]] || die "MODEL_PATH is empty: set it to the checkpoint directory"

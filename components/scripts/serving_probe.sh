@@ -3,8 +3,7 @@
 #
 # Inputs (environment):
 #   PROBE_SPEC       JSON object: what to probe, see readiness.py `run_spec` (required)
-#   READINESS_PY     the source text of components/readiness.py, rendered in by the
-#                    component: a script run through `bash -c` has no file beside it (required)
+#   BENCHSTACK_CODE  the host code the seam copied; its readiness.py is the probe (required)
 #   PROBE_PYTHON     a python3 that already imports httpx; skips the probe venv (default: unset)
 #   PROBE_VENV       the cached probe venv (default: $HOME/.cache/benchstack/probe-httpx-$HTTPX_VERSION)
 #   HTTPX_VERSION    httpx pinned in the probe venv (default: 0.28.1)
@@ -15,12 +14,13 @@
 set -euo pipefail
 
 die() { printf 'serving_probe: %s\n' "$*" >&2; exit 1; }
-# shellcheck disable=SC2317  # called by lib/pinned_venv.sh, inlined below
+# shellcheck disable=SC2317  # called by lib/pinned_venv.sh, sourced below
 log() { printf '[serving_probe] %s\n' "$*" >&2; }
-# benchstack:include lib/pinned_venv.sh
+: "${BENCHSTACK_CODE:?BENCHSTACK_CODE is empty: run this through the host seam, which ships the host code}"
+# shellcheck source=lib/pinned_venv.sh
+source "$BENCHSTACK_CODE/scripts/lib/pinned_venv.sh"
 
 [[ -n "${PROBE_SPEC:-}" ]] || die "PROBE_SPEC is empty: pass the probe's JSON spec"
-[[ -n "${READINESS_PY:-}" ]] || die "READINESS_PY is empty: pass the source of components/readiness.py"
 HTTPX_VERSION=${HTTPX_VERSION:-0.28.1}
 PROBE_VENV=${PROBE_VENV:-$HOME/.cache/benchstack/probe-httpx-$HTTPX_VERSION}
 
@@ -33,13 +33,10 @@ else
     "${PROBE_PIP_ARGS:-}")
 fi
 
-probe=$(mktemp --suffix=.py)
-trap 'rm -f "$probe"' EXIT
-printf '%s\n' "$READINESS_PY" >"$probe"
 # The probe bounds its own waits; this is the backstop should a connection hang past them.
 hard=${PROBE_HARD_TIMEOUT_S:-7200}
 rc=0
-timeout "$hard" "$python" "$probe" spec "$PROBE_SPEC" || rc=$?
+timeout "$hard" "$python" "$BENCHSTACK_CODE/readiness.py" spec "$PROBE_SPEC" || rc=$?
 if ((rc == 124)); then
   die "probe still running after PROBE_HARD_TIMEOUT_S=${hard}s: killed; check the endpoint by hand"
 fi

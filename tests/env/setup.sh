@@ -52,10 +52,10 @@ if [[ ! -x "$VENV/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; th
   echo "$want" >"$stamp"
 fi
 
-# --- The Pulumi engine, compiled from Go modules (once per machine; see engine/build.sh) -----
+# --- The Pulumi engine: CLI, language host and providers from sources (see engine/build.sh) ---
 ENGINE_DIR=${BENCHSTACK_ENGINE_DIR:-/var/lib/benchstack-engine}
 BENCHSTACK_ENGINE_DIR=$ENGINE_DIR bash "$ROOT/tests/env/engine/build.sh" >/dev/null \
-  || die "the Pulumi engine did not build; see $ENGINE_DIR/build.log"
+  || die "the Pulumi engine did not build (see the line above)"
 
 # --- Docker Compose v2 as the CLI plugin (Harbor calls `docker compose`) ------------------
 plugin=/usr/local/lib/docker/cli-plugins/docker-compose

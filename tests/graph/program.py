@@ -21,7 +21,17 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.config import NAMESPACE, split_stack_file
+from components.host import Host
+from components.host_code import HostCode, HostCodeArgs
 from tests.conftest import ROOT
+
+
+def shipped(host: Host, workspace: str = "/ws", name: str | None = None) -> Host:
+    """`host` with its HostCode declared, as __main__.py hands every component its hosts.
+    Call it inside the program (under mocks); one per host and program unless `name` differs."""
+    if host.code is not None:
+        return host
+    return HostCode(name or f"{host.name}-code", HostCodeArgs(host=host, workspace=workspace)).host
 
 
 @dataclass

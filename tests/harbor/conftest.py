@@ -2,8 +2,8 @@
 datasets in tmp dirs, and a job tracker that stops every job a test launched (SIGTERM, then the
 leftover compose projects), also when the test fails.
 
-Every script runs exactly as the host seam runs it: rendered with its inputs by
-`components.host.render` and executed under `bash -c`.
+Every script runs exactly as the host seam runs it: the command `components.host.render_call`
+gives a step (its inputs exported, then the script from the host code), under `bash -c`.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import pytest
 
 from components.harbor_config import DatasetSpec, JobSettings
 from components.harbor_job import Rendered, render_plan
-from components.host import render, secret_stdin
-from tests.conftest import ROOT, STATE, ScriptResult, docker
+from components.host import secret_stdin
+from tests.conftest import ROOT, STATE, ScriptResult, docker, seam_command
 
 DEMO_TASKS = ROOT / "demo" / "tasks"
 WHEEL = STATE / "wheels" / "harbor-0.21.0-py3-none-any.whl"
@@ -41,7 +41,7 @@ def seam(
 ) -> ScriptResult:
     """Run components/scripts/<script> the way the host seam does (rendered, `bash -c`,
     secrets on standard input, never on the command line)."""
-    command = render(script, env, secret_env)
+    command = seam_command(script, env, secret_env)
     for key in secret_env:
         if env[key] in command:
             raise AssertionError(f"secret {key} is on the command line")

@@ -21,6 +21,8 @@ from pulumi.runtime.sync_await import _sync_await
 from components.config import KNOWN_HARBOR_WHEELS, AgentConfig, DatasetConfig, HarborConfig
 from components.harbor_job import HarborJob, HarborJobArgs
 from components.host import Host
+from tests.conftest import ROOT, called_script, script_source
+from tests.graph.program import shipped
 
 SECRET = "sk-harbor-test-SECRET"
 LOCAL = Host(name="local", address="local")
@@ -77,7 +79,8 @@ def job_args(host: Host, **changes: Any) -> HarborJobArgs:
     harbor = harbor.model_copy(
         update={**harbor_changes, "agent": agent.model_copy(update=agent_changes)})
     fields = dict(
-        host=host, harbor=harbor, dataset=dataset, workspace="/ws", dataset_path="/data/tasks",
+        host=shipped(host), harbor=harbor, dataset=dataset, workspace="/ws",
+        dataset_path="/data/tasks",
         model_name="openai/m", api_base=pulumi.Output.from_input("http://127.0.0.1:30000/v1"),
         tools_dir=pulumi.Output.from_input("/ws/tools"),
         proxy_url=pulumi.Output.from_input("http://host.docker.internal:27891"),
@@ -137,9 +140,13 @@ def test_children_and_their_order() -> None:
     assert "job-preflight" in rec.deps["job-launch"]
     assert rec.options["job-launch"].delete_before_replace is True
     launch = rec.resources["job-launch"]
-    assert 'exec "$@"' in plain(launch["create"]) and "setsid" in plain(launch["create"])
-    assert "kill -TERM" in plain(launch["delete"]), "destroy stops Harbor gracefully"
-    assert "--print-config" in rec.resources["job-preflight"]["create"]
+    assert called_script(plain(launch["create"])) == "harbor_launch.sh"
+    assert 'exec "$@"' in script_source("harbor_launch.sh") and "setsid" in script_source(
+        "harbor_launch.sh")
+    assert called_script(plain(launch["delete"])) == "harbor_stop.sh"
+    assert "kill -TERM" in script_source("harbor_stop.sh"), "destroy stops Harbor gracefully"
+    assert called_script(rec.resources["job-preflight"]["create"]) == "harbor_preflight.sh"
+    assert "--print-config" in (ROOT / "components" / "preflight.py").read_text()
 
 
 def test_outputs_are_paths_and_not_secret() -> None:

@@ -12,7 +12,6 @@ import subprocess
 
 import pytest
 
-from components.docker_daemon import DAEMON_JSON_SOURCE
 from tests.hostplane.conftest import BASE_CONFIG, TINY_IMAGE, SecondEngine
 
 pytestmark = pytest.mark.real
@@ -26,8 +25,6 @@ def env_for(engine: SecondEngine, **extra: str) -> dict[str, str]:
         "ADDRESS_POOLS_JSON": json.dumps(POOLS),
         "RESTART_CMD": engine.restart_cmd,
         "READY_TIMEOUT": "60",
-        # As the component renders it in: the scripts run daemon_json.py from this text.
-        "DAEMON_JSON_PY": DAEMON_JSON_SOURCE.read_text(),
         **extra,
     }
 

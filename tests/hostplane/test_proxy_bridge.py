@@ -269,12 +269,13 @@ def test_unreachable_target_stops_what_it_started(
 
 
 def test_runs_through_the_host_seam(bridge: Bridge) -> None:
-    """Rendered as the component runs it (`sh -c` of `bash -c '<exports><script>'`): the call
+    """Called as the component runs it (`sh -c` of `bash -c '<exports>exec bash <script>'`): the call
     returns once the script is done, because the loop holds none of the caller's pipes."""
-    from components.host import parse_outputs, render
+    from components.host import parse_outputs
+    from tests.conftest import seam_command
 
     proc = subprocess.run(
-        render("proxy_bridge.sh", bridge.env), shell=True, capture_output=True, text=True,
+        seam_command("proxy_bridge.sh", bridge.env), shell=True, capture_output=True, text=True,
         timeout=60, stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr
@@ -282,7 +283,7 @@ def test_runs_through_the_host_seam(bridge: Bridge) -> None:
     assert out["started"] is True and out["bind_address"] == bridge.gateway
     assert [addr for addr, _ in listeners(bridge.port)] == [f"{bridge.gateway}:{bridge.port}"]
     gone = subprocess.run(
-        render("proxy_bridge.delete.sh", bridge.env), shell=True, capture_output=True,
+        seam_command("proxy_bridge.delete.sh", bridge.env), shell=True, capture_output=True,
         text=True, timeout=60, stdin=subprocess.DEVNULL,
     )
     assert gone.returncode == 0 and parse_outputs(gone.stdout)["stopped"] is True

@@ -15,7 +15,7 @@ from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from components.config import ImagesConfig
-from components.host import Host
+from components.host import Host, code_digest, script_closure
 from components.image_set import (
     HARBOR_0_21_0_SIDECAR_IMAGE,
     ImageSet,
@@ -23,12 +23,12 @@ from components.image_set import (
     RegistryCredentials,
 )
 from components.manifest import load_manifest
-from tests.conftest import ROOT, TB21_TASKS
+from tests.conftest import ROOT, TB21_TASKS, called_script
+from tests.graph.program import shipped
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 PASSWORD = "hunter2-" + "x" * 12
 MANIFEST = load_manifest(TB21_TASKS)
-PROGRAM = (ROOT / "components" / "image_pull.py").read_text()
 
 
 class Mocks(pulumi.runtime.Mocks):
@@ -95,7 +95,7 @@ def args(**overrides) -> ImageSetArgs:
     """The images section and the Args; `overrides` go to whichever has the key."""
     images = {"mirror": "127.0.0.1:5000", "concurrency": 3, "retries": 2, "pin_digests": True}
     base = {
-        "host": Host(name="harbor", address="local"),
+        "host": shipped(Host(name="harbor", address="local")),
         "manifest": MANIFEST,
         "credentials": RegistryCredentials(
             username="bench", password=pulumi.Output.secret(PASSWORD)
@@ -112,7 +112,8 @@ def test_one_pull_command_with_the_rendered_manifest(monitor: RecordingMonitor):
 
     def check(values):
         ready, digests, manifest, sidecar = values
-        commands = [r for r in monitor.registered if r.type == "command:local:Command"]
+        commands = [r for r in monitor.registered if r.type == "command:local:Command"
+                    and not r.name.endswith("-code-copy")]
         assert [c.name for c in commands] == ["tb21-pull"]
         component = next(r for r in monitor.registered if r.name == "tb21")
         assert component.type == "benchstack:components:ImageSet"
@@ -128,9 +129,12 @@ def test_one_pull_command_with_the_rendered_manifest(monitor: RecordingMonitor):
         assert "export CONCURRENCY=3" in script and "export RETRIES=2" in script
         assert "export PIN_DIGESTS=1" in script and "export REQUIRE_SIDECAR=1" in script
         assert f"export SIDECAR_IMAGE={HARBOR_0_21_0_SIDECAR_IMAGE}" in script
-        # The host runs the Python program that travels inside the command, as it is here.
+        # The host runs image_set.sh (and its image_pull.py) from the host code: the command
+        # names their digest, so an edit of either is an update of this step.
         argv = shlex.split(script)
-        assert argv[:2] == ["bash", "-c"] and PROGRAM in argv[2]
+        assert argv[:2] == ["bash", "-c"] and called_script(argv[2]) == "image_set.sh"
+        assert script.endswith(f"# code {code_digest(script_closure('image_set.sh'))}")
+        assert "image_pull.py" in script_closure("image_set.sh")
         # A new manifest re-pulls (a replace); an edited script only re-runs (an update).
         assert inputs["triggers"] == [MANIFEST.content_hash()]
         # Output values parsed from the script's last stdout line.
@@ -147,7 +151,8 @@ def test_password_only_travels_as_a_secret(monitor: RecordingMonitor):
     images = ImageSet("tb21", args())
 
     def check(_):
-        command = next(r for r in monitor.registered if r.type == "command:local:Command")
+        command = next(r for r in monitor.registered if r.type == "command:local:Command"
+                       and not r.name.endswith("-code-copy"))
         inputs = as_dict(command.object)
         assert inputs["logging"] == "none", "stdout/stderr logging must be off with a secret"
         assert {"stdout", "stderr"} <= set(command.additionalSecretOutputs)
@@ -170,7 +175,8 @@ def test_without_credentials_nothing_is_secret_and_manifest_hash_is_exported(
 
     def check(values):
         manifest_hash, _ = values
-        command = next(r for r in monitor.registered if r.type == "command:local:Command")
+        command = next(r for r in monitor.registered if r.type == "command:local:Command"
+                       and not r.name.endswith("-code-copy"))
         create = as_dict(command.object)["create"]
         assert isinstance(create, str) and "export REGISTRY_PASSWORD=" not in create
         assert "export REQUIRE_SIDECAR=0" in create and "export PIN_DIGESTS=0" in create

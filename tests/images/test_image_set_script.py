@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from components.host import script_text
+from components.host import SCRIPTS_DIR
 from components.image_set import HARBOR_0_21_0_SIDECAR_IMAGE
 from components.manifest import load_manifest
-from tests.conftest import HARBOR_VENV, TB21_TASKS, docker, run_script
+from tests.conftest import CODE, HARBOR_VENV, TB21_TASKS, docker, run_script
 from tests.images.conftest import ImageFactory, LocalRegistry
 
 pytestmark = pytest.mark.real
@@ -117,9 +117,9 @@ def _stop_mid_set(registry: LocalRegistry, test_images: ImageFactory, tmp_path: 
         **env_for(registry, names, tmp_path, CONCURRENCY="1", RETRIES="6", BACKOFF_SECONDS="1"),
     }
     proc = subprocess.Popen(
-        # As the host seam runs it: the text with components/image_pull.py inlined.
-        ["bash", "-c", script_text("image_set.sh"), "benchstack-image_set"],
-        env=env,
+        # As the host seam runs it: from the host code.
+        ["bash", str(SCRIPTS_DIR / "image_set.sh")],
+        env={**env, "BENCHSTACK_CODE": CODE},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -18,9 +18,9 @@ import httpx
 import pytest
 
 from components.config import RouterConfig
-from components.host import render
+
 from components.router import router_argv
-from tests.conftest import ROOT, ScriptResult
+from tests.conftest import ROOT, ScriptResult, seam_command
 
 STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
 READINESS = ROOT / "components" / "readiness.py"
@@ -148,14 +148,13 @@ def run_probe(spec: dict, timeout: float = 120, **env: str) -> ScriptResult:
 
     inputs = {
         "PROBE_SPEC": json.dumps(spec),
-        "READINESS_PY": READINESS.read_text(),
         "PROBE_PYTHON": str(PYTHON),
         **env,
     }
     if env.get("PROBE_PYTHON") == "":
         inputs.pop("PROBE_PYTHON")
     proc = subprocess.run(
-        ["bash", "-c", render("serving_probe.sh", inputs)],
+        ["bash", "-c", seam_command("serving_probe.sh", inputs)],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -26,11 +26,11 @@ from components.config import (
     parse_stack_config,
     split_stack_file,
 )
-from components.host import Host
+from components.host import Host, code_digest, script_closure
 from components.router import Router, RouterArgs
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
 from tests.conftest import ROOT
-from tests.graph.program import mock_local_run
+from tests.graph.program import mock_local_run, shipped
 
 IMAGE_ID = "sha256:" + "ab" * 32
 
@@ -152,7 +152,7 @@ def stack(name: str) -> StackConfig:
 
 def host_of(cfg: StackConfig, host_name: str) -> Host:
     h = next(h for h in cfg.hosts if h.name == host_name)
-    return Host(name=h.name, address=h.address, user=h.user, port=h.port)
+    return shipped(Host(name=h.name, address=h.address, user=h.user, port=h.port))
 
 
 MODEL_ALIASES = {"model_path": "path", "served_model_name": "name"}
@@ -283,8 +283,9 @@ def test_worker_options_order_and_readiness_spec() -> None:
         "context_length": 262144, "max_running_requests": 5, "max_mamba_cache_size": 25,
         "mem_fraction_static": 0.9, "reasoning_parser": "qwen3", "tool_call_parser": "qwen3_coder",
     }
-    source = (ROOT / "components" / "readiness.py").read_text()
-    assert exported(ready["create"], "READINESS_PY") == source
+    # The probe runs readiness.py from the host code: its digest is in the command.
+    assert "$BENCHSTACK_CODE/scripts/serving_probe.sh" in ready["create"]
+    assert ready["create"].endswith(f"# code {code_digest(script_closure('serving_probe.sh'))}")
     assert exported(ready["create"], "PROBE_VENV").startswith(cfg.workspace)
 
 
@@ -502,7 +503,7 @@ def test_a_second_up_declares_the_same_inputs() -> None:
 def test_local_host_uses_the_unix_socket_without_ssh() -> None:
     cfg = stack("a100")
     local = Host(name="local", address="local")
-    rec = declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a", host=local)).url])
+    rec = declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a", host=shipped(local))).url])
     provider = rec.named("w-docker").inputs
     assert provider["host"] == "unix:///var/run/docker.sock"
     assert "sshOpts" not in provider

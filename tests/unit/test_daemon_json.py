@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from components import daemon_json as dj
-from components.docker_daemon import DAEMON_JSON_SOURCE
+from components.host import CODE_ROOT
 
 POOLS = [{"base": "172.18.0.0/15", "size": 24}]
 POOLS_TEXT = json.dumps(POOLS)
@@ -530,7 +530,7 @@ def test_runs_standalone_and_answers_on_stdout(tmp_path: Path) -> None:
     """As the scripts run it: a copy with nothing of the project beside it, no site-packages;
     a failure is exit 1 with the one-line reason as stdout."""
     prog = tmp_path / "daemon_json.py"
-    shutil.copy(DAEMON_JSON_SOURCE, prog)
+    shutil.copy(CODE_ROOT / "daemon_json.py", prog)
     state = tmp_path / "state"
     state.mkdir()
     cmd = [sys.executable, "-I", "-S", str(prog), str(state), "init", "--daemon-json",

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from components.host import SCRIPTS_DIR, render, script_text, secret_stdin
+from components.host import (
+    CODE_ROOT,
+    SCRIPTS_DIR,
+    code_digest,
+    code_files,
+    render,
+    render_call,
+    script_closure,
+    script_text,
+    secret_stdin,
+)
 
 
 @pytest.fixture
@@ -49,9 +59,45 @@ def test_unknown_script_is_refused():
 
 
 def test_includes_are_expanded_once_where_they_stand():
-    text = script_text("serving_probe.sh")
-    assert text.count("pinned_venv() {") == 1
+    """For the probes run before any code is on the host (an invoke at every preview)."""
+    text = script_text("harbor_status.sh")
+    assert text.count("def status(") == 1
     assert not [ln for ln in text.splitlines() if ln.startswith("# benchstack:include")]
+
+
+def test_a_step_calls_its_script_from_the_host_code_and_names_its_digest(probe_script):
+    env = {"PLAIN": "it's $HOME; `x`", "TOKEN": "s3cr3t-value"}
+    command = render_call(probe_script, env, str(CODE_ROOT), secret_env=("TOKEN",))
+    # Short: the call, not the script's text.
+    assert "printf" not in command and len(command) < 400
+    assert "s3cr3t-value" not in command
+    proc = run(command, secret_stdin(env, ("TOKEN",)))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == '{"plain": "it\'s $HOME; `x`", "secret": "s3cr3t-value"}'
+    assert "s3cr3t-value" not in proc.stderr
+    assert command.endswith(f"# code {code_digest(script_closure(probe_script))}")
+
+
+def test_the_digest_covers_the_files_a_script_names_and_only_those():
+    """An edited module is an update of exactly the steps whose scripts run it."""
+    assert script_closure("serving_probe.sh") == (
+        "readiness.py", "scripts/lib/pinned_venv.sh", "scripts/serving_probe.sh")
+    assert "daemon_json.py" in script_closure("daemon_config.delete.sh")
+    assert script_closure("harbor_configs.sh") == ("scripts/harbor_configs.sh",)
+    # What HostCode ships covers every file any step names.
+    shipped = set(code_files())
+    for script in SCRIPTS_DIR.glob("*.sh"):
+        assert set(script_closure(script.name)) <= shipped, script.name
+
+
+def test_an_unknown_file_of_the_host_code_is_refused(tmp_path):
+    path = SCRIPTS_DIR / "_seam_missing.sh"
+    path.write_text('python3 "$BENCHSTACK_CODE/no_such_module.py"\n')
+    try:
+        with pytest.raises(ValueError, match="no_such_module.py"):
+            script_closure.__wrapped__("_seam_missing.sh")
+    finally:
+        path.unlink()
 
 
 def test_pinned_venv_builds_once_reuses_and_leaves_nothing_on_failure(tmp_path: Path):
@@ -59,7 +105,7 @@ def test_pinned_venv_builds_once_reuses_and_leaves_nothing_on_failure(tmp_path: 
         "set -euo pipefail\n"
         "die() { printf 'probe: %s\\n' \"$*\" >&2; exit 1; }\n"
         "log() { printf '[probe] %s\\n' \"$*\" >&2; }\n"
-        + script_text("lib/pinned_venv.sh")
+        + (SCRIPTS_DIR / "lib" / "pinned_venv.sh").read_text()
         + 'pinned_venv "$VENV" "$MODULE" "$REQ" 300 PIP_ARGS ""\n'
     )
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from components import image_pull as ip
-from components.host import SCRIPTS_DIR, script_text
+from components.host import SCRIPTS_DIR, script_closure
+from tests.conftest import seam_command
 
 # --- image names ------------------------------------------------------------------------------
 
@@ -577,32 +578,26 @@ def test_credentials_reach_skopeo_only_as_a_private_authfile(tmp_path: Path) -> 
 # --- the shipped program ------------------------------------------------------------------------
 
 
-PROGRAM = (Path(ip.__file__)).read_text()
-
-
-def test_the_script_ships_the_program_verbatim() -> None:
-    text = script_text("image_set.sh")
-    assert PROGRAM in text
-    # The heredoc that carries it must not end early, and nothing in it is expanded again.
-    assert "BENCHSTACK_PY" not in PROGRAM.splitlines()
-    assert not any(line.startswith("# benchstack:include") for line in PROGRAM.splitlines())
+def test_the_script_runs_the_program_from_the_host_code() -> None:
+    assert "image_pull.py" in script_closure("image_set.sh")
 
 
 def test_the_rendered_script_runs_the_program_with_the_hosts_python3(tmp_path: Path) -> None:
     """No peer needed: a bad input fails in the program, before any docker or skopeo call."""
-    env = {**os.environ, "IMAGES": "a/b:1", "CONCURRENCY": "0", "REGISTRY_PASSWORD": "pw"}
-    proc = subprocess.run(["bash", "-c", script_text("image_set.sh"), "image_set"], env=env,
+    env = {"IMAGES": "a/b:1", "CONCURRENCY": "0", "REGISTRY_PASSWORD": "pw"}
+    proc = subprocess.run(["bash", "-c", seam_command("image_set.sh", env)],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip() == "image_set: CONCURRENCY=0: set a whole number >= 1"
     # The password arrived on the descriptor (else it would be "set but REGISTRY_USERNAME").
     env["CONCURRENCY"] = "1"
-    proc = subprocess.run(["bash", "-c", script_text("image_set.sh"), "image_set"], env=env,
+    proc = subprocess.run(["bash", "-c", seam_command("image_set.sh", env)],
                           capture_output=True, text=True, timeout=60)
     assert "REGISTRY_PASSWORD is set but REGISTRY_USERNAME is empty" in proc.stderr
 
 
 def test_the_script_file_alone_refuses_to_run() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "BENCHSTACK_CODE"}
     proc = subprocess.run(["bash", str(SCRIPTS_DIR / "image_set.sh")], capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 1 and "image_pull.py is not inlined" in proc.stderr
+                          text=True, timeout=60, env=env)
+    assert proc.returncode == 1 and "BENCHSTACK_CODE is empty" in proc.stderr

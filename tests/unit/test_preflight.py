@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from components import preflight as pf
-from components.host import SCRIPTS_DIR, script_text
+from components.host import SCRIPTS_DIR, script_closure
+from tests.conftest import seam_command
 
 RESOLVED = {
     "job_name": "j1",
@@ -160,8 +161,8 @@ def job_env(tmp_path: Path, harbor: Path, expected: list[dict]) -> dict[str, str
 
 
 def run_script(env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", script_text("harbor_preflight.sh"), "preflight"],
-                          env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    return subprocess.run(["bash", "-c", seam_command("harbor_preflight.sh", env)],
+                          env=os.environ, capture_output=True, text=True, timeout=60)
 
 
 def test_a_run_saves_what_harbor_resolved_and_reports_its_digest(tmp_path: Path) -> None:
@@ -213,11 +214,9 @@ def test_the_script_checks_its_files_before_running_harbor(tmp_path: Path) -> No
     assert proc.returncode == 1 and "is not executable: run the install step" in proc.stderr
 
 
-def test_the_script_ships_the_program_verbatim() -> None:
-    program = Path(pf.__file__).read_text()
-    assert program in script_text("harbor_preflight.sh")
-    assert "BENCHSTACK_PY" not in program.splitlines()
-    assert not any(line.startswith("# benchstack:include") for line in program.splitlines())
+def test_the_script_runs_the_program_from_the_host_code() -> None:
+    assert "preflight.py" in script_closure("harbor_preflight.sh")
     alone = subprocess.run(["bash", str(SCRIPTS_DIR / "harbor_preflight.sh")],
-                           capture_output=True, text=True, timeout=60)
-    assert alone.returncode == 1 and "preflight.py is not inlined" in alone.stderr
+                           capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in os.environ.items() if k != "BENCHSTACK_CODE"})
+    assert alone.returncode == 1 and "BENCHSTACK_CODE is empty" in alone.stderr

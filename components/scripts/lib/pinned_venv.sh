@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Included by host scripts (`# benchstack:include lib/pinned_venv.sh`): a cached venv on the
+# Sourced by host scripts from the host code (scripts/lib/): a cached venv on the
 # host holding one pinned package, for host-side Python that needs more than the stdlib.
 # Needs the including script's `die` and `log`.
 #

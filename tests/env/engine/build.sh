@@ -1,96 +1,167 @@
 #!/usr/bin/env bash
-# Builds the Pulumi engine the real-CLI tests run, from Go modules with this machine's Go, once
-# per machine: a second run finds the binary for the same go.mod/go.sum and only checks it.
+# Builds the whole Pulumi engine from sources with this machine's Go, once per set of inputs:
+# the CLI and the Python language host from Go modules (this wrapper module), the command and
+# Docker providers from the upstream trees in ../shared/vendor (see its README). The engine then
+# never downloads anything: the providers are installed into its own PULUMI_HOME with
+# `pulumi plugin install resource NAME VERSION --file`.
 #
-# What it builds and where (ENGINE_DIR/pulumi-<version>-<hash of go.mod+go.sum>/):
-#   bin/pulumi    the CLI, github.com/pulumi/pulumi/pkg/v3/cmd/pulumi at this module's pin
-#   bin/python-deps  the language host's dependency install, from the same SDK (cmd/python-deps)
-#   home/         an isolated PULUMI_HOME for the tests: no plugin is ever downloaded into it
-#   status.json   what was built, the build seconds, and the engine parts the module proxy
-#                 refuses (see below), for the tests and the README
-# ENGINE_DIR/current points at the newest build.
-#
-# Two parts of a full engine are probed, not built, because the module proxy here refuses them:
-# the Python language host (github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3,
-# a nested module with no tag of its own) and the pulumi-command provider
-# (github.com/pulumi/pulumi-command/provider, also untagged; tried at the commit of pulumi-command's
-# v1.2.1 tag). The probe asks again on every run, so the day either is served it shows here.
+# Layout (ENGINE_DIR):
+#   parts/<part>-<version>-<hash of its inputs>/   one build each: cli, command, docker
+#   engine-<hash of the parts>/bin/                pulumi, pulumi-language-python(-exec)
+#   engine-<hash of the parts>/home/               PULUMI_HOME with both providers installed
+#   engine-<hash of the parts>/status.json         versions, per-part build seconds, cache hits
+#   current -> the newest engine-<hash>
+# A part is rebuilt only when its inputs change (a warm run only checks); prints the bin dir.
 #
 # Inputs (environment, with defaults):
-#   BENCHSTACK_ENGINE_DIR   where builds go                      (/var/lib/benchstack-engine)
-#   GO                      the go command                        (go)
+#   BENCHSTACK_ENGINE_DIR   where builds go                                (/var/lib/benchstack-engine)
+#   BENCHSTACK_VENDOR       the upstream sources                           (<repo>/../shared/vendor)
+#   GO                      the go command                                 (go)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../../.." && pwd)
 ENGINE_DIR=${BENCHSTACK_ENGINE_DIR:-/var/lib/benchstack-engine}
+VENDOR=${BENCHSTACK_VENDOR:-$ROOT/../shared/vendor}
 GO=${GO:-go}
-LANGUAGE_HOST=github.com/pulumi/pulumi/sdk/python/cmd/pulumi-language-python/v3
-COMMAND_PROVIDER=github.com/pulumi/pulumi-command/provider
-# pulumi-command v1.2.1 (the pulumi-command SDK pin): its tag's commit, as the proxy's .info for
-# the repository root module names it.
-COMMAND_PROVIDER_VERSIONS=(v1.2.1 v0.0.0-20260303235922-7f3eb6f3b77c)
+
+# The provider versions are those of the vendored trees; the SDK pins in pyproject.toml must
+# match them (tests/engine checks `pulumi plugin ls` against the pins).
+COMMAND_VERSION=1.2.1
+DOCKER_VERSION=5.1.1
+LANGUAGE_HOST_SRC=$VENDOR/pulumi-language-python-3.259.0/sdk/python/cmd
+COMMAND_SRC=$VENDOR/pulumi-command-provider-$COMMAND_VERSION/provider
+DOCKER_SRC=$VENDOR/pulumi-docker-provider-$DOCKER_VERSION
 
 log() { printf '[engine] %s\n' "$*" >&2; }
 die() { printf 'engine: %s\n' "$*" >&2; exit 1; }
 
 command -v "$GO" >/dev/null || die "no Go toolchain ('$GO' not found): install Go >= 1.26"
+for src in "$LANGUAGE_HOST_SRC/pulumi-language-python/main.go" "$LANGUAGE_HOST_SRC/pulumi-language-python-exec" \
+  "$COMMAND_SRC/go.mod" "$DOCKER_SRC/provider/go.mod" "$DOCKER_SRC/upstream"; do
+  [[ -e "$src" ]] || die "missing engine source $src: set BENCHSTACK_VENDOR to the vendor folder (../shared/vendor)"
+done
 version=$(awk '$1 == "require" { $0 = substr($0, 9) } $1 == "github.com/pulumi/pulumi/pkg/v3" { print $2; exit }' "$HERE/go.mod")
 [[ -n "$version" ]] || die "no pulumi/pkg/v3 require in $HERE/go.mod"
-key=$(cat "$HERE/go.mod" "$HERE/go.sum" "$HERE"/cmd/*/*.go | sha256sum | cut -c1-12)
-dest="$ENGINE_DIR/pulumi-$version-$key"
-mkdir -p "$ENGINE_DIR"
+go_version=$("$GO" env GOVERSION)
 
-built=false
-seconds=0
-if [[ ! -x "$dest/bin/pulumi" ]] || [[ "$("$dest/bin/pulumi" version 2>/dev/null)" != "$version" ]]; then
-  log "building the Pulumi CLI $version from Go modules (once per machine; minutes on 2 cores)"
-  rm -rf "$dest.tmp"
-  mkdir -p "$dest.tmp/bin" "$dest.tmp/home"
-  start=$SECONDS
-  # -trimpath/-buildvcs=false: the binary does not depend on where the repository is checked out.
-  (cd "$HERE" && "$GO" build -trimpath -buildvcs=false -mod=readonly \
-    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$version" \
-    -o "$dest.tmp/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi) >"$ENGINE_DIR/build.log" 2>&1 \
-    || die "go build of the Pulumi CLI failed; see $ENGINE_DIR/build.log"
-  (cd "$HERE" && "$GO" build -trimpath -buildvcs=false -mod=readonly -ldflags "-s -w" \
-    -o "$dest.tmp/bin/python-deps" ./cmd/python-deps) >>"$ENGINE_DIR/build.log" 2>&1 \
-    || die "go build of python-deps failed; see $ENGINE_DIR/build.log"
-  seconds=$((SECONDS - start))
-  got=$("$dest.tmp/bin/pulumi" version) || die "the built pulumi does not run; see $ENGINE_DIR/build.log"
-  [[ "$got" == "$version" ]] || die "the built pulumi says $got, not $version"
-  rm -rf "$dest"
-  mv "$dest.tmp" "$dest"
-  built=true
-  log "built pulumi $version in ${seconds} s"
-fi
-ln -sfn "$dest" "$ENGINE_DIR/current"
-
-# Ask the module proxy for the parts it refused before; one line each, no build.
-probe() {
-  local module=$1 version=$2 dir out
-  dir=$(mktemp -d)
-  printf 'module probe\n\ngo 1.26\n' >"$dir/go.mod"
-  if out=$(cd "$dir" && GOFLAGS=-mod=mod "$GO" mod download -json "$module@$version" 2>&1); then
-    echo "served"
-  elif grep -q "not available" <<<"$out"; then
-    echo "refused by the module proxy"
-  else
-    echo "not fetched: $(jq -r '.Error // empty' <<<"$out" 2>/dev/null | tail -n1 | sed -E 's#https?://[^ ]*##g')"
-  fi
-  rm -rf "$dir"
+# sha256 of a list of files and directories (contents and relative names), 12 hex digits.
+inputs_hash() {
+  local path
+  for path in "$@"; do
+    if [[ -d "$path" ]]; then
+      (cd "$path" && find . -type f -print0 | LC_ALL=C sort -z | xargs -0 sha256sum)
+    else
+      sha256sum <"$path"
+    fi
+  done | { cat; echo "$go_version"; } | sha256sum | cut -c1-12
 }
-language_host=$(probe "$LANGUAGE_HOST" "$version")
-provider="refused"
-for v in "${COMMAND_PROVIDER_VERSIONS[@]}"; do
-  answer=$(probe "$COMMAND_PROVIDER" "$v")
-  if [[ "$answer" == served ]]; then provider="served at $v"; break; fi
-  provider="$answer (tried ${COMMAND_PROVIDER_VERSIONS[*]})"
-done
-jq -n --arg version "$version" --arg dir "$dest" --argjson built "$built" --argjson seconds "$seconds" \
-  --arg lh "$LANGUAGE_HOST@$version: ${language_host:-refused}" \
-  --arg cp "$COMMAND_PROVIDER: ${provider:-refused}" \
-  '{pulumi: $version, dir: $dir, built_now: $built, build_seconds: $seconds,
-    language_host_python: $lh, command_provider: $cp}' >"$dest/status.json"
-$built || log "pulumi $version cached in $dest"
-log "pulumi-language-python: ${language_host:-refused}; pulumi-command provider: ${provider:-refused}"
-echo "$dest/bin/pulumi"
+
+# part NAME KEY BUILDER: runs `BUILDER OUT_DIR` once per KEY; sets PART_DIR, appends to STATUS.
+STATUS=()
+part() {
+  local name=$1 key=$2 builder=$3 dir start seconds built=false
+  dir="$ENGINE_DIR/parts/$name-$key"
+  start=$SECONDS
+  if [[ ! -f "$dir/.complete" ]]; then
+    log "building $name (once per set of inputs; minutes on 2 cores; log: $ENGINE_DIR/build-$name.log)"
+    rm -rf "$dir.tmp"
+    mkdir -p "$dir.tmp"
+    "$builder" "$dir.tmp" >"$ENGINE_DIR/build-$name.log" 2>&1 \
+      || die "the $name build failed; see $ENGINE_DIR/build-$name.log (last line: $(tail -n1 "$ENGINE_DIR/build-$name.log"))"
+    touch "$dir.tmp/.complete"
+    rm -rf "$dir"
+    mv "$dir.tmp" "$dir"
+    built=true
+  fi
+  seconds=$((SECONDS - start))
+  if $built; then log "built $name in ${seconds} s"; else log "$name cached ($dir)"; fi
+  PART_DIR=$dir
+  STATUS+=("$(jq -cn --arg name "$name" --arg dir "$dir" --argjson built "$built" \
+    --argjson seconds "$seconds" '{name: $name, dir: $dir, built_now: $built, seconds: $seconds}')")
+}
+
+go_build() { "$GO" build -trimpath -buildvcs=false "$@"; }
+
+# The CLI and the language host, from one module, so both compile against the same pkg/sdk.
+# The language host's main.go is upstream's (its own go.mod path-replaces pkg and sdk into the
+# pulumi repository, which is not here); this module requires them at the CLI's version.
+build_cli() {
+  local out=$1 src
+  src=$(mktemp -d)
+  cp "$HERE/go.mod" "$HERE/go.sum" "$HERE/tools.go" "$src/"
+  mkdir -p "$src/cmd/pulumi-language-python"
+  cp "$LANGUAGE_HOST_SRC/pulumi-language-python/main.go" "$src/cmd/pulumi-language-python/"
+  mkdir -p "$out/bin"
+  (cd "$src" && go_build -mod=readonly \
+    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$version" \
+    -o "$out/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
+  (cd "$src" && go_build -mod=readonly \
+    -ldflags "-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$version" \
+    -o "$out/bin/pulumi-language-python" ./cmd/pulumi-language-python)
+  install -m 755 "$LANGUAGE_HOST_SRC/pulumi-language-python-exec" "$out/bin/"
+  rm -rf "$src"
+  [[ "$("$out/bin/pulumi" version)" == "$version" ]] || { echo "the built pulumi is not $version"; return 1; }
+}
+
+build_command() {
+  local out=$1 src
+  src=$(mktemp -d)
+  cp -r "$COMMAND_SRC/." "$src/"
+  chmod -R u+w "$src"
+  (cd "$src" && go_build -mod=readonly \
+    -ldflags "-s -w -X github.com/pulumi/pulumi-command/provider/pkg/version.Version=$COMMAND_VERSION" \
+    -o "$out/pulumi-resource-command" ./cmd/pulumi-resource-command)
+  rm -rf "$src"
+}
+
+# provider/go.mod replaces the Terraform provider with ../upstream, so the copy keeps the
+# layout; upstream is unpatched in the vendor tree and its two patches are applied here.
+build_docker() {
+  local out=$1 src
+  src=$(mktemp -d)
+  cp -r "$DOCKER_SRC/." "$src/"
+  chmod -R u+w "$src"
+  (cd "$src/upstream" && git apply ../patches/*.patch)
+  (cd "$src/provider" && "$GO" mod download)
+  # schema-embed.json: the schema stamped with the version; the build fails without it.
+  (cd "$src/provider/cmd/pulumi-resource-docker" && VERSION=$DOCKER_VERSION "$GO" generate main.go)
+  (cd "$src/provider" && CGO_ENABLED=0 go_build -mod=readonly -tags no_compose \
+    -ldflags "-s -w -X github.com/pulumi/pulumi-docker/provider/v5/pkg/version.Version=$DOCKER_VERSION" \
+    -o "$out/pulumi-resource-docker" github.com/pulumi/pulumi-docker/provider/v5/cmd/pulumi-resource-docker)
+  rm -rf "$src"
+}
+
+mkdir -p "$ENGINE_DIR/parts"
+total_start=$SECONDS
+part "cli-$version" "$(inputs_hash "$HERE/go.mod" "$HERE/go.sum" "$HERE/tools.go" "$LANGUAGE_HOST_SRC")" build_cli
+cli=$PART_DIR
+part "command-$COMMAND_VERSION" "$(inputs_hash "$COMMAND_SRC")" build_command
+command_provider=$PART_DIR/pulumi-resource-command
+part "docker-$DOCKER_VERSION" "$(inputs_hash "$DOCKER_SRC")" build_docker
+docker_provider=$PART_DIR/pulumi-resource-docker
+
+# The engine: the CLI's bin and a PULUMI_HOME holding exactly the two providers.
+engine="$ENGINE_DIR/engine-$(printf '%s\n' "${STATUS[@]}" | jq -r .dir | sha256sum | cut -c1-12)"
+if [[ ! -f "$engine/.complete" ]]; then
+  rm -rf "$engine.tmp"
+  mkdir -p "$engine.tmp/home"
+  ln -s "$cli/bin" "$engine.tmp/bin"
+  for plugin in "command $COMMAND_VERSION $command_provider" "docker $DOCKER_VERSION $docker_provider"; do
+    read -r name plugin_version file <<<"$plugin"
+    PULUMI_HOME="$engine.tmp/home" PULUMI_SKIP_UPDATE_CHECK=1 \
+      "$cli/bin/pulumi" plugin install resource "$name" "$plugin_version" --file "$file" >/dev/null 2>&1 \
+      || die "pulumi plugin install resource $name $plugin_version --file $file failed"
+  done
+  touch "$engine.tmp/.complete"
+  rm -rf "$engine"
+  mv "$engine.tmp" "$engine"
+fi
+plugins=$(PULUMI_HOME="$engine/home" PULUMI_SKIP_UPDATE_CHECK=1 "$engine/bin/pulumi" plugin ls --json)
+printf '%s\n' "${STATUS[@]}" | jq -s --arg version "$version" --arg dir "$engine" \
+  --argjson seconds "$((SECONDS - total_start))" --argjson plugins "$plugins" \
+  '{pulumi: $version, dir: $dir, seconds: $seconds, parts: .,
+    plugins: [$plugins[] | {name, kind, version}]}' >"$engine/status.json"
+ln -sfn "$engine" "$ENGINE_DIR/current"
+log "engine ready in $((SECONDS - total_start)) s: pulumi $version, command $COMMAND_VERSION, docker $DOCKER_VERSION ($engine)"
+echo "$engine/bin"
