@@ -26,7 +26,7 @@ lint:
 	$(PY) -m ruff check components audit tests benchmarks __main__.py
 	$(PY) -m mypy components audit __main__.py
 	@command -v shellcheck >/dev/null || { echo "make lint: shellcheck not found: apt-get install shellcheck (make setup does)" >&2; exit 1; }
-	shellcheck $(SHELL_SCRIPTS)
+	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
 
 # The fast loop: every test that needs no peer (no Docker engine, registry, Harbor, S3, sshd or
 # Pulumi CLI), in under a minute; only the Python environment is set up.

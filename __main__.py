@@ -31,6 +31,7 @@ from components.manifest import ManifestError, load_manifest
 from components.provenance import Provenance, ProvenanceArgs
 from components.proxy_bridge import ProxyBridge, ProxyBridgeArgs
 from components.router import Router, RouterArgs
+from components.runtime import leave_quietly_when_interrupted
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
 from components.tool_bundle import ToolBundle, ToolBundleArgs
 
@@ -54,6 +55,7 @@ def local_path(cfg: StackConfig, path: str) -> str:
 
 
 def main() -> None:
+    leave_quietly_when_interrupted()
     cfg, secrets = load_pulumi_config()
     # Read before any resource exists: a bad dataset or rerun list changes nothing.
     manifest_dir = local_path(cfg, cfg.dataset.manifest_path)

@@ -157,7 +157,9 @@ class AddressPool(Model):
 class DockerConfig(Model):
     address_pools: list[AddressPool] = Field(min_length=1)
     daemon_json: str = "/etc/docker/daemon.json"
-    restart_command: str = "systemctl restart docker"
+    # Empty: decided on the host (components/dockerd_restart.py): systemd's docker unit, else
+    # /etc/init.d/docker, else the running dockerd restarted with its own command line.
+    restart_command: str = ""
     # Restarting dockerd kills running containers (an SGLang worker loses minutes of loading).
     allow_restart_with_running_containers: bool = False
     # Networks beyond the concurrent trials: leftovers of interrupted trials, router, tests.

@@ -41,7 +41,10 @@ CODE_ROOT = Path(__file__).resolve().parent
 SCRIPTS_DIR = CODE_ROOT / "scripts"
 LOCAL_ADDRESS = "local"
 # The standalone Python modules the scripts run (standard library only, but readiness.py: httpx).
-HOST_MODULES = ("daemon_json.py", "image_pull.py", "jobdir.py", "preflight.py", "readiness.py")
+HOST_MODULES = (
+    "daemon_json.py", "dockerd_restart.py", "image_pull.py", "jobdir.py", "preflight.py",
+    "readiness.py",
+)
 # How a script names a file of the host's code: "$BENCHSTACK_CODE/<path under components/>".
 CODE_REFERENCE = re.compile(r"\$\{?BENCHSTACK_CODE\}?/([A-Za-z0-9_./-]+)")
 
@@ -212,7 +215,8 @@ def render_call(
     """The command line that runs `script` from the host's code in `code_dir`, with `env` as
     exported variables (those in `secret_env` from standard input, as for `render`). It ends
     with the digest of the files the script runs, so it changes when they do."""
-    plain = {"BENCHSTACK_CODE": code_dir, **{k: v for k, v in env.items() if k not in secret_env}}
+    plain = {"BENCHSTACK_CODE": code_dir}
+    plain.update((k, v) for k, v in env.items() if k not in secret_env)
     prelude = _exports(plain)
     if any(k in env for k in secret_env):
         prelude += 'eval "$(cat)"\n'
@@ -357,7 +361,9 @@ def host_script(
     change when the reason goes, so that the next `up` replaces it with the real step.
     """
     if host.code is None:
-        raise ValueError(f"{resource_name}: host {host.name} has no code shipped: declare its HostCode first")
+        raise ValueError(
+            f"{resource_name}: host {host.name} has no code shipped: declare its HostCode first"
+        )
     code = host.code
     env = dict(env or {})
     secret_keys = tuple(k for k in secret_env if k in env)

@@ -36,10 +36,14 @@ def install_script(code_dir: str, digest: str) -> str:
     return (
         "set -euo pipefail\n"
         f"dest={dest}\n"
-        f'if [ "$(cat "$dest/.digest" 2>/dev/null)" = {digest} ]; then cat >/dev/null; exit 0; fi\n'
+        f'if [ "$(cat "$dest/.digest" 2>/dev/null)" = {digest} ]; then\n'
+        "  cat >/dev/null; exit 0\n"
+        "fi\n"
         'mkdir -p "$(dirname "$dest")"\n'
         'new=$(mktemp -d "$dest.new.XXXXXX")\n'
-        'tar -C "$new" -xf - || { rm -rf "$new"; echo "host code: the copy to $dest failed" >&2; exit 1; }\n'
+        'if ! tar -C "$new" -xf -; then\n'
+        '  rm -rf "$new"; echo "host code: the copy to $dest failed" >&2; exit 1\n'
+        "fi\n"
         f'echo {digest} >"$new/.digest"\n'
         'rm -rf "$dest"\n'
         'mv "$new" "$dest"\n'

@@ -30,11 +30,7 @@ RECORD_FILE=${RECORD_FILE:-$BACKUP_DIR/$(basename "$DAEMON_JSON").benchstack.jso
 ADDRESS_POOLS_JSON=${ADDRESS_POOLS_JSON:-'[{"base":"172.18.0.0/15","size":24}]'}
 ALLOW_RESTART_WITH_RUNNING=${ALLOW_RESTART_WITH_RUNNING:-0}
 READY_TIMEOUT=${READY_TIMEOUT:-90}
-if [[ -z "${RESTART_CMD:-}" ]]; then
-  if [[ -d /run/systemd/system ]]; then RESTART_CMD="systemctl restart docker"
-  elif [[ -x /etc/init.d/docker ]]; then RESTART_CMD="service docker restart"
-  else RESTART_CMD=""; fi
-fi
+RESTART_CMD=${RESTART_CMD:-}
 
 log() { printf '[daemon_config.delete] %s\n' "$*" >&2; }
 priv() { if [[ $EUID -eq 0 ]]; then "$@"; else sudo -n "$@"; fi; }
@@ -71,7 +67,9 @@ if [[ "$action" == none ]]; then
 fi
 
 docker info >/dev/null 2>&1 || die "Docker engine not answering at ${DOCKER_HOST:-the default socket}: start it or fix DOCKER_HOST"
-[[ -n "$RESTART_CMD" ]] || die "no way to restart the engine here (no systemd, no /etc/init.d/docker): set RESTART_CMD"
+if [[ -z "$RESTART_CMD" ]]; then
+  how=$(priv python3 "$BENCHSTACK_CODE/dockerd_restart.py" plan 2>&1) || die "no way to restart the engine here: ${how#dockerd_restart: }"
+fi
 running=$(docker ps --format '{{.Names}}' | sort | paste -sd, -)
 if [[ -n "$running" && "$ALLOW_RESTART_WITH_RUNNING" != 1 ]]; then
   die "containers are running ($running): a restart would stop them; stop them or set ALLOW_RESTART_WITH_RUNNING=1"
@@ -79,9 +77,16 @@ fi
 
 # The backup put back (or benchstack's keys dropped); the record is spent.
 step undo
-log "restarting the engine: $RESTART_CMD"
+log "restarting the engine (${RESTART_CMD:-$how})"
 restart_engine() {
-  priv bash -c "$RESTART_CMD" >&2 || die "'$RESTART_CMD' failed after restoring $DAEMON_JSON: restart the engine by hand"
+  local out
+  if [[ -n "$RESTART_CMD" ]]; then
+    out=$(priv bash -c "$RESTART_CMD" 2>&1) || die "'$RESTART_CMD' failed after restoring $DAEMON_JSON ($(tail -n1 <<<"$out")): restart the engine by hand"
+  else
+    out=$(priv python3 "$BENCHSTACK_CODE/dockerd_restart.py" restart 2>&1) \
+      || die "${out##*dockerd_restart: } after restoring $DAEMON_JSON: restart the engine by hand"
+    log "$out"
+  fi
   local deadline=$((SECONDS + READY_TIMEOUT))
   until docker info >/dev/null 2>&1; do
     ((SECONDS < deadline)) || die "the engine did not answer within ${READY_TIMEOUT}s after restoring $DAEMON_JSON: see the engine log"

@@ -14,7 +14,8 @@
 #   ADDRESS_POOLS_JSON  JSON list of IPv4 {base, size}   ([{"base":"172.18.0.0/15","size":24}])
 #   DOCKER_HOST         engine socket (docker's own default)
 #   RESTART_CMD         command that restarts the engine; run with bash (as root via sudo -n when
-#                       not root)  (systemctl restart docker under systemd, else service docker restart)
+#                       not root). Empty: dockerd_restart.py decides (systemd, init.d, or the
+#                       running dockerd restarted with its own command line)
 #   ALLOW_RESTART_WITH_RUNNING  1 = restart even while containers run (they stop)       (0)
 #   PROOF_NETWORKS      networks created (then removed) to prove the pools; 0 = skip   (64)
 #   PROOF_PREFIX        name prefix of those networks                  (benchstack-pool-proof)
@@ -48,11 +49,7 @@ BACKUP_DIR=${BACKUP_DIR:-$(dirname "$DAEMON_JSON")}
 RECORD_FILE=${RECORD_FILE:-$BACKUP_DIR/$(basename "$DAEMON_JSON").benchstack.json}
 READY_TIMEOUT=${READY_TIMEOUT:-90}
 DOCKERD=${DOCKERD:-$(command -v dockerd || true)}
-if [[ -z "${RESTART_CMD:-}" ]]; then
-  if [[ -d /run/systemd/system ]]; then RESTART_CMD="systemctl restart docker"
-  elif [[ -x /etc/init.d/docker ]]; then RESTART_CMD="service docker restart"
-  else RESTART_CMD=""; fi
-fi
+RESTART_CMD=${RESTART_CMD:-}
 
 log() { printf '[daemon_config] %s\n' "$*" >&2; }
 die() {
@@ -74,7 +71,20 @@ wait_engine() {
   while ((SECONDS < deadline)); do docker info >/dev/null 2>&1 && return 0; sleep 0.5; done
   return 1
 }
-restart_engine() { priv bash -c "$RESTART_CMD" >&2 && wait_engine; }
+restart_how() { if [[ -n "$RESTART_CMD" ]]; then echo "'$RESTART_CMD'"; else priv python3 "$BENCHSTACK_CODE/dockerd_restart.py" plan; fi; }
+# Sets RESTART_FAILED to why the restart failed: the command itself, or no answer after it.
+RESTART_FAILED=""
+restart_engine() {
+  local out rc=0
+  if [[ -n "$RESTART_CMD" ]]; then
+    out=$(priv bash -c "$RESTART_CMD" 2>&1) || rc=$?
+    ((rc == 0)) || { RESTART_FAILED="'$RESTART_CMD' failed (exit $rc): $(tail -n1 <<<"$out")"; return 1; }
+  else
+    out=$(priv python3 "$BENCHSTACK_CODE/dockerd_restart.py" restart 2>&1) || { RESTART_FAILED=$(tail -n1 <<<"$out"); return 1; }
+    log "$out"
+  fi
+  wait_engine || { RESTART_FAILED="the engine did not answer within ${READY_TIMEOUT}s after the restart"; return 1; }
+}
 PROOF_TAG="$PROOF_PREFIX-$$-"
 remove_proof() {
   docker network ls --filter "name=$PROOF_TAG" --format '{{.Name}}' | grep "^$PROOF_TAG" \
@@ -87,7 +97,7 @@ rollback() {
     || log "could not put the original back: ${answer:-see above}; copy it from the newest backup in $BACKUP_DIR"
   [[ "$answer" == restored ]] || return 0
   log "restored the original $DAEMON_JSON"
-  restart_engine || log "the engine did not come back after restoring $DAEMON_JSON: restart it by hand"
+  restart_engine || log "the engine did not come back after restoring $DAEMON_JSON ($RESTART_FAILED): restart it by hand"
 }
 cleanup() {
   if $proving; then remove_proof; fi
@@ -130,7 +140,7 @@ if $need_restart; then
   # A network removed between the two calls fails the inspect; the others are still listed.
   docker network ls -q | xargs -r docker network inspect >"$STATE/networks" || true
   step conflicts --routes "$STATE/routes" --networks "$STATE/networks"
-  [[ -n "$RESTART_CMD" ]] || die "no way to restart the engine here (no systemd, no /etc/init.d/docker): set RESTART_CMD"
+  how=$(restart_how 2>&1) || die "no way to restart the engine here: ${how#dockerd_restart: }"
   running=$(docker ps --format '{{.Names}}' | sort | paste -sd, -)
   if [[ -n "$running" && "$ALLOW_RESTART_WITH_RUNNING" != 1 ]]; then
     die "containers are running ($running): a restart would stop them; stop them or set ALLOW_RESTART_WITH_RUNNING=1"
@@ -146,8 +156,8 @@ fi
 
 restarted=false
 if $need_restart; then
-  log "restarting the engine: $RESTART_CMD"
-  restart_engine || die "the engine did not answer within ${READY_TIMEOUT}s after '$RESTART_CMD' with the merged config; original restored (see the engine log)"
+  log "restarting the engine ($how)"
+  restart_engine || die "$RESTART_FAILED with the merged config; original restored (see the engine log)"
   restarted=true
   step check-engine --engine-pools "$(engine_pools)"
 fi

@@ -269,8 +269,8 @@ def test_unreachable_target_stops_what_it_started(
 
 
 def test_runs_through_the_host_seam(bridge: Bridge) -> None:
-    """Called as the component runs it (`sh -c` of `bash -c '<exports>exec bash <script>'`): the call
-    returns once the script is done, because the loop holds none of the caller's pipes."""
+    """Called as the component runs it (`sh -c` of `bash -c '<exports>exec bash <script>'`):
+    the call returns once the script is done, because the loop holds none of the caller's pipes."""
     from components.host import parse_outputs
     from tests.conftest import seam_command
 

@@ -23,7 +23,7 @@ from components.image_set import (
     RegistryCredentials,
 )
 from components.manifest import load_manifest
-from tests.conftest import ROOT, TB21_TASKS, called_script
+from tests.conftest import TB21_TASKS, called_script
 from tests.graph.program import shipped
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"

@@ -18,7 +18,6 @@ import httpx
 import pytest
 
 from components.config import RouterConfig
-
 from components.router import router_argv
 from tests.conftest import ROOT, ScriptResult, seam_command
 

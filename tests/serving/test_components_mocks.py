@@ -503,7 +503,9 @@ def test_a_second_up_declares_the_same_inputs() -> None:
 def test_local_host_uses_the_unix_socket_without_ssh() -> None:
     cfg = stack("a100")
     local = Host(name="local", address="local")
-    rec = declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a", host=shipped(local))).url])
+    rec = declare(
+        lambda: [SGLangWorker("w", worker_args(cfg, "worker-a", host=shipped(local))).url]
+    )
     provider = rec.named("w-docker").inputs
     assert provider["host"] == "unix:///var/run/docker.sock"
     assert "sshOpts" not in provider
