@@ -45,7 +45,6 @@ from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import pulumi
-import pulumi_command as command
 
 from components.config import DatasetConfig, HarborConfig
 from components.harbor_config import (
@@ -57,15 +56,7 @@ from components.harbor_config import (
     render_compose_override,
     render_job_config,
 )
-from components.host import (
-    Host,
-    ScriptRun,
-    content_hash,
-    host_script,
-    parse_outputs,
-    render,
-    ssh_command,
-)
+from components.host import Host, ScriptRun, content_hash, host_script, probe_host
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -185,25 +176,6 @@ def resolved_path(log_dir: str, job_name: str) -> str:
     """Where the preflight keeps the config Harbor resolved for the job (the provenance reads
     it back)."""
     return f"{log_dir}/{job_name}.resolved-config.json"
-
-
-def probe_host(host: Host, script: str, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
-    """A read-only host script's outputs, run on the host now, at program time (every `up`
-    and `preview`), through `command.local.run` (over `ssh` for remote hosts)."""
-    key = None if host.is_local else host.private_key
-
-    def command_text(env_values: dict) -> str:
-        text = render(script, env_values)
-        return text if host.is_local else ssh_command(host, text, with_key=key is not None)
-
-    text = pulumi.Output.from_input(env).apply(command_text)
-    # bash, not the invoke's default /bin/sh (dash on Debian has no `pipefail`).
-    result = command.local.run_output(
-        command=text,
-        interpreter=["/bin/bash", "-c"],
-        stdin=pulumi.Output.secret(key) if key is not None else None,
-    )
-    return result.stdout.apply(parse_outputs)
 
 
 def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:

@@ -44,11 +44,10 @@ from components.harbor_job import (
     HarborJob,
     Rendered,
     declare_job_steps,
-    probe_host,
     probe_job_status,
     render_plan,
 )
-from components.host import Host, ssh_command
+from components.host import Host, probe_host, ssh_command
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -284,6 +284,25 @@ def ssh_command(
     )
 
 
+def probe_host(host: Host, script: str, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
+    """A read-only host script's outputs, run on the host now, at program time (every `up`
+    and `preview`), through `command.local.run` (over `ssh` for remote hosts)."""
+    key = None if host.is_local else host.private_key
+
+    def command_text(env_values: dict) -> str:
+        text = render(script, env_values)
+        return text if host.is_local else ssh_command(host, text, with_key=key is not None)
+
+    text = pulumi.Output.from_input(env).apply(command_text)
+    # bash, not the invoke's default /bin/sh (dash on Debian has no `pipefail`).
+    result = command.local.run_output(
+        command=text,
+        interpreter=["/bin/bash", "-c"],
+        stdin=pulumi.Output.secret(key) if key is not None else None,
+    )
+    return result.stdout.apply(parse_outputs)
+
+
 KNOWN_HOST_KEY_SCRIPT = "known_host_key.sh"
 WAITING_SCRIPT = "waiting.sh"
 

@@ -5,6 +5,13 @@ Seed: tasks fetch from GitHub, Cloudflare and package mirrors at run time; the p
 0.0.0.0: the proxy must not be opened to the network) forwards to it, and containers reach it
 as host.docker.internal. Not a tmux pane: it must survive the SSH session and come back if it
 dies.
+
+Coming back: socat itself is restarted by its supervisor (a systemd unit, else a restart loop).
+When the supervisor is gone too (a reboot, a kill), nothing on the host brings it back, and a
+Command re-runs only when its inputs change. So, as for the Harbor job's launch, a read-only
+probe (`proxy_status.sh`, at every preview and up) returns the token the running bridge
+recorded, or a new one when it is down; the token is the step's trigger, and the next `up`
+replaces the step: the bridge is started again.
 """
 
 from __future__ import annotations
@@ -14,7 +21,11 @@ from dataclasses import dataclass
 import pulumi
 
 from components.config import ProxyConfig
-from components.host import Host, host_script
+from components.host import Host, host_script, probe_host
+
+
+# The supervisor's unit and state files are named after it.
+BRIDGE_NAME = "benchstack-proxy-bridge"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -38,7 +49,15 @@ class ProxyBridge(pulumi.ComponentResource):
     ):
         super().__init__("benchstack:components:ProxyBridge", name, None, opts)
         proxy = args.proxy
+        status = probe_host(
+            args.host, "proxy_status.sh",
+            {"STATE_DIR": args.state_dir, "NAME": BRIDGE_NAME,
+             "BRIDGE_PORT": str(proxy.bridge_port)},
+        )
+        token = status.apply(lambda s: str(s.get("token") or "start"))
         env: dict[str, pulumi.Input[str]] = {
+            "NAME": BRIDGE_NAME,
+            "PROXY_TOKEN": token,
             "UPSTREAM": proxy.upstream,
             "BRIDGE_PORT": str(proxy.bridge_port),
             "STATE_DIR": args.state_dir,
@@ -54,7 +73,8 @@ class ProxyBridge(pulumi.ComponentResource):
             script="proxy_bridge.sh",
             env=env,
             delete_script="proxy_bridge.delete.sh",
-            delete_env={"STATE_DIR": args.state_dir},
+            delete_env={"STATE_DIR": args.state_dir, "NAME": BRIDGE_NAME},
+            triggers=[token],
             opts=pulumi.ResourceOptions(parent=self),
         )
         default_url = f"http://host.docker.internal:{proxy.bridge_port}"

@@ -55,7 +55,7 @@ else
       stopped=true
     fi
   fi
-  rm -f "$PID_FILE" "$PID_FILE.socat" "$STATE_DIR/$NAME.settings"
+  rm -f "$PID_FILE" "$PID_FILE.socat" "$STATE_DIR/$NAME.settings" "$STATE_DIR/$NAME.token"
 fi
 log "bridge $NAME $([[ $stopped == true ]] && echo stopped || echo was not running)"
 jq -cn --argjson stopped "$stopped" --arg sup "$SUPERVISOR" '{stopped: $stopped, supervisor: $sup}'

@@ -18,6 +18,8 @@
 #   CHECK_IMAGE     image (with bash) that fetches CHECK_URL through the bridge; empty = skip ("")
 #   CHECK_URL       URL the CHECK_IMAGE container fetches; needs a 2xx/3xx     ("")
 #   DOCKER_HOST     Docker socket (docker's own default)
+#   PROXY_TOKEN     recorded once the bridge is up; proxy_status.sh returns it while the bridge
+#                   stays healthy (see components/proxy_bridge.py)               (start)
 # Outputs (last stdout line, JSON):
 #   proxy_url (http://host.docker.internal:PORT), bind_address, port, upstream, supervisor
 #   (systemd|loop), pid_file (loop pidfile, "" under systemd), log_file, unit ("" for the loop),
@@ -181,6 +183,7 @@ stop_ours() {
 if running_same; then
   if verify; then
     log "bridge $SETTINGS already running: nothing started"
+    echo "${PROXY_TOKEN:-start}" >"$STATE_DIR/$NAME.token"
     json_out false
     exit 0
   fi
@@ -251,4 +254,5 @@ if ! verify; then
   die "$PROBLEM; bridge stopped (log: $LOG_FILE)"
 fi
 log "bridge $SETTINGS up (log: $LOG_FILE)"
+echo "${PROXY_TOKEN:-start}" >"$STATE_DIR/$NAME.token"
 json_out true

@@ -1,10 +1,13 @@
-"""Fixtures of the real-CLI tests: the Pulumi engine tests/env/setup.sh built, and a fresh
-copy of the project for each test (the CLI writes `encryptionsalt` and secrets into the stack
-file and state into `.pulumi-state/`, which must never touch the checkout).
+"""The real Pulumi engine for the tests: the CLI, the Python language host and the command and
+Docker providers tests/env/engine/build.sh built, driving copies of the project.
 
-Every test runs the CLI with an isolated PULUMI_HOME (no plugin is ever downloaded), no
-PULUMI_BACKEND_URL (the project's own `file://./.pulumi-state` backend decides) and a
-passphrase, so secrets are encrypted as a user's are.
+Every test runs the CLI on a fresh copy of the project (the CLI writes `encryptionsalt`, secrets
+and config into the stack file and state into `.pulumi-state/`, which must never touch the
+checkout), with a PULUMI_HOME of its own that holds only the built providers (nothing is ever
+downloaded), no PULUMI_BACKEND_URL (the project's own `file://./.pulumi-state` backend decides)
+and a passphrase, so secrets are encrypted as a user's are. The program is run by the language
+host from the copy's `__main__.py`, in the copy's `.venv` (a link to the test environment's,
+which holds the same pins, unless a test asks for a fresh clone without one).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from tests.conftest import ROOT
 from tests.engine.paths import engine_root
 
 PASSPHRASE = "benchstack-engine-tests"
+PROGRAMS = Path(__file__).resolve().parent / "programs"
 
 
 @dataclass(frozen=True)
@@ -41,20 +45,22 @@ def engine(tmp_path_factory) -> Engine:
 
 
 def make_engine(home: Path) -> Engine:
-    """The built CLI with its own PULUMI_HOME (`home`), for this file's tests and others'."""
+    """The built engine with its own PULUMI_HOME (`home`), whose plugins are the built ones."""
     root = engine_root()
     if not (root / "bin" / "pulumi").is_file():
         pytest.fail(f"no Pulumi CLI under {root}: run `bash tests/env/setup.sh`")
+    home.mkdir(parents=True, exist_ok=True)
+    plugins = home / "plugins"
+    if not plugins.exists():
+        plugins.symlink_to(root / "home" / "plugins")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PULUMI_")}
     env.update(
         PULUMI_HOME=str(home),
         PULUMI_CONFIG_PASSPHRASE=PASSPHRASE,
         PULUMI_SKIP_UPDATE_CHECK="1",
         PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION="true",
-        PULUMI_AUTOMATION_API_SKIP_VERSION_CHECK="1",
-        # The CLI must use only this build: nothing else named pulumi on the PATH.
-        PATH=":".join([str(root / "bin"), str(Path(sys.executable).parent),
-                       "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]),
+        # The engine must use only this build: its language host and nothing else named pulumi.
+        PATH=":".join([str(root / "bin"), "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"]),
     )
     return Engine(root=root, env=env)
 
@@ -71,8 +77,10 @@ def project(tmp_path) -> Path:
     return copy_project(tmp_path)
 
 
-def copy_project(tmp_path: Path) -> Path:
-    """The project as a fresh clone has it: its tracked files (working-tree content)."""
+def copy_project(tmp_path: Path, *, venv: bool = True, program: str | None = None) -> Path:
+    """The project as a fresh clone has it: its tracked files (working-tree content). With
+    `venv`, `.venv` is the test environment's; with `program`, `__main__.py` is that test
+    program of tests/engine/programs/ instead of the project's."""
     dest = tmp_path / "benchstack"
     for rel in tracked_files():
         src = ROOT / rel
@@ -82,7 +90,13 @@ def copy_project(tmp_path: Path) -> Path:
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
     # The shared data the stack files point at sits beside the checkout.
-    (tmp_path / "shared").symlink_to(ROOT.parent / "shared")
+    shared = tmp_path / "shared"
+    if not shared.exists():
+        shared.symlink_to(ROOT.parent / "shared")
+    if venv:
+        (dest / ".venv").symlink_to(Path(sys.prefix))
+    if program:
+        shutil.copy2(PROGRAMS / f"{program}.py", dest / "__main__.py")
     return dest
 
 
@@ -92,38 +106,54 @@ class Cli:
     stdout: str
     stderr: str
 
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+    def json(self) -> dict:
+        return json.loads(self.stdout)
+
 
 def pulumi(engine: Engine, project: Path, *args: str, stdin: str | None = None,
-           timeout: float = 300) -> Cli:
+           timeout: float = 900, env: dict[str, str] | None = None) -> Cli:
     proc = subprocess.run(
-        [str(engine.pulumi), "--non-interactive", *args], cwd=project, env=engine.env,
-        input=stdin, capture_output=True, text=True, timeout=timeout,
+        [str(engine.pulumi), "--non-interactive", "--color", "never", *args], cwd=project,
+        env={**engine.env, **(env or {})}, input=stdin, capture_output=True, text=True,
+        timeout=timeout,
     )
     return Cli(proc.returncode, proc.stdout, proc.stderr)
 
 
-def inline(engine: Engine, project: Path, stack: str, operation: str, program: str,
-           timeout: float = 600, env: dict[str, str] | None = None) -> dict:
-    """One operation through the real CLI with the program served inline (see inline.py)."""
-    proc = subprocess.run(
-        [sys.executable, str(ROOT / "tests" / "engine" / "inline.py"), str(project), stack,
-         operation, program],
-        cwd=project, env={**engine.env, **(env or {})}, capture_output=True,
-        text=True, timeout=timeout,
-    )
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        raise AssertionError(f"inline.py failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
-    return json.loads(lines[-1])
+def ok(cli: Cli) -> Cli:
+    if cli.returncode != 0:
+        raise AssertionError(f"pulumi failed ({cli.returncode}):\n{cli.output[-4000:]}")
+    return cli
 
 
-def record_outputs(engine: Engine, project: Path, stack: str, outputs: dict,
-                   tmp_path: Path) -> None:
-    """Make `outputs` the real stack's outputs (a program that only exports them), so that
-    `pulumi stack output --json` answers with them."""
-    recorded = tmp_path / f"{stack}-outputs.json"
+def steps(cli: Cli) -> dict[str, str]:
+    """What a `preview --json` or `up --json` did to each resource: name -> op."""
+    return {step["urn"].rsplit("::", 1)[-1]: step["op"] for step in cli.json()["steps"]}
+
+
+def changed(cli: Cli) -> dict[str, str]:
+    """The steps that did something (not `same`, not the stack itself)."""
+    return {name: op for name, op in steps(cli).items()
+            if op not in ("same", "read") and not name.startswith("benchstack-")}
+
+
+def set_config(engine: Engine, project: Path, stack: str, *args: str,
+               stdin: str | None = None) -> None:
+    ok(pulumi(engine, project, "stack", "select", "--create", stack))
+    ok(pulumi(engine, project, "config", "set", "--stack", stack, *args, stdin=stdin))
+
+
+def record_outputs(engine: Engine, tmp_path: Path, stack: str, outputs: dict) -> Path:
+    """A project whose stack `stack` has exactly `outputs` (its program only exports them), so
+    that `pulumi stack output --json` answers with them; returns that project."""
+    project = copy_project(tmp_path / f"{stack}-outputs", program="outputs")
+    recorded = project / "outputs.json"
     recorded.write_text(json.dumps(outputs))
-    result = inline(engine, project, stack, "up", "outputs",
-                    env={"BENCHSTACK_TEST_OUTPUTS": str(recorded)})
-    if not result["ok"]:
-        raise AssertionError(f"recording the outputs failed:\n{result['error'][-2000:]}")
+    ok(pulumi(engine, project, "stack", "select", "--create", stack))
+    ok(pulumi(engine, project, "up", "--yes", "--stack", stack,
+              env={"BENCHSTACK_TEST_OUTPUTS": str(recorded)}))
+    return project

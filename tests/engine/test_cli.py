@@ -1,17 +1,14 @@
-"""The real Pulumi CLI on the project: its build, the state backend of a fresh clone, the config
-as the CLI encodes it, rejected configs, and secrets.
-
-What cannot run here, and why: `preview`/`up`/`destroy` of the stacks' command resources need
-the pulumi-command provider, and `pulumi up` without `--client` needs the Python language host;
-the module proxy refuses both modules (tests/env/engine/build.sh probes them on every setup and
-`test_engine_reports_what_it_lacks` pins that down, so the day they are served this fails and
-says so).
+"""The real Pulumi engine on the project: its build and plugins, the state backend of a fresh
+clone and its Python environment, the config as the CLI encodes it, rejected configs, and
+secrets. Every program here is run by the language host; the lifecycle of the stacks' resources
+is tests/e2e (the local stack) and tests/serving/test_docker_provider_real.py (containers).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -25,7 +22,14 @@ import yaml
 
 from components.config import load_stack_file
 from tests.conftest import ROOT
-from tests.engine.conftest import Engine, inline, pulumi, record_outputs
+from tests.engine.conftest import (
+    Engine,
+    copy_project,
+    ok,
+    pulumi,
+    record_outputs,
+    set_config,
+)
 from tests.engine.paths import engine_status
 from tests.graph.program import stack_config
 
@@ -38,25 +42,32 @@ def version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", text)[:3])
 
 
-def test_cli_is_built_and_not_older_than_the_sdk_pin(engine: Engine, project: Path) -> None:
-    cli = pulumi(engine, project, "version")
-    assert cli.returncode == 0, cli.stderr
+def sdk_pins() -> dict[str, str]:
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
-    sdk_pin = next(d.split("==")[1] for d in deps if d.startswith("pulumi=="))
+    return dict(d.split("==") for d in deps if "==" in d)
+
+
+def test_cli_is_built_and_not_older_than_the_sdk_pin(engine: Engine, project: Path) -> None:
+    cli = ok(pulumi(engine, project, "version"))
+    sdk_pin = sdk_pins()["pulumi"]
     assert version_tuple(cli.stdout) >= version_tuple(sdk_pin), (cli.stdout, sdk_pin)
-    plugins = pulumi(engine, project, "plugin", "ls", "--json")
-    assert plugins.returncode == 0, plugins.stderr
-    # Nothing was downloaded into the tests' PULUMI_HOME.
-    assert json.loads(plugins.stdout or "[]") == []
+    # The language host is the one built beside the CLI (the engine finds it there).
+    assert (engine.root / "bin" / "pulumi-language-python").is_file()
+    assert os.access(engine.root / "bin" / "pulumi-language-python-exec", os.X_OK)
 
 
-def test_engine_reports_what_it_lacks(engine: Engine) -> None:
-    """The two engine parts the module proxy refuses; when one is served, build it and turn
-    the blocked tests on (this test then fails, on purpose)."""
+def test_the_providers_are_the_ones_the_sdk_pins_ask_for(engine: Engine, project: Path) -> None:
+    """`pulumi plugin ls` holds exactly the command and Docker providers built from
+    ../shared/vendor, at the versions of the SDK pins: a pin bump without a provider build
+    fails here, not at a user's `pulumi up` (the SDK asks the engine for its own version)."""
+    plugins = json.loads(ok(pulumi(engine, project, "plugin", "ls", "--json")).stdout)
+    installed = {(p["name"], p["version"]) for p in plugins if p["kind"] == "resource"}
+    pins = sdk_pins()
+    assert installed == {("command", pins["pulumi-command"]), ("docker", pins["pulumi-docker"])}
+    assert installed == {("command", "1.2.1"), ("docker", "5.1.1")}
     status = engine_status()
-    assert status["pulumi"].startswith("v3.")
-    assert "refused" in status["language_host_python"], status
-    assert "refused" in status["command_provider"], status
+    assert {p["name"] for p in status["parts"]} == {
+        f"cli-{status['pulumi']}", "command-1.2.1", "docker-5.1.1"}
 
 
 def test_fresh_clone_state_backend(engine: Engine, project: Path) -> None:
@@ -73,27 +84,31 @@ def test_fresh_clone_state_backend(engine: Engine, project: Path) -> None:
     assert json.loads(pulumi(engine, project, "stack", "ls", "--json").stdout) == []
 
 
+def config_up(engine: Engine, project: Path, stack: str) -> dict:
+    """`pulumi up` of the config program (tests/engine/programs/config.py): what it read."""
+    ok(pulumi(engine, project, "stack", "select", "--create", stack))
+    ok(pulumi(engine, project, "up", "--yes", "--stack", stack))
+    return ok(pulumi(engine, project, "stack", "output", "--json", "--stack", stack)).json()
+
+
+@pytest.fixture
+def config_project(tmp_path) -> Path:
+    return copy_project(tmp_path, program="config")
+
+
 @pytest.mark.parametrize("stack", STACKS)
 def test_config_reaches_the_program_as_the_cli_encodes_it(
-    engine: Engine, project: Path, stack: str
+    engine: Engine, config_project: Path, stack: str
 ) -> None:
-    """Every stack file, fed by the real CLI: the program's model equals the one read from the
-    file, and the raw strings are exactly what the graph tests feed their mocks."""
-    result = inline(engine, project, stack, "up", "config")
-    assert result["ok"], result["error"][-3000:]
-    decoded = result["outputs"]["decoded"]
+    """Every stack file, fed by the real CLI to the program the language host runs: the
+    program's model equals the one read from the file, and the raw strings are exactly what
+    the graph tests feed their mocks."""
+    outputs = config_up(engine, config_project, stack)
+    decoded = outputs["decoded"]
     assert decoded == load_stack_file(ROOT / f"Pulumi.{stack}.yaml").model_dump(mode="json")
-    raw = result["outputs"]["raw"]
+    raw = outputs["raw"]
     assert raw == stack_config(stack) | {}, "the graph tests' encoding differs from the CLI's"
     assert raw["benchstack:workspace"].startswith("/"), "a plain string must stay a string"
-
-
-def set_config(engine: Engine, project: Path, stack: str, *args: str,
-               stdin: str | None = None) -> None:
-    init = pulumi(engine, project, "stack", "select", "--create", stack)
-    assert init.returncode == 0, init.stderr
-    cli = pulumi(engine, project, "config", "set", "--stack", stack, *args, stdin=stdin)
-    assert cli.returncode == 0, cli.stderr
 
 
 @pytest.mark.parametrize(
@@ -113,16 +128,17 @@ def set_config(engine: Engine, project: Path, stack: str, *args: str,
 def test_rejected_config_is_one_clean_message(
     engine: Engine, project: Path, args: tuple[str, ...], named: str
 ) -> None:
+    """The project's program, run by the language host: one message naming the key, no
+    traceback, and nothing registered (not even the stack), before anything touches a host."""
     set_config(engine, project, "local", *args)
-    result = inline(engine, project, "local", "preview", "main")
-    assert not result["ok"]
-    error = result["error"]
-    assert named in error, error[-2000:]
-    assert "Traceback" not in error and "runtime error" not in error, error[-3000:]
-    # Nothing was registered: the stack holds no resource at all, not even the stack itself.
-    export = pulumi(engine, project, "stack", "export", "--stack", "local")
-    assert export.returncode == 0, export.stderr
-    assert not json.loads(export.stdout)["deployment"].get("resources")
+    for operation in (("preview",), ("up", "--yes")):
+        cli = pulumi(engine, project, *operation, "--stack", "local")
+        assert cli.returncode != 0
+        assert named in cli.output, cli.output[-2000:]
+        assert "Traceback" not in cli.output and "runtime error" not in cli.output, cli.output
+        assert "KeyboardInterrupt" not in cli.output, cli.output
+    export = ok(pulumi(engine, project, "stack", "export", "--stack", "local")).json()
+    assert not export["deployment"].get("resources")
 
 
 @pytest.mark.parametrize(
@@ -136,13 +152,11 @@ def test_rejected_config_is_one_clean_message(
     ids=["from-audit", "task-list"],
 )
 def test_reruns_set_as_the_readme_says_reach_the_program(
-    engine: Engine, project: Path, args: tuple[str, ...], expected: dict
+    engine: Engine, config_project: Path, args: tuple[str, ...], expected: dict
 ) -> None:
     """`pulumi config set --path` (the README's way) gives the rerun section the model reads."""
-    set_config(engine, project, "local", *args)
-    result = inline(engine, project, "local", "up", "config")
-    assert result["ok"], result["error"][-3000:]
-    assert result["outputs"]["decoded"]["harbor"]["reruns"] == expected
+    set_config(engine, config_project, "local", *args)
+    assert config_up(engine, config_project, "local")["decoded"]["harbor"]["reruns"] == expected
 
 
 def ed25519_key(tmp_path: Path) -> str:
@@ -151,10 +165,12 @@ def ed25519_key(tmp_path: Path) -> str:
     return key.read_text()
 
 
-def test_ssh_key_set_from_a_file_stays_secret(engine: Engine, project: Path, tmp_path) -> None:
+def test_ssh_key_set_from_a_file_stays_secret(engine: Engine, config_project: Path,
+                                               tmp_path) -> None:
     """`pulumi config set --secret benchstack:sshPrivateKey -- < key` as the stack file says:
     the CLI stores it without its trailing newline; the program gets the key, and neither the
     stack file, the state nor the outputs hold it in plain text."""
+    project = config_project
     key = ed25519_key(tmp_path)
     set_config(engine, project, "a100", "--secret", "benchstack:sshPrivateKey", "--", stdin=key)
     stack_file = (project / "Pulumi.a100.yaml").read_text()
@@ -162,89 +178,94 @@ def test_ssh_key_set_from_a_file_stays_secret(engine: Engine, project: Path, tmp
     stored = yaml.safe_load(stack_file)["config"]["benchstack:sshPrivateKey"]
     assert set(stored) == {"secure"}
 
-    result = inline(engine, project, "a100", "up", "config")
-    assert result["ok"], result["error"][-3000:]
-    assert result["outputs"]["ssh_key"] == "[secret]"
+    outputs = config_up(engine, project, "a100")
+    assert outputs["ssh_key"] == "[secret]"
     stored_key = key.rstrip("\n")
-    assert result["outputs"]["ssh_key_sha256"] == hashlib.sha256(stored_key.encode()).hexdigest()
+    assert outputs["ssh_key_sha256"] == hashlib.sha256(stored_key.encode()).hexdigest()
     body = key.strip().splitlines()[1]
     for args in (("stack", "export"), ("stack", "output", "--json"), ("config",)):
-        cli = pulumi(engine, project, *args, "--stack", "a100")
-        assert cli.returncode == 0, cli.stderr
+        cli = ok(pulumi(engine, project, *args, "--stack", "a100"))
         assert body not in cli.stdout and "PRIVATE KEY" not in cli.stdout, args
     state = "".join(p.read_text() for p in (project / ".pulumi-state").rglob("*.json"))
     assert body not in state and "PRIVATE KEY" not in state
 
 
-def test_fresh_clone_gets_its_python_environment(engine: Engine, project: Path) -> None:
-    """The first `pulumi up` of a fresh clone creates `.venv` and installs the program's
-    dependencies, by the language host's own code (sdk/v3 python/toolchain, see
-    tests/env/engine/cmd/python-deps) reading Pulumi.yaml's `toolchain: pip` and
-    `requirements.txt`. Then the real CLI runs the program with that environment."""
+def test_fresh_clone_gets_its_python_environment(engine: Engine, tmp_path) -> None:
+    """The first `pulumi preview` of a fresh clone (no `.venv`) creates `.venv` through the
+    language host (Pulumi.yaml: `toolchain: pip`, `virtualenv: .venv`) from requirements.txt,
+    and then runs the program in it: the plan of the local stack."""
+    project = copy_project(tmp_path, venv=False)
     assert not (project / ".venv").exists()
-    proc = subprocess.run([str(engine.root / "bin" / "python-deps"), str(project)],
-                          capture_output=True, text=True, timeout=900, env=engine.env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    ok(pulumi(engine, project, "stack", "select", "--create", "local"))
+    preview = ok(pulumi(engine, project, "preview", "--json", "--stack", "local", timeout=1200))
+    assert preview.json()["changeSummary"]["create"] >= 15
     python = project / ".venv" / "bin" / "python"
     imports = subprocess.run(
-        [str(python), "-c", "import pulumi, pulumi_command, pulumi_docker, pydantic, httpx, boto3"],
+        [str(python), "-c",
+         "import pulumi, pulumi_command, pulumi_docker, pydantic, httpx, boto3, components"],
         capture_output=True, text=True, cwd="/",
     )
     assert imports.returncode == 0, imports.stderr
-    run = subprocess.run(
-        [str(python), str(project / "tests" / "engine" / "inline.py"), str(project), "local",
-         "up", "config"], capture_output=True, text=True, timeout=600, cwd=project, env=engine.env,
-    )
-    result = json.loads(run.stdout.strip().splitlines()[-1]) if run.stdout.strip() else {}
-    assert run.returncode == 0 and result.get("ok"), (run.stderr[-3000:], result)
-    assert result["outputs"]["decoded"]["workspace"] == "/var/lib/benchstack/local"
+    freeze = subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True,
+                            text=True, check=True).stdout
+    pins = sdk_pins()
+    for name in ("pulumi", "pulumi-command", "pulumi-docker"):
+        assert f"{name.replace('-', '_')}=={pins[name]}" in freeze.replace("-", "_"), name
 
 
-def test_no_secret_in_any_process_arguments_during_up(engine: Engine, project: Path,
+def test_no_secret_in_any_process_arguments_during_up(engine: Engine, config_project: Path,
                                                       tmp_path) -> None:
     """While the real CLI runs `up` with the SSH key and the API key set as secrets, no
-    process on the machine carries either in its arguments (`ps` shows them to every user)."""
-
+    process on the machine carries either in its arguments (`ps` shows them to every user).
+    The local stack's own `up` is watched the same way in tests/e2e."""
+    project = config_project
     key = ed25519_key(tmp_path)
     set_config(engine, project, "a100", "--secret", "benchstack:sshPrivateKey", "--", stdin=key)
     set_config(engine, project, "a100", "--secret", "benchstack:apiKey", "sk-benchstack-canary")
     needles = [key.strip().splitlines()[1].encode(), b"sk-benchstack-canary"]
-    seen: list[str] = []
-    done = threading.Event()
+    with ProcessWatch(needles) as seen:
+        config_up(engine, project, "a100")
+    assert seen == [], seen
 
-    def watch() -> None:
-        while not done.is_set():
+
+class ProcessWatch:
+    """Every process's arguments, read from /proc while the block runs: those holding a needle."""
+
+    def __init__(self, needles: list[bytes]) -> None:
+        self.needles = needles
+        self.seen: list[str] = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        while not self.done.is_set():
             for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
                 try:
                     args = cmdline.read_bytes()
                 except OSError:
                     continue
-                if any(n in args for n in needles):
-                    seen.append(args.replace(b"\0", b" ").decode(errors="replace")[:200])
+                if any(n in args for n in self.needles):
+                    self.seen.append(args.replace(b"\0", b" ").decode(errors="replace")[:200])
             time.sleep(0.05)
 
-    watcher = threading.Thread(target=watch, daemon=True)
-    watcher.start()
-    try:
-        result = inline(engine, project, "a100", "up", "config")
-    finally:
-        done.set()
-        watcher.join(timeout=5)
-    assert result["ok"], result["error"][-2000:]
-    assert seen == [], seen
+    def __enter__(self) -> list[str]:
+        self.thread.start()
+        return self.seen
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join(timeout=5)
 
 
-def test_audit_reads_the_job_from_the_real_stack_outputs(engine: Engine, project: Path,
-                                                          tmp_path) -> None:
+def test_audit_reads_the_job_from_the_real_stack_outputs(engine: Engine, tmp_path) -> None:
     """`python -m audit --stack` through the real `pulumi stack output --json`, run from a
     directory other than the project's: the same report as the job dir given directly."""
     from components import outputs as keys
     from tests.audit.audit_jobgen import seed_final_run, write_job
 
     job_dir = write_job(tmp_path / "results", "seed-job", seed_final_run())
-    record_outputs(engine, project, "local", {keys.JOB_DIR: str(job_dir),
-                                              keys.REFERENCE_SCORE: 73.0,
-                                              keys.HARBOR_HOST: "local"}, tmp_path)
+    project = record_outputs(engine, tmp_path, "local", {
+        keys.JOB_DIR: str(job_dir), keys.REFERENCE_SCORE: 73.0, keys.HARBOR_HOST: "local"})
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
 
