@@ -371,7 +371,8 @@ class HarborJob(pulumi.ComponentResource):
             )
         )
         default_bin = f"{workspace}/harbor-{args.harbor.version}/bin/harbor"
-        harbor_bin = install.outputs.apply(lambda out: out.get("harbor_bin") or default_bin)
+        # Known from the config and tied to the step (see ToolBundle.tools_dir for why).
+        harbor_bin = pulumi.Output.all(install.command.id, default_bin).apply(lambda v: v[1])
         job_name = rendered.apply(lambda r: r.job_name)
         compose_path = rendered.apply(lambda r: r.compose_path)
         status = probe_job_status(
@@ -421,7 +422,8 @@ class HarborJob(pulumi.ComponentResource):
         self.job_dir = after_launch(job_name.apply(lambda n: f"{jobs_dir}/{n}"))
         self.job_log = job_name.apply(lambda n: f"{log_dir}/{n}.log")
         self.pid_file = job_name.apply(lambda n: f"{log_dir}/{n}.pid")
-        self.dataset_path = dataset_run.outputs.apply(lambda o: o.get("dataset_path") or tasks_dir)
+        self.dataset_path = pulumi.Output.all(dataset_run.command.id, tasks_dir).apply(
+            lambda v: v[1])
         self.harbor_bin = harbor_bin
         self.job_state = status.apply(lambda s: str(s.get("state") or "unknown"))
         self.register_outputs(

@@ -77,8 +77,11 @@ class ProxyBridge(pulumi.ComponentResource):
             triggers=[token],
             opts=pulumi.ResourceOptions(parent=self),
         )
-        default_url = f"http://host.docker.internal:{proxy.bridge_port}"
-        self.proxy_url = run.outputs.apply(lambda o: str(o.get("proxy_url") or default_url))
+        # Known from the config, not read from the step's output: the job's config is rendered
+        # from it, and a value that is unknown while the bridge is repaired (a replacement)
+        # would make the engine replace the job's steps too, stopping a running job. Whoever
+        # uses it depends on this component, so the bridge is up first.
+        self.proxy_url = pulumi.Output.from_input(f"http://host.docker.internal:{proxy.bridge_port}")
         self.bind_address = run.outputs.apply(lambda o: str(o.get("bind_address", "")))
         self.pid_file = run.outputs.apply(lambda o: str(o.get("pid_file", "")))
         self.log_file = run.outputs.apply(lambda o: str(o.get("log_file", "")))

@@ -58,7 +58,10 @@ class ToolBundle(pulumi.ComponentResource):
             delete_env={"TOOLS_DIR": args.tools_dir},
             opts=pulumi.ResourceOptions(parent=self),
         )
-        self.tools_dir = run.outputs.apply(lambda o: str(o.get("tools_dir") or args.tools_dir))
+        # Known from the config (tied to the step, so users wait for it), not read from its
+        # output: that is unknown while the step updates, and the job config rendered from it
+        # would then be planned as a replacement of the job.
+        self.tools_dir = pulumi.Output.all(run.command.id, args.tools_dir).apply(lambda v: v[1])
         self.bundle_root = pulumi.Output.from_input(BUNDLE_ROOT)
         self.tmux_version = run.outputs.apply(lambda o: str(o.get("tmux_version", "")))
         self.asciinema_version = run.outputs.apply(lambda o: str(o.get("asciinema_version", "")))

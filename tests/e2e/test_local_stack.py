@@ -1,121 +1,45 @@
-"""End to end: the `local` stack from up to audit to destroy, for real, in the order Pulumi runs it.
+"""End to end: the `local` stack through the real `pulumi` CLI, from preview to destroy.
 
-`__main__.py` is evaluated for `Pulumi.local.yaml` by tests/e2e/engine.py, which runs every
-host script the program declares on this machine's real Docker engine (the daemon config is
-applied to it and it is restarted by the stack's restart command), with the local registry as
-the image mirror and tinyproxy behind the proxy bridge. The test then waits for the oracle job
-with the progress command, audits the job from the stack outputs (recorded in a real stack and
-read back through the real `pulumi stack output --json`), archives it to moto's S3, upgrades
-(edited host scripts), checks that a second `up` runs nothing, destroys, and checks that
-nothing is left but results, daemon.json and docker0 as they were.
+The project's own `__main__.py` runs under the language host; the command provider runs every
+host step on this machine's real Docker engine (the daemon config is merged into it and it is
+restarted the way the shipped stack says: decided on the host), with the local registry as the
+image mirror and tinyproxy behind the proxy bridge. Each test then checks the host itself, not
+the CLI's words: daemon.json, docker0, networks, containers, processes, files, Harbor's job.
 """
 
 from __future__ import annotations
 
-import http.server
 import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import boto3
 import pytest
 
-from components import host as host_module
 from components import outputs as keys
 from components.config import split_stack_file
-from tests.conftest import CANARY_IMAGE, REGISTRY, ROOT, docker
-from tests.e2e.engine import StackState, delete, destroy, run_create, up
-from tests.engine.conftest import copy_project, make_engine, record_outputs
+from tests.conftest import CANARY_IMAGE, ROOT, docker
+from tests.e2e.conftest import DAEMON_JSON, LocalStack, daemon_pools, docker0_address
+from tests.engine.conftest import changed, steps
+from tests.engine.test_cli import ProcessWatch
 
 pytestmark = pytest.mark.real
 
 PY = sys.executable
-DAEMON_JSON = Path("/etc/docker/daemon.json")
 # What the oracle gets on the demo tasks: the expected category of every task.
 EXPECTED = {
     "hello-file": "passed",
     "hello-file-wrong": "agent_error",
     "hello-file-slow": "agent_timeout",
 }
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def target_url():
-    """A host-local HTTP server that a task container reaches only through the proxy bridge."""
-
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", _free_port()), Quiet)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/"
-    server.shutdown()
-
-
-@pytest.fixture
-def canary_from_mirror(docker_engine):
-    """Drop the local tag of the demo tasks' image so `up` must pull it through the mirror."""
-    docker("image", "rm", CANARY_IMAGE, check=False)
-    yield
-    if docker("image", "inspect", CANARY_IMAGE, check=False).returncode != 0:
-        docker("pull", f"{REGISTRY}/{CANARY_IMAGE}")
-        docker("tag", f"{REGISTRY}/{CANARY_IMAGE}", CANARY_IMAGE)
-
-
-@pytest.fixture
-def stack(tmp_path, target_url, canary_from_mirror, harbor_bin):
-    """The local stack's overrides for this machine, and a destroy that always runs."""
-    workspace = tmp_path / "workspace"
-    overrides = {
-        "workspace": str(workspace),
-        "docker": {
-            "address_pools": [{"base": "10.213.0.0/16", "size": 24}],
-            "restart_command": f"bash {ROOT}/tests/env/dockerd.sh restart",
-            "proof_networks": 16,
-        },
-        "proxy": {"upstream": "127.0.0.1:27890", "bridge_port": 27891, "check_url": target_url},
-    }
-    daemon_before = DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None
-    docker0_before = docker0_address()
-    state = StackState()
-    try:
-        yield state, overrides, workspace
-    finally:
-        if state.order:
-            destroy(state)
-        # Whatever happened, the engine's config is as it was and the engine answers.
-        if daemon_before is None:
-            assert not DAEMON_JSON.exists(), "destroy left /etc/docker/daemon.json behind"
-        else:
-            assert DAEMON_JSON.read_bytes() == daemon_before
-        docker("info")
-        assert docker0_address() == docker0_before, "destroy left docker0 at another address"
-
-
-
-def docker0_address() -> str:
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "docker0"],
-                         capture_output=True, text=True, check=True).stdout.split()
-    return out[out.index("inet") + 1]
-
-
-def wait_for_job(outputs: dict, timeout: int = 420) -> dict:
-    return wait_for(outputs[keys.JOB_DIR], outputs[keys.JOB_PID_FILE], timeout)
+API_KEY = "sk-benchstack-e2e-canary"
+# The proxy bridge's state (components/proxy_bridge.py: BRIDGE_NAME under <workspace>/logs).
+BRIDGE = "logs/proxy-bridge/benchstack-proxy-bridge"
 
 
 def wait_for(job_dir: str, pid_file: str, timeout: int = 420) -> dict:
@@ -128,16 +52,20 @@ def wait_for(job_dir: str, pid_file: str, timeout: int = 420) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def audit_json(*args: str, env: dict | None = None, cwd: Path = ROOT, stdout: bool = True) -> dict:
-    """The JSON report; with `stdout=False`, read from the `--out` file given in `args`."""
+def wait_for_job(outputs: dict, timeout: int = 420) -> dict:
+    return wait_for(outputs[keys.JOB_DIR], outputs[keys.JOB_PID_FILE], timeout)
+
+
+def audit_json(*args: str, env: dict | None = None, cwd: Path = ROOT,
+               out: Path | None = None) -> dict:
+    """The JSON report (read from `out` when the report goes to a file)."""
     proc = subprocess.run(
-        [PY, "-m", "audit", *args, "--format", "json"],
-        capture_output=True, text=True, timeout=300, cwd=cwd, env={**os.environ, **(env or {})},
+        [PY, "-m", "audit", *args, "--format", "json", *(["--out", str(out)] if out else [])],
+        capture_output=True, text=True, timeout=300, cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    if stdout:
-        return json.loads(proc.stdout)
-    return json.loads(Path(args[list(args).index("--out") + 1]).read_text())
+    return json.loads(out.read_text() if out else proc.stdout)
 
 
 def assert_demo_scores(report: dict) -> None:
@@ -148,44 +76,102 @@ def assert_demo_scores(report: dict) -> None:
     assert raw["ci_low"] < 33.33 < raw["ci_high"]
 
 
+def process_lines() -> list[str]:
+    procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return sorted(
+        line for line in procs.splitlines()
+        if ("harbor run" in line or "harbor job resume" in line or "socat" in line
+            or "benchstack-proxy-bridge-loop" in line) and "ps -eo" not in line
+    )
+
+
 def leftovers(job_name: str) -> dict[str, list[str]]:
     project = job_name.lower()
     containers = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
     networks = docker("network", "ls", "--format", "{{.Name}}").stdout.split()
-    procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     return {
         "containers": [c for c in containers if "__env" in c or project in c],
         "networks": [n for n in networks if "__env" in n or "benchstack-pool-proof" in n],
-        "processes": [
-            line for line in procs.splitlines()
-            if ("harbor run" in line or "harbor job resume" in line or "socat" in line)
-            and "ps -eo" not in line
-        ],
+        "processes": process_lines(),
     }
 
 
-def test_local_stack_up_audit_archive_upgrade_reup_destroy(stack, s3_env, tmp_path, monkeypatch):
-    state, overrides, workspace = stack
+def host_snapshot(workspace: Path) -> dict:
+    """What a preview must leave untouched."""
+    return {
+        "daemon_json": DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None,
+        "docker0": docker0_address(),
+        "networks": sorted(docker("network", "ls", "--format", "{{.Name}}").stdout.split()),
+        "containers": sorted(docker("ps", "-a", "--format", "{{.Names}}").stdout.split()),
+        "processes": process_lines(),
+        "workspace": workspace.exists(),
+    }
 
-    first = up("local", state, overrides)
-    outputs = first.run.exports
-    assert first.replaced == [] and first.unchanged == []
+
+def bridge_listening(port: int = 27891) -> bool:
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
+    return bool(out.stdout.strip())
+
+
+def kill_bridge(workspace: Path) -> None:
+    """The bridge dies with its supervisor (a reboot, a kill -9): nothing on the host restarts
+    it."""
+    state = workspace / BRIDGE
+    for pid_file in (Path(f"{state}.pid"), Path(f"{state}.pid.socat")):
+        pid = int(pid_file.read_text().strip())
+        os.kill(pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while bridge_listening() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not bridge_listening()
+
+
+def test_preview_of_a_fresh_stack_shows_the_plan_and_changes_nothing(local: LocalStack):
+    before = host_snapshot(local.workspace)
+    preview = local.preview()
+    plan = steps(preview)
+    assert set(plan.values()) == {"create"}
+    for name in ("local-code-copy", "local-docker-daemon-apply", "images-pull", "tools-build",
+                 "proxy-socat", "job-install", "job-launch"):
+        assert plan[name] == "create", name
+    assert host_snapshot(local.workspace) == before
+    assert local.resources() == []
+
+
+def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalStack, s3_env,
+                                                                 tmp_path):
+    local.config("--secret", "benchstack:apiKey", API_KEY)
+
+    # --- up: every step created; no secret in any process's arguments meanwhile -------------
+    with ProcessWatch([API_KEY.encode()]) as seen:
+        first = local.up()
+    assert seen == [], seen
+    assert set(changed(first).values()) == {"create"}
+    outputs = local.outputs()
     assert {keys.JOB_DIR, keys.JOB_LOG, keys.TOOLS_DIR, keys.PROXY_URL} <= outputs.keys()
     assert outputs[keys.IMAGES_READY] == 1
     assert docker("image", "inspect", CANARY_IMAGE, check=False).returncode == 0
-    daemon = json.loads(DAEMON_JSON.read_text())
-    assert daemon["default-address-pools"] == [{"base": "10.213.0.0/16", "size": 24}]
+    assert daemon_pools() == [{"base": "10.213.0.0/16", "size": 24}]
+    state_files = "".join(p.read_text() for p in (local.project / ".pulumi-state").rglob("*")
+                          if p.is_file())
+    assert API_KEY not in state_files and API_KEY not in json.dumps(local.export())
+    # The state holds calls of the host code, not its text (it was 508 KB with the text).
+    checkpoint = (local.project / ".pulumi-state" / ".pulumi" / "stacks" / "benchstack"
+                  / "local.json").read_text()
+    assert len(checkpoint) < 120_000, len(checkpoint)
+    assert "pinned_venv() {" not in checkpoint and "def main(" not in checkpoint
 
+    # --- nothing changed: preview says so, and a second up creates and replaces nothing ---
+    local.preview("--expect-no-changes")
+    assert changed(local.up()) == {}
+
+    # --- the job, its progress and its audit through the real stack outputs ----------------
     snapshot = wait_for_job(outputs)
     assert snapshot["done"] == snapshot["total"] == 3
-
-    # The audit finds the job from the stack outputs alone, through the real
-    # `pulumi stack output --json` of a real stack holding them, from another directory.
-    engine = make_engine(tmp_path / "pulumi-home")
-    project = copy_project(tmp_path / "clone")
-    record_outputs(engine, project, "local", outputs, tmp_path)
-    report = audit_json("--stack", "local", "--project", str(project),
-                        env={**engine.env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    report = audit_json("--stack", "local", "--project", str(local.project),
+                        env=local.engine.env, cwd=elsewhere)
     assert_demo_scores(report)
 
     # Archive to S3, then audit the archived copy.
@@ -202,50 +188,72 @@ def test_local_stack_up_audit_archive_upgrade_reup_destroy(stack, s3_env, tmp_pa
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert_demo_scores(audit_json(uri, env=s3_env))
 
-    # An upgrade of benchstack edits host scripts: each is an update that runs its create again
-    # over what is there and deletes nothing, so pools, bundle, bridge and Harbor stay in place.
+    # --- an input change names exactly what it changes ------------------------------------
+    local.config("--path", "benchstack:docker.proof_networks", "8")
+    assert changed(local.preview("--diff")) == {"local-docker-daemon-apply": "update"}
+    assert changed(local.up()) == {"local-docker-daemon-apply": "update"}
+    assert daemon_pools() == [{"base": "10.213.0.0/16", "size": 24}]
+    # Another concurrency is another job: its steps are replaced, the rest stays (preview only).
+    local.config("--path", "benchstack:harbor.n_concurrent_trials", "2")
+    local.config("--path", "benchstack:harbor.agent.n_concurrent", "2")
+    job_change = changed(local.preview("--diff"))
+    assert {"job-configs", "job-preflight", "job-launch"} <= job_change.keys()
+    assert job_change["job-launch"] == "replace"
+    assert not {"local-docker-daemon-apply", "images-pull", "tools-build", "proxy-socat",
+                "job-install", "job-dataset"} & job_change.keys(), job_change
+    local.config("--path", "benchstack:harbor.agent.n_concurrent", "3")
+    local.config("--path", "benchstack:harbor.n_concurrent_trials", "3")
+    local.preview("--expect-no-changes")
+
+    # --- an upgrade of benchstack edits host scripts: exactly their steps re-run in place --
     edited = {"daemon_config.sh": "local-docker-daemon-apply", "tool_bundle.sh": "tools-build",
               "proxy_bridge.sh": "proxy-socat", "harbor_install.sh": "job-install"}
-    original_text = host_module.script_text
-
-    def upgraded(script: str) -> str:
-        text = original_text(script)
-        return text + "\n# benchstack upgrade\n" if script in edited else text
-
-    monkeypatch.setattr(host_module, "script_text", upgraded)
-    upgrade = up("local", state, overrides)
-    assert upgrade.created == [] and upgrade.replaced == [], (upgrade.created, upgrade.replaced)
-    assert sorted(upgrade.updated) == sorted(edited.values())
-    assert json.loads(DAEMON_JSON.read_text())["default-address-pools"] == overrides["docker"][
-        "address_pools"]
+    for script in edited:
+        path = local.project / "components" / "scripts" / script
+        path.write_text(path.read_text() + "\n# benchstack upgrade\n")
+    expected = {**{step: "update" for step in edited.values()}, "local-code-copy": "update"}
+    assert changed(local.preview()) == expected
+    assert changed(local.up()) == expected
+    assert daemon_pools() == [{"base": "10.213.0.0/16", "size": 24}]
     tools = Path(outputs[keys.TOOLS_DIR])
     assert all((tools / "bin" / tool).is_file() for tool in ("tmux", "tmux.real", "asciinema"))
-    assert leftovers(outputs[keys.JOB_NAME])["processes"], "the proxy bridge is gone"
-    harbor = workspace / "harbor-0.21.0" / "bin" / "harbor"
+    assert bridge_listening(), "the proxy bridge is gone"
+    harbor = local.workspace / "harbor-0.21.0" / "bin" / "harbor"
     assert subprocess.run([str(harbor), "--version"], capture_output=True).returncode == 0
-    monkeypatch.undo()
+    shipped = local.workspace / ".benchstack" / "code" / "scripts" / "tool_bundle.sh"
+    assert shipped.read_text().endswith("# benchstack upgrade\n")
 
-    # A second up runs nothing: every command's inputs and triggers are unchanged.
-    second = up("local", state, overrides)
-    assert second.created == [] and second.replaced == [], (second.created, second.replaced)
-    assert second.run.exports[keys.JOB_NAME] == outputs[keys.JOB_NAME]
+    # --- refresh reads the state back and finds nothing to change -------------------------
+    assert "error" not in local.cli("refresh", "--yes").output.lower()
+    local.preview("--expect-no-changes")
 
-    destroy(state)
+    # --- a dead proxy bridge is noticed at the next preview and started again by up -------
+    kill_bridge(local.workspace)
+    assert changed(local.preview()) == {"proxy-socat": "replace"}
+    assert changed(local.up()) == {"proxy-socat": "replace"}
+    assert bridge_listening()
+    local.preview("--expect-no-changes")
+
+    # --- destroy: only results and logs stay; daemon.json and docker0 as they were ---------
+    local.destroy()
+    assert local.resources() == []
     assert leftovers(outputs[keys.JOB_NAME]) == {"containers": [], "networks": [], "processes": []}
-    remaining = sorted(p.name for p in workspace.iterdir()) if workspace.exists() else []
     assert Path(job_dir).is_dir() and (Path(job_dir) / "result.json").is_file()
     assert Path(outputs[keys.JOB_LOG]).is_file()
-    assert set(remaining) <= {"logs", "results"}, f"destroy left {remaining} in {workspace}"
+    remaining = sorted(p.name for p in local.workspace.iterdir())
+    assert set(remaining) <= {"logs", "results"}, f"destroy left {remaining} in {local.workspace}"
     logs = Path(outputs[keys.JOB_LOG]).parent
     job_pid = Path(outputs[keys.JOB_PID_FILE]).name
     pid_files = [p.name for p in logs.rglob("*.pid*") if p.name != job_pid]
     assert pid_files == [], f"destroy left supervisor pid files: {pid_files}"
+    assert "local" in local.cli("stack", "ls").stdout
+    assert local.cli("stack", "rm", "--yes").returncode == 0
+    assert "local" not in local.cli("stack", "ls").stdout
 
 
-def test_local_stack_sigterm_then_resume(stack):
-    state, overrides, _ = stack
-    first = up("local", state, overrides)
-    outputs = first.run.exports
+def test_local_stack_sigterm_then_resume(local: LocalStack):
+    local.up()
+    outputs = local.outputs()
     pid = int(Path(outputs[keys.JOB_PID_FILE]).read_text().split()[0])
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 120
@@ -260,13 +268,43 @@ def test_local_stack_sigterm_then_resume(stack):
     result = json.loads((Path(outputs[keys.JOB_DIR]) / "result.json").read_text())
     assert result["finished_at"] is None
 
-    resumed = up("local", state, overrides)
-    assert resumed.replaced, "the interrupted job was not resumed by `up`"
-    assert resumed.run.exports[keys.JOB_DIR] == outputs[keys.JOB_DIR]
+    # The probe sees the interruption: the launch is replaced, and only the launch.
+    assert changed(local.preview()) == {"job-launch": "replace"}
+    assert changed(local.up()) == {"job-launch": "replace"}
+    assert local.outputs()[keys.JOB_DIR] == outputs[keys.JOB_DIR]
     wait_for_job(outputs)
     assert_demo_scores(audit_json(outputs[keys.JOB_DIR]))
-    destroy(state)
+    local.preview("--expect-no-changes")
+    local.destroy()
     assert leftovers(outputs[keys.JOB_NAME]) == {"containers": [], "networks": [], "processes": []}
+
+
+def test_a_failed_up_leaves_state_the_next_up_recovers_from(local: LocalStack):
+    """A host step that fails halfway: one reason on the console (not the step's source, no
+    traceback), no pending operation in the state, the steps before it kept; with the step
+    fixed, the next up creates the rest."""
+    script = local.project / "components" / "scripts" / "harbor_dataset.sh"
+    original = script.read_text()
+    marker = "\nset -euo pipefail\n"
+    assert marker in original
+    script.write_text(original.replace(
+        marker, marker + 'echo "harbor_dataset: injected failure halfway" >&2; exit 1\n', 1))
+    failed = local.cli("up", "--yes")
+    assert failed.returncode != 0
+    assert "harbor_dataset: injected failure halfway" in failed.output
+    assert "Traceback" not in failed.output and "KeyboardInterrupt" not in failed.output
+    assert len(failed.output) < 40_000, len(failed.output)
+    deployment = local.export()["deployment"]
+    assert not deployment.get("pending_operations"), deployment.get("pending_operations")
+    kept = {r["urn"].rsplit("::", 1)[-1] for r in deployment["resources"]}
+    assert {"local-code-copy", "local-docker-daemon-apply"} <= kept
+    assert "job-dataset" not in kept and "job-launch" not in kept
+
+    script.write_text(original)
+    recovered = changed(local.up())
+    assert recovered.get("job-dataset") == "create" and recovered.get("job-launch") == "create"
+    assert "local-docker-daemon-apply" not in recovered
+    local.preview("--expect-no-changes")
 
 
 def tree(path: Path) -> dict[str, tuple[int, int]]:
@@ -275,30 +313,28 @@ def tree(path: Path) -> dict[str, tuple[int, int]]:
             for p in sorted(path.rglob("*")) if p.is_file()}
 
 
-def test_local_stack_reruns_an_infra_failure_and_merges_the_score(stack, tmp_path):
-    """The loop: run, audit, rerun, merged score. The proxy bridge goes away while the main job
+def test_local_stack_reruns_an_infra_failure_and_merges_the_score(local: LocalStack, tmp_path):
+    """The loop: run, audit, rerun, merged score. The proxy bridge dies while the main job
     runs, so the verifier of hello-proxy (it needs the proxy) fails by infra; the audit lists
-    it; with the proxy back, `up` reruns exactly that task as its own job; the merged score
-    counts it as passed with both attempts shown, and the main job's dir is never written."""
-    state, overrides, workspace = stack
+    it; the next `up` starts the bridge again and reruns exactly that task as its own job; the
+    merged score counts it as passed with both attempts shown, and the main job's dir is never
+    written."""
     dataset = tmp_path / "tasks"
     for task, source in (("hello-file", ROOT / "demo" / "tasks"),
                          ("hello-proxy", ROOT / "tests" / "e2e" / "tasks")):
         shutil.copytree(source / task, dataset / task)
     harbor = split_stack_file(ROOT / "Pulumi.local.yaml")[0]["harbor"]
-    overrides = {
-        **overrides,
-        "dataset": {"path": str(dataset), "expected_tasks": 2, "manifest_path": str(dataset)},
-        "harbor": {**harbor, "job_name_prefix": "local-rerun", "reruns": {"from_audit": True}},
-    }
+    local.config("benchstack:dataset", json.dumps(
+        {"path": str(dataset), "expected_tasks": 2, "manifest_path": str(dataset)}))
+    local.config("benchstack:harbor", json.dumps(
+        {**harbor, "job_name_prefix": "local-rerun", "reruns": {"from_audit": True}}))
 
-    first = up("local", state, overrides)
-    outputs = first.run.exports
+    local.up()
+    outputs = local.outputs()
     assert outputs[keys.RERUN_JOB_DIRS] == []
     main_name = outputs[keys.JOB_NAME]
     assert outputs[keys.RERUN_WAITING].startswith(f"waits for the main job {main_name}")
-    bridge = state.commands["proxy-socat"]
-    delete(bridge)  # the proxy is gone while the main job runs (hello-proxy's agent sleeps)
+    kill_bridge(local.workspace)  # while the main job runs (hello-proxy's agent sleeps first)
     wait_for_job(outputs)
     main_dir = Path(outputs[keys.JOB_DIR])
     main = audit_json(str(main_dir))
@@ -307,19 +343,21 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(stack, tmp_pat
     assert main["rerun"] == ["hello-proxy"]
     written = tree(main_dir)
 
-    # Still nothing to rerun until `up` is asked; the proxy comes back first.
-    run_create(bridge)
-    # Preview shows the rerun replacing its waiting steps, and starts nothing.
-    preview = up("local", state, overrides, preview=True)
-    assert {"rerun-configs", "rerun-preflight", "rerun-launch"} <= set(preview.replaced)
-    assert preview.created == []
+    # Preview shows the bridge started again and the rerun replacing its waiting steps, and
+    # starts nothing.
+    preview = changed(local.preview())
+    assert preview["proxy-socat"] == "replace"
+    assert {"rerun-configs", "rerun-preflight", "rerun-launch"} <= preview.keys()
+    assert not [op for op in preview.values() if op == "create"]
     assert not list(main_dir.parent.glob(f"{main_dir.name}-rerun-*"))
-    second = up("local", state, overrides)
-    rerun_dirs = second.run.exports[keys.RERUN_JOB_DIRS]
-    assert len(rerun_dirs) == 1 and second.run.exports[keys.RERUN_WAITING] == ""
-    assert {"rerun-configs", "rerun-preflight", "rerun-launch"} <= set(second.replaced)
+    second = changed(local.up())
+    assert {"rerun-configs", "rerun-preflight", "rerun-launch"} <= second.keys()
+    assert "job-launch" not in second, "the finished main job was touched"
+    after = local.outputs()
+    rerun_dirs = after[keys.RERUN_JOB_DIRS]
+    assert len(rerun_dirs) == 1 and after[keys.RERUN_WAITING] == ""
     rerun_dir = Path(rerun_dirs[0])
-    assert rerun_dir.name.startswith(f"{outputs[keys.JOB_NAME]}-rerun-")
+    assert rerun_dir.name.startswith(f"{main_name}-rerun-")
     logs = Path(outputs[keys.JOB_LOG]).parent
     wait_for(str(rerun_dir), str(logs / f"{rerun_dir.name}.pid"))
     rerun = audit_json(str(rerun_dir))
@@ -333,36 +371,30 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(stack, tmp_pat
     assert (merged["merge"]["raw"]["passed"], merged["merge"]["raw"]["total"]) == (2, 2)
     assert merged["merge"]["rerun"] == []
 
-    # The same merge from the stack outputs alone, through the real `pulumi stack output`:
-    # the rerun dirs and the provenance manifest come with the main job.
-    engine = make_engine(tmp_path / "pulumi-home")
-    project = copy_project(tmp_path / "clone")
-    record_outputs(engine, project, "local", second.run.exports, tmp_path)
+    # The same merge from the real stack's outputs: the rerun dirs and the provenance manifest
+    # come with the main job.
     report_dir = tmp_path / "report"
-    from_stack = audit_json("--stack", "local", "--project", str(project), "--out",
-                            str(report_dir / "report.json"),
-                            env={**engine.env, "PYTHONPATH": str(ROOT)}, cwd=tmp_path,
-                            stdout=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    from_stack = audit_json("--stack", "local", "--project", str(local.project),
+                            env=local.engine.env, cwd=elsewhere, out=report_dir / "report.json")
     assert from_stack["merge"]["tasks"] == merged["merge"]["tasks"]
-    assert from_stack["provenance"]["job"]["name"] == outputs[keys.JOB_NAME]
+    assert from_stack["provenance"]["job"]["name"] == main_name
     assert (report_dir / "provenance.json").is_file()
-
-    # The provenance manifest names the rerun beside the main job.
-    provenance = json.loads(Path(second.run.exports[keys.PROVENANCE_PATH]).read_text())
+    provenance = json.loads(Path(after[keys.PROVENANCE_PATH]).read_text())
     assert provenance["schema"] == keys.PROVENANCE_SCHEMA
-    assert provenance["job"]["name"] == outputs[keys.JOB_NAME]
     assert [r["tasks"] for r in provenance["reruns"]] == [["hello-proxy"]]
-    assert provenance["harbor_config"]["job_name"] == outputs[keys.JOB_NAME]
+    assert provenance["harbor_config"]["job_name"] == main_name
     assert "HTTP_PROXY" in provenance["compose_override"]
 
-    # A third `up` starts nothing again; destroy stops the rerun and keeps both results.
-    third = up("local", state, overrides)
-    assert third.created == [] and third.replaced == [], (third.created, third.replaced)
+    # A third `up` starts nothing.
+    assert changed(local.up()) == {}
 
     # Another round, with another task list: another job; the first round stays in the outputs.
-    overrides["harbor"] = {**overrides["harbor"], "reruns": ["hello-file", "hello-proxy"]}
-    fourth = up("local", state, overrides)
-    dirs = fourth.run.exports[keys.RERUN_JOB_DIRS]
+    local.config("benchstack:harbor", json.dumps(
+        {**harbor, "job_name_prefix": "local-rerun", "reruns": ["hello-file", "hello-proxy"]}))
+    local.up()
+    dirs = local.outputs()[keys.RERUN_JOB_DIRS]
     assert len(dirs) == 2 and dirs[0] == str(rerun_dir), dirs
     second_round = Path(dirs[1])
     wait_for(str(second_round), str(logs / f"{second_round.name}.pid"))
@@ -372,7 +404,7 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(stack, tmp_pat
                         "hello-proxy": ["superseded", "counted", "unused"]}
     assert (both["merge"]["raw"]["passed"], both["merge"]["raw"]["total"]) == (2, 2)
 
-    destroy(state)
+    local.destroy()
     for done in (rerun_dir, second_round):
         assert leftovers(done.name) == {"containers": [], "networks": [], "processes": []}
         assert (done / "result.json").is_file()

@@ -124,15 +124,52 @@ def pulumi(engine: Engine, project: Path, *args: str, stdin: str | None = None,
     return Cli(proc.returncode, proc.stdout, proc.stderr)
 
 
+def errors(cli: Cli) -> list[str]:
+    """The error diagnostics of a `--json` run (its events), else the last lines it printed."""
+    found = []
+    try:
+        plan, _ = json.JSONDecoder().raw_decode(cli.stdout)
+    except ValueError:
+        plan = {}
+    for diagnostic in plan.get("diagnostics") or []:
+        if diagnostic.get("severity") == "error":
+            found.append(f"{diagnostic.get('urn', '').rsplit('::', 1)[-1]}: "
+                         f"{diagnostic['message']}")
+    for line in cli.stdout.splitlines():
+        if '"diagnosticEvent"' in line and '"severity":"error"' in line:
+            event = json.loads(line)["diagnosticEvent"]
+            found.append(f"{event.get('urn', '').rsplit('::', 1)[-1]}: {event['message']}")
+    return found or [cli.output[-4000:]]
+
+
 def ok(cli: Cli) -> Cli:
     if cli.returncode != 0:
-        raise AssertionError(f"pulumi failed ({cli.returncode}):\n{cli.output[-4000:]}")
+        reasons = "\n".join(errors(cli))
+        raise AssertionError(f"pulumi failed ({cli.returncode}):\n{reasons[-6000:]}")
     return cli
 
 
 def steps(cli: Cli) -> dict[str, str]:
-    """What a `preview --json` or `up --json` did to each resource: name -> op."""
-    return {step["urn"].rsplit("::", 1)[-1]: step["op"] for step in cli.json()["steps"]}
+    """What a `preview --json` planned, or an `up --json` did, to each resource: name -> op.
+
+    `up --json` prints its preview's plan as one JSON document, then the update's engine
+    events, one per line: what was done is in the events (`resOutputsEvent`), not the plan."""
+    plan, end = json.JSONDecoder().raw_decode(cli.stdout)
+    events = [json.loads(line) for line in cli.stdout[end:].splitlines() if line.strip()]
+    if not events:
+        return {step["urn"].rsplit("::", 1)[-1]: step["op"] for step in plan["steps"]}
+    done: dict[str, str] = {}
+    for event in events:
+        if "resOutputsEvent" in event:
+            step = event["resOutputsEvent"]["metadata"]
+            name = step["urn"].rsplit("::", 1)[-1]
+            # A replacement is reported as its parts (delete-replaced, create-replacement).
+            done[name] = "replace" if step["op"] in REPLACEMENT_OPS or done.get(
+                name) == "replace" else step["op"]
+    return done
+
+
+REPLACEMENT_OPS = {"replace", "create-replacement", "delete-replaced"}
 
 
 def changed(cli: Cli) -> dict[str, str]:
