@@ -93,9 +93,11 @@ class Provenance(pulumi.ComponentResource):
             if rerun
             else []
         )
+        # The job's dir from its name, not `job.job_dir`: that is tied to the launch step, and a
+        # resume (a replaced launch) would make every fact unknown at preview and rewrite this.
         program_part = pulumi.Output.all(
             job.job_name,
-            job.job_dir,
+            pulumi.Output.all(job.jobs_dir, job.job_name).apply(lambda v: f"{v[0]}/{v[1]}"),
             job.dataset_path,
             args.image_digests,
             pulumi.Output.all(*worker_facts),
