@@ -218,7 +218,7 @@ def render_call(
     plain = {"BENCHSTACK_CODE": code_dir}
     plain.update((k, v) for k, v in env.items() if k not in secret_env)
     prelude = _exports(plain)
-    if any(k in env for k in secret_env):
+    if secret_env:
         prelude += 'eval "$(cat)"\n'
     call = f'exec bash "$BENCHSTACK_CODE/scripts/{script}"'
     digest = code_digest(script_closure(script))
@@ -386,7 +386,12 @@ def host_script(
     code = host.code
     env = dict(env or {})
     secret_keys = tuple(k for k in secret_env if k in env)
-    create = _resolved(env, lambda values: render_call(script, values, code.path, secret_keys))
+    # The command holds no secret (they travel on standard input), so it is built without them:
+    # plain in the state and in `preview --diff`.
+    plain_env = {k: v for k, v in env.items() if k not in secret_keys}
+    create = _resolved(
+        plain_env, lambda values: render_call(script, values, code.path, secret_keys)
+    )
     # A delete reads no standard input: it gets no secrets at all.
     delete_values = {
         k: v for k, v in (delete_env if delete_env is not None else env).items()
@@ -424,11 +429,9 @@ def host_script(
         extra["stdin"] = pulumi.Output.secret(
             _resolved(env, lambda values: secret_stdin(values, secret_keys))
         )
-        # A secret rendered into the script must not reach the logs or plain state.
+        # Whatever a step that holds a secret prints stays out of the logs and the plain state.
         logging = command.local.Logging.NONE if host.is_local else command.remote.Logging.NONE
         extra["logging"] = logging
-        create = pulumi.Output.secret(create)
-        delete = pulumi.Output.secret(delete) if delete is not None else None
         opts = pulumi.ResourceOptions.merge(
             opts, pulumi.ResourceOptions(additional_secret_outputs=["stdout", "stderr"])
         )

@@ -23,7 +23,6 @@ import pulumi
 from components.config import ProxyConfig
 from components.host import Host, host_script, probe_host
 
-
 # The supervisor's unit and state files are named after it.
 BRIDGE_NAME = "benchstack-proxy-bridge"
 

@@ -19,7 +19,7 @@ import pytest
 
 from tests.audit.conftest import s3_env  # noqa: F401
 from tests.conftest import CANARY_IMAGE, REGISTRY, docker
-from tests.engine.conftest import Cli, Engine, copy_project, engine, ok, pulumi  # noqa: F401
+from tests.engine.conftest import Cli, Engine, copy_project, make_engine, ok, pulumi
 
 DAEMON_JSON = Path("/etc/docker/daemon.json")
 STACK = "local"
@@ -60,6 +60,11 @@ def docker0_address() -> str:
     out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", "docker0"],
                          capture_output=True, text=True, check=True).stdout.split()
     return out[out.index("inet") + 1]
+
+
+@pytest.fixture(scope="session")
+def engine(tmp_path_factory) -> Engine:
+    return make_engine(tmp_path_factory.mktemp("pulumi-home"))
 
 
 @dataclass
