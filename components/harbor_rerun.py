@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 import pulumi
-import pulumi_command as command
 
 from components import jobdir
 from components.config import PROJECT_DIR, RerunsConfig
@@ -47,7 +46,7 @@ from components.harbor_job import (
     probe_job_status,
     render_plan,
 )
-from components.host import Host, probe_host, ssh_command
+from components.host import Host, probe_host, run_here, ssh_command
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,11 +124,7 @@ def audited_tasks(job: HarborJob) -> pulumi.Output[list[str] | None]:
         return remote_audit_command(host, job_dir, with_key=key is not None)
 
     text = pulumi.Output.all(job.job_state, job.job_dir).apply(command_text)
-    result = command.local.run_output(
-        command=text,
-        interpreter=["/bin/bash", "-c"],
-        stdin=pulumi.Output.secret(key) if key is not None else None,
-    )
+    stdout = run_here(text, stdin=key)
 
     def rerun_list(stdout: str) -> list[str] | None:
         # The whole report (indented JSON), or `{}` while the main job runs.
@@ -137,7 +132,7 @@ def audited_tasks(job: HarborJob) -> pulumi.Output[list[str] | None]:
         tasks = report.get("rerun") if isinstance(report, dict) else None
         return [str(t) for t in tasks] if isinstance(tasks, list) else None
 
-    return result.stdout.apply(rerun_list)
+    return stdout.apply(rerun_list)
 
 
 def plan_rerun(

@@ -284,6 +284,22 @@ def ssh_command(
     )
 
 
+def run_here(
+    text: pulumi.Input[str], *, stdin: pulumi.Input[str] | None = None
+) -> pulumi.Output[str]:
+    """Run a read-only bash command on the machine running Pulumi, now, at program time (every
+    preview and up): its stdout. `stdin` (a key, say) is a secret. Its stderr is shown (why a
+    probe could not tell), its stdout only read: an answer is data, not a message."""
+    result = command.local.run_output(
+        command=text,
+        # bash, not the invoke's default /bin/sh (dash on Debian has no `pipefail`).
+        interpreter=["/bin/bash", "-c"],
+        stdin=pulumi.Output.secret(stdin) if stdin is not None else None,
+        logging=command.local.Logging.STDERR,
+    )
+    return result.stdout
+
+
 def probe_host(host: Host, script: str, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
     """A read-only host script's outputs, run on the host now, at program time (every `up`
     and `preview`), through `command.local.run` (over `ssh` for remote hosts)."""
@@ -294,13 +310,7 @@ def probe_host(host: Host, script: str, env: pulumi.Input[dict]) -> pulumi.Outpu
         return text if host.is_local else ssh_command(host, text, with_key=key is not None)
 
     text = pulumi.Output.from_input(env).apply(command_text)
-    # bash, not the invoke's default /bin/sh (dash on Debian has no `pipefail`).
-    result = command.local.run_output(
-        command=text,
-        interpreter=["/bin/bash", "-c"],
-        stdin=pulumi.Output.secret(key) if key is not None else None,
-    )
-    return result.stdout.apply(parse_outputs)
+    return run_here(text, stdin=key).apply(parse_outputs)
 
 
 KNOWN_HOST_KEY_SCRIPT = "known_host_key.sh"
@@ -319,10 +329,8 @@ def known_host_key(host: Host) -> pulumi.Output[str]:
         "KNOWN_HOSTS": host.known_hosts,
         "SSH_OPTIONS": " ".join(shlex.quote(o) for o in host.ssh_options()),
     }
-    result = command.local.run_output(
-        command=render(KNOWN_HOST_KEY_SCRIPT, env), interpreter=["/bin/bash", "-c"]
-    )
-    return result.stdout.apply(lambda out: _host_key_line(host, out))
+    return run_here(render(KNOWN_HOST_KEY_SCRIPT, env)).apply(
+        lambda out: _host_key_line(host, out))
 
 
 def _host_key_line(host: Host, stdout: str) -> str:
