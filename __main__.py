@@ -84,10 +84,11 @@ def main() -> None:
         for h in cfg.hosts
     }
 
-    # --- serving plane (GPU stacks only) -------------------------------------------------
+    # --- serving plane (the GPU hosts; the local host with CPU stand-ins in the rehearsal) ----
     workers: list[SGLangWorker] = []
     router: Router | None = None
     if cfg.serving and cfg.model and cfg.router:
+        model_path = local_path(cfg, cfg.model.path)
         for h in cfg.gpu_hosts:
             workers.append(
                 SGLangWorker(
@@ -97,7 +98,9 @@ def main() -> None:
                         serving=cfg.serving,
                         model=cfg.model,
                         bind_host=h.reach_address,
+                        port=cfg.worker_port(h),
                         container_name=f"benchstack-sglang-{h.name}",
+                        model_path=model_path,
                         workspace=workspace,
                         s3_access_key_id=secrets.s3_access_key_id,
                         s3_secret_access_key=secrets.s3_secret_access_key,
@@ -112,9 +115,10 @@ def main() -> None:
                 router=cfg.router,
                 serving=cfg.serving,
                 model=cfg.model,
-                worker_urls=[w.url for w in workers],
+                worker_urls=[w.args.url for w in workers],
                 container_name="benchstack-sglang-router",
                 workspace=workspace,
+                model_path=model_path,
             ),
             # The router is only useful once every worker reports the config we asked for.
             opts=pulumi.ResourceOptions(depends_on=[*workers, daemons[harbor_cfg.name]]),
@@ -178,7 +182,8 @@ def main() -> None:
                 else dataset.path
             ),
             model_name=f"openai/{cfg.model.name}" if cfg.model and cfg.needs_model else None,
-            api_base=router.router_url.apply(lambda url: f"{url}/v1") if router else None,
+            # From the config, not the router's readiness output: see RouterArgs.worker_urls.
+            api_base=f"{router.url}/v1" if router else None,
             tools_dir=tools.tools_dir,
             proxy_url=proxy.proxy_url if proxy else None,
             api_key=secrets.api_key,

@@ -16,7 +16,7 @@ import ipaddress
 import json
 import re
 import typing
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from types import UnionType
 from typing import Any, Literal
 
@@ -106,6 +106,9 @@ class HostConfig(Model):
     arch: str = "amd64"
     gpus: GpuSpec | None = None
     roles: list[Role] = Field(min_length=1)
+    # This host's SGLang worker listens here instead of serving.port (two hosts that are one
+    # machine, as in the rehearsal's loopback SSH host).
+    serving_port: int | None = Field(default=None, ge=1, le=65535)
 
     @field_validator("address")
     @classmethod
@@ -169,13 +172,10 @@ class DockerConfig(Model):
 
 class ModelConfig(Model):
     name: str = Field(min_length=1, pattern=r"\S")
-    # Where the checkpoint is on each GPU host (mounted into the container).
-    path: str
-
-    @field_validator("path")
-    @classmethod
-    def _absolute_path(cls, value: str) -> str:
-        return _absolute(value)
+    # Where the checkpoint is on each GPU host (mounted into the container). A relative path
+    # is relative to the project directory, which only the local host has (the rehearsal's
+    # demo checkpoint); a remote GPU host needs an absolute one.
+    path: str = Field(min_length=1)
     params_billion: float = Field(gt=0)
     dtype: Literal["bf16", "fp16", "fp8", "int4"] = "bf16"
     # Stage the checkpoint from S3 to `path` on each GPU host first (credentials: the secrets
@@ -188,6 +188,9 @@ class ModelConfig(Model):
 class ServingConfig(Model):
     image: str
     image_archive: str | None = None
+    # Docker's `--gpus` for the worker containers; null on a CPU host (the local rehearsal's
+    # stand-in workers), the one difference a GPU-less host forces besides the image.
+    gpus: str | None = "all"
     port: int = Field(default=30001, ge=1, le=65535)
     tp_size: int = Field(ge=1)
     dp_size: int = Field(ge=1)
@@ -445,6 +448,12 @@ class StackConfig(Model):
     def needs_model(self) -> bool:
         return self.harbor.agent.name not in MODEL_FREE_AGENTS
 
+    def worker_port(self, host: HostConfig) -> int:
+        """The port `host`'s SGLang worker listens on."""
+        if self.serving is None:
+            raise ValueError("no serving section: no worker port")
+        return host.serving_port or self.serving.port
+
     @property
     def replicas(self) -> int:
         return len(self.gpu_hosts) * self.serving.dp_size if self.serving else 0
@@ -505,6 +514,14 @@ def _check(cfg: StackConfig) -> list[str]:
         problems.extend(f"{ns}:{k}: GPU workers are declared; set {ns}:{k}" for k in missing)
 
     serving, model = cfg.serving, cfg.model
+    if model and not PurePosixPath(model.path).is_absolute():
+        remote = [h.name for h in cfg.gpu_hosts if not h.is_local]
+        if remote:
+            problems.append(
+                f"{ns}:model.path: {model.path!r} is relative (to the project directory, which "
+                f"only the local host has), but GPU hosts {', '.join(remote)} are remote: give "
+                "the absolute path of the checkpoint on them"
+            )
     if serving:
         per_host = serving.tp_size * serving.dp_size
         for i, host in enumerate(cfg.hosts):
@@ -684,8 +701,11 @@ def _port_clashes(cfg: StackConfig) -> list[str]:
     problems = []
     harbor = cfg.harbor_host.name if any("harbor" in h.roles for h in cfg.hosts) else None
     if cfg.serving:
-        for host in cfg.gpu_hosts:
-            clash = bind(host.name, cfg.serving.port, f"{ns}:serving.port")
+        for i, host in enumerate(cfg.hosts):
+            if "gpu_worker" not in host.roles:
+                continue
+            key = f"{ns}:hosts[{i}].serving_port" if host.serving_port else f"{ns}:serving.port"
+            clash = bind(host.name, cfg.worker_port(host), key)
             if clash:
                 problems.append(clash)
     if cfg.router and harbor:

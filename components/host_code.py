@@ -7,7 +7,8 @@ where Pulumi runs: `tar` of the project's files, unpacked on the host (over the 
 a remote one, the key on standard input). A new version of benchstack is an update of this one
 resource: the files are replaced in place (never a create-then-delete, which would remove the
 directory the steps just started using), and only the steps whose own files changed re-run.
-Every step depends on it, so destroy removes it last.
+Every step depends on it, so destroy removes it last, with the caches the steps kept beside it
+(`<workspace>/.benchstack`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,10 @@ import pulumi_command as command
 
 from components.host import CODE_ROOT, Host, ShippedCode, code_digest, code_files, ssh_command
 
-CODE_DIR = ".benchstack/code"
+# `<workspace>/.benchstack` is benchstack's own on every host: the code, and the venvs steps
+# cache beside it (readiness probe, model staging). The last delete on the host removes it.
+OWN_DIR = ".benchstack"
+CODE_DIR = f"{OWN_DIR}/code"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -50,13 +54,10 @@ def install_script(code_dir: str, digest: str) -> str:
     )
 
 
-def remove_script(code_dir: str) -> str:
-    """Remove the code and the `.benchstack` directory it leaves empty (on the host)."""
-    dest = shlex.quote(code_dir)
-    return (
-        f"rm -rf {dest}\n"
-        f"rmdir \"$(dirname {dest})\" 2>/dev/null || true\n"
-    )
+def remove_script(own_dir: str) -> str:
+    """Remove benchstack's own directory on the host: the code and the caches steps built there
+    (the probe and staging venvs)."""
+    return f"rm -rf {shlex.quote(own_dir)}\n"
 
 
 class HostCode(pulumi.ComponentResource):
@@ -77,7 +78,8 @@ class HostCode(pulumi.ComponentResource):
             shlex.quote(str(CODE_ROOT)), " ".join(shlex.quote(f) for f in files)
         )
         install = "bash -c " + shlex.quote(install_script(code_dir, digest))
-        remove = "bash -c " + shlex.quote(remove_script(code_dir))
+        remove = "bash -c " + shlex.quote(
+            remove_script(f"{args.workspace.rstrip('/')}/{OWN_DIR}"))
         key = None if host.is_local else host.private_key
         extra: dict = {}
         if host.is_local:

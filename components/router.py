@@ -43,9 +43,13 @@ class RouterArgs:
     # read-only, as the seed did).
     serving: ServingConfig
     model: ModelConfig
-    worker_urls: Sequence[pulumi.Input[str]]
+    # Known from the config: a worker's replacement must not make them unknown (the engine would
+    # then replace the router too). The router depends on the workers for their readiness.
+    worker_urls: Sequence[str]
     container_name: str
     workspace: str | None = None
+    # The checkpoint on the host, when model.path is relative to the project (local hosts).
+    model_path: str | None = None
 
     @property
     def image(self) -> str:
@@ -89,9 +93,7 @@ class Router(pulumi.ComponentResource):
         if not args.worker_urls:
             raise ValueError("RouterArgs.worker_urls: at least one worker URL is needed")
         host = args.host
-        worker_urls = pulumi.Output.all(*args.worker_urls).apply(
-            lambda urls: [str(u).rstrip("/") for u in urls]
-        )
+        worker_urls = pulumi.Output.from_input([str(u).rstrip("/") for u in args.worker_urls])
         provider = docker_provider(name, host, self)
 
         # The private network from this host to every worker: the path the router will use.
@@ -121,11 +123,12 @@ class Router(pulumi.ComponentResource):
         )
 
         volumes = None
-        if args.model.path:
+        model_path = args.model_path or args.model.path
+        if model_path:
             volumes = [
                 docker.ContainerVolumeArgs(
-                    host_path=args.model.path,
-                    container_path=f"/models/{PurePosixPath(args.model.path).name}",
+                    host_path=model_path,
+                    container_path=f"/models/{PurePosixPath(model_path).name}",
                     read_only=True,
                 )
             ]
@@ -176,6 +179,9 @@ class Router(pulumi.ComponentResource):
             parent=self,
         )
 
+        # Resolves once a completion went through the router; users that render from it (the
+        # job's config) take `url` instead, known from the config, for the reason above.
+        self.url = url
         self.router_url = ready.outputs.apply(lambda _out: url)
         self.worker_urls = pulumi.Output.all(worker_urls, ready.outputs).apply(
             lambda values: values[0]

@@ -42,9 +42,12 @@ class SGLangWorkerArgs:
     host: Host
     serving: ServingConfig
     model: ModelConfig
-    # The address the router reaches this worker on (the host's private IP).
+    # The address the router reaches this worker on (the host's private IP), and its port.
     bind_host: str
+    port: int
     container_name: str
+    # The checkpoint on the host, when model.path is relative to the project (local hosts).
+    model_path: str | None = None
     # Where the probe and staging venvs live on the host (default: under $HOME/.cache).
     workspace: str | None = None
     # Staging the checkpoint from model.s3_uri: the credentials are Pulumi secrets.
@@ -52,8 +55,17 @@ class SGLangWorkerArgs:
     s3_secret_access_key: pulumi.Input[str] | None = None
 
     @property
+    def host_model_path(self) -> str:
+        return self.model_path or self.model.path
+
+    @property
     def container_model_path(self) -> str:
-        return f"/models/{PurePosixPath(self.model.path).name}"
+        return f"/models/{PurePosixPath(self.host_model_path).name}"
+
+    @property
+    def url(self) -> str:
+        """Where the router and the probes reach the worker (known from the config)."""
+        return f"http://{self.bind_host}:{self.port}"
 
 
 def _num(value: float) -> str:
@@ -68,7 +80,7 @@ def serve_argv(args: SGLangWorkerArgs) -> list[str]:
         "--model-path", args.container_model_path,
         "--served-model-name", args.model.name,
         "--host", args.bind_host,
-        "--port", str(args.serving.port),
+        "--port", str(args.port),
         "--tp-size", str(args.serving.tp_size),
         "--dp-size", str(args.serving.dp_size),
         "--context-length", str(args.serving.context_length),
@@ -120,6 +132,7 @@ class SGLangWorker(pulumi.ComponentResource):
         self, name: str, args: SGLangWorkerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("benchstack:components:SGLangWorker", name, None, opts)
+        self.args = args
         host = args.host
 
         provider = docker_provider(name, host, self)
@@ -129,7 +142,7 @@ class SGLangWorker(pulumi.ComponentResource):
         if args.model.s3_uri:
             stage_env: dict[str, pulumi.Input[str]] = {
                 "S3_URI": args.model.s3_uri,
-                "MODEL_PATH": args.model.path,
+                "MODEL_PATH": args.host_model_path,
                 "AWS_DEFAULT_REGION": args.model.s3_region,
             }
             if args.model.s3_endpoint_url:
@@ -147,7 +160,7 @@ class SGLangWorker(pulumi.ComponentResource):
                 host=host,
                 script="model_stage.sh",
                 env=stage_env,
-                triggers=[args.model.s3_uri, args.model.path],
+                triggers=[args.model.s3_uri, args.host_model_path],
                 secret_env=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
                 opts=pulumi.ResourceOptions(parent=self),
             )
@@ -156,8 +169,8 @@ class SGLangWorker(pulumi.ComponentResource):
             f"{name}-model-check",
             host=host,
             script="model_check.sh",
-            env={"MODEL_PATH": args.model.path, "MODEL_USER": args.serving.user},
-            triggers=[args.model.path, args.serving.user],
+            env={"MODEL_PATH": args.host_model_path, "MODEL_USER": args.serving.user},
+            triggers=[args.host_model_path, args.serving.user],
             opts=pulumi.ResourceOptions(parent=self, depends_on=model_deps),
         )
 
@@ -186,7 +199,7 @@ class SGLangWorker(pulumi.ComponentResource):
             provider=provider,
             parent=self,
             depends_on=[check.command],
-            gpus="all",
+            gpus=args.serving.gpus or None,
             ipc_mode="host",
             ulimits=[
                 docker.ContainerUlimitArgs(
@@ -198,14 +211,14 @@ class SGLangWorker(pulumi.ComponentResource):
             envs=list(CONTAINER_ENV),
             volumes=[
                 docker.ContainerVolumeArgs(
-                    host_path=args.model.path,
+                    host_path=args.host_model_path,
                     container_path=args.container_model_path,
                     read_only=True,
                 )
             ],
         )
 
-        url = f"http://{args.bind_host}:{args.serving.port}"
+        url = args.url
         spec = json.dumps(
             {
                 "mode": "worker",

@@ -179,7 +179,8 @@ def worker_args(cfg: StackConfig, host_name: str, **changes: Any) -> SGLangWorke
     h = next(h for h in cfg.hosts if h.name == host_name)
     fields = _sections({"serving": cfg.serving, "model": cfg.model}, changes)
     defaults = dict(host=host_of(cfg, host_name), bind_host=h.reach_address,
-                    container_name=f"benchstack-sglang-{h.name}", workspace=cfg.workspace)
+                    port=cfg.worker_port(h), container_name=f"benchstack-sglang-{h.name}",
+                    workspace=cfg.workspace)
     return SGLangWorkerArgs(**(defaults | fields))
 
 
@@ -398,7 +399,7 @@ def test_router_container_flag_by_flag(stack_name) -> None:
     def build():
         workers = [SGLangWorker(f"{h.name}-sglang", worker_args(cfg, h.name))
                    for h in cfg.gpu_hosts]
-        router = Router("router", router_args(cfg, [w.url for w in workers]))
+        router = Router("router", router_args(cfg, [w.args.url for w in workers]))
         return [router.router_url, router.worker_urls]
 
     rec = declare(build)
@@ -488,7 +489,7 @@ def test_a_second_up_declares_the_same_inputs() -> None:
     def build():
         workers = [SGLangWorker(f"{h.name}-sglang", worker_args(cfg, h.name))
                    for h in cfg.gpu_hosts]
-        return [Router("router", router_args(cfg, [w.url for w in workers])).router_url]
+        return [Router("router", router_args(cfg, [w.args.url for w in workers])).router_url]
 
     def snapshot() -> list:
         return sorted(

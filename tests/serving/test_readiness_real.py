@@ -83,7 +83,7 @@ def test_component_argv_and_expectations_round_trip(processes: Processes) -> Non
             reasoning_parser="deepseek-r1", tool_call_parser="kimi_k2", max_total_tokens=400000,
         ),
         model=ModelConfig(name="org/other-model", path="/data/m/Q", params_billion=8),
-        bind_host="127.0.0.1", container_name="unused",
+        bind_host="127.0.0.1", port=port, container_name="unused",
     )
     argv = serve_argv(args)
     assert argv[:2] == ["sglang", "serve"]

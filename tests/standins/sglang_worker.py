@@ -10,34 +10,70 @@ SGLang itself needs GPUs; this speaks the same endpoints on a loopback port so t
 - GET  /model_info, /get_model_info          model path and type
 - GET  /v1/models                            the served model name
 - GET  /get_load, /metrics                   what the router polls for load
-- POST /v1/chat/completions                  an OpenAI chat.completion with usage; content
-                                              "READY" or, with --replies FILE, the lines of FILE
-                                              in turn (the last one repeats); stream=true is
-                                              answered as server-sent events
+- POST /v1/chat/completions                  an OpenAI chat.completion with usage (the content:
+                                              see "Replies" below); stream=true is answered as
+                                              server-sent events
 - POST /generate                             SGLang's native API, same replies
 - POST /flush_cache                          200
 
-Tests only: never shipped. Standard library only, so it runs from any Python 3.11+.
+Replies, first rule that applies:
+1. --replies FILE: the JSON lines of FILE in turn, whatever is asked (the last one repeats).
+2. The readiness probe's "Reply with exactly READY.": "READY".
+3. <model-path>/standin-episodes.json, a scripted agent read from the "checkpoint" it serves:
+   {"episodes": [{"when": "<substring of the first user message; empty: any>",
+                  "replies": [<a Terminus-2 JSON object, or a string>, ...]}]}
+   The first episode whose `when` occurs in the conversation's first user message answers; its
+   reply is chosen by the number of assistant messages already in the request (the turn; the
+   last reply repeats). Stateless, so any worker or DP rank behind a router can take any turn.
+4. "READY".
+
+Every request is one JSON line on stdout (so `docker logs` shows it): path, model, the sampling
+parameters, the DP rank the router pinned, this worker's host:port, the episode and turn, a
+timestamp; with --request-log FILE also appended to FILE with the whole body. Progress and
+warnings go to stderr. Unknown flags (SGLang has hundreds) are ignored with a warning.
+
+Tests only: never shipped as product (tests/env/serving_image.sh packages it, with a `sglang`
+shim, as the local stack's CPU "model"). Standard library only, so it runs from any Python 3.11+.
 
     python tests/standins/sglang_worker.py --host 127.0.0.1 --port 30001 \
-        [--tp-size 4 --dp-size 2 ...] [--never-healthy] [--healthy-after 2.5] \
-        [--replies FILE] [--latency-ms 50] [--request-log FILE]
+        [--model-path DIR] [--tp-size 4 --dp-size 2 ...] [--never-healthy] \
+        [--healthy-after 2.5] [--replies FILE] [--latency-ms 50] [--request-log FILE]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+# What components/readiness.py asks through the router before it declares it ready.
+READY_PROMPT = "Reply with exactly READY."
+EPISODES_FILE = "standin-episodes.json"
+# The body fields that say how the model was asked to sample. The router (0.3.2) re-encodes
+# the body: `max_tokens` arrives as `max_completion_tokens`, floats as their f32 value.
+SAMPLING_KEYS = (
+    "temperature", "top_p", "top_k", "min_p", "max_tokens", "max_completion_tokens",
+    "presence_penalty", "frequency_penalty", "repetition_penalty", "min_tokens", "seed", "stop",
+    "n",
+)
+
+
+def warn(message: str) -> None:
+    print(f"[standin] {message}", file=sys.stderr, flush=True)
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # No abbreviations: an unknown SGLang flag that starts like a known one must not take its
+    # place (`--max-running` is not `--max-running-requests`).
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0], allow_abbrev=False)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--served-model-name", default="Qwen/Qwen3.8-27B")
@@ -66,7 +102,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--request-log", type=Path, default=None, help="append every request as a JSON line"
     )
-    return parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        warn(f"warning: ignoring flags the stand-in does not implement: {' '.join(unknown)}")
+    args.ignored_flags = unknown
+    return args
+
+
+def reply_text(value: object) -> str:
+    # An object is a Terminus-2 reply: the agent reads it from the content as JSON.
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 class Replies:
@@ -85,8 +130,7 @@ class Replies:
                     value = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise SystemExit(f"{path}:{number}: not a JSON line ({exc})") from exc
-                # An object is a Terminus-2 reply: the agent reads it from the content as JSON.
-                items.append(value if isinstance(value, str) else json.dumps(value))
+                items.append(reply_text(value))
             if not items:
                 raise SystemExit(f"{path}: no replies in file")
             self._items = items
@@ -98,14 +142,147 @@ class Replies:
             return item
 
 
+def message_text(content: object) -> str:
+    """A message's text: a string, or OpenAI content parts ({"type": "text", "text": ...})."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(part.get("text", "")) for part in content
+            if isinstance(part, dict) and part.get("type", "text") == "text"
+        )
+    return ""
+
+
+def first_user_message(messages: object) -> str:
+    if not isinstance(messages, list):
+        return ""
+    for message in messages:
+        if isinstance(message, dict) and message.get("role") == "user":
+            return message_text(message.get("content"))
+    return ""
+
+
+def turn_index(messages: object) -> int:
+    """How many times the model already answered in this conversation."""
+    if not isinstance(messages, list):
+        return 0
+    return sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "assistant")
+
+
+@dataclass(frozen=True)
+class Episode:
+    when: str
+    replies: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The reply to one request, and why it was chosen (for the request log)."""
+
+    content: str
+    source: str  # "replies", "ready", "episode" or "default"
+    episode: int | None = None
+    turn: int | None = None
+
+
+class Episodes:
+    """A scripted agent: the episode the first user message selects, the reply of its turn."""
+
+    def __init__(self, episodes: list[Episode]) -> None:
+        self.episodes = episodes
+
+    @classmethod
+    def load(cls, path: Path) -> Episodes:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError) as exc:
+            raise SystemExit(f"{path}: unreadable or not JSON ({exc})") from exc
+        items = data.get("episodes") if isinstance(data, dict) else None
+        if not isinstance(items, list) or not items:
+            raise SystemExit(f'{path}: want {{"episodes": [{{"when": ..., "replies": [...]}}]}}')
+        episodes = []
+        for number, item in enumerate(items):
+            when = item.get("when", "") if isinstance(item, dict) else None
+            replies = item.get("replies") if isinstance(item, dict) else None
+            if not isinstance(when, str) or not isinstance(replies, list) or not replies:
+                raise SystemExit(f"{path}: episodes[{number}] needs a string `when` and a "
+                                 "non-empty list `replies`")
+            episodes.append(Episode(when, tuple(reply_text(r) for r in replies)))
+        return cls(episodes)
+
+    def choose(self, messages: object) -> Choice | None:
+        first = first_user_message(messages)
+        for number, episode in enumerate(self.episodes):
+            if episode.when in first:
+                turn = turn_index(messages)
+                content = episode.replies[min(turn, len(episode.replies) - 1)]
+                return Choice(content, "episode", episode=number, turn=turn)
+        return None
+
+
+def sampling_of(body: dict) -> dict:
+    """The sampling parameters a request carries (OpenAI fields, or /generate's own dict)."""
+    sampling = {k: body[k] for k in SAMPLING_KEYS if k in body}
+    native = body.get("sampling_params")
+    if isinstance(native, dict):
+        sampling.update(native)
+    return sampling
+
+
+def request_record(worker: str, method: str, path: str, body: dict | None,
+                   choice: Choice | None = None, status: int | None = None) -> dict:
+    """One request as the log shows it (without the body: the caller adds it for the file)."""
+    now = time.time()
+    record: dict = {
+        "t": now,
+        "time": datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds"),
+        "worker": worker,
+        "method": method,
+        "path": path,
+        "status": status,
+    }
+    if body is not None:
+        record["model"] = body.get("model")
+        record["sampling"] = sampling_of(body)
+        # Where a dp-aware router pins the request: SGLang's own body field.
+        record["data_parallel_rank"] = body.get("data_parallel_rank")
+        record["stream"] = bool(body.get("stream"))
+        messages = body.get("messages")
+        if isinstance(messages, list):
+            record["messages"] = len(messages)
+    if choice is not None:
+        record["reply"] = {"source": choice.source, "episode": choice.episode,
+                           "turn": choice.turn}
+    return record
+
+
 class Worker:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.started = time.monotonic()
-        self.replies = Replies(args.replies)
+        self.address = f"{args.host}:{args.port}"
+        self.replies = Replies(args.replies) if args.replies is not None else None
+        self.episodes: Episodes | None = None
+        episodes = Path(args.model_path) / EPISODES_FILE
+        if self.replies is None and episodes.is_file():
+            self.episodes = Episodes.load(episodes)
+            warn(f"scripted episodes: {len(self.episodes.episodes)} from {episodes}")
         self.log_lock = threading.Lock()
         self.running = 0
         self.running_lock = threading.Lock()
+
+    def choose(self, messages: object) -> Choice:
+        """The reply to a conversation (the rules in the module docstring, in order)."""
+        if self.replies is not None:
+            return Choice(self.replies.next(), "replies")
+        if READY_PROMPT in first_user_message(messages):
+            return Choice("READY", "ready")
+        if self.episodes is not None:
+            choice = self.episodes.choose(messages)
+            if choice is not None:
+                return choice
+        return Choice("READY", "default")
 
     def healthy(self) -> bool:
         if self.args.never_healthy:
@@ -139,11 +316,14 @@ class Worker:
             ],
         }
 
-    def log(self, record: dict) -> None:
-        if self.args.request_log is None:
-            return
-        with self.log_lock, self.args.request_log.open("a") as handle:
-            handle.write(json.dumps(record) + "\n")
+    def log(self, record: dict, body: dict | None = None) -> None:
+        """The request on stdout; with --request-log, also in the file, with its body."""
+        with self.log_lock:
+            print(json.dumps(record), flush=True)
+            if self.args.request_log is not None:
+                full = record if body is None else {**record, "body": body}
+                with self.args.request_log.open("a") as handle:
+                    handle.write(json.dumps(full) + "\n")
 
 
 def count_tokens(messages: object) -> int:
@@ -160,17 +340,41 @@ def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
         # Headers and body go out as two writes: with Nagle on, the body waits for the
         # client's delayed ACK (40 ms on Linux) on every keep-alive response.
         disable_nagle_algorithm = True
+        # The request being handled, as the request log tells it: logged once, just before
+        # the response goes out (a client that reads the log after its answer finds it).
+        req_path = ""
+        body: dict | None = None
+        status: int | None = None
+        choice: Choice | None = None
+        logged = False
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002
             pass
 
-        def _send(self, code: int, body: object) -> None:
-            data = json.dumps(body).encode()
+        def _log(self) -> None:
+            if self.logged:
+                return
+            self.logged = True
+            record = request_record(worker.address, self.command, self.req_path, self.body,
+                                    self.choice, self.status)
+            worker.log(record, self.body)
+
+        def _write(self, code: int, content_type: str, data: bytes) -> None:
+            self.status = code
+            self._log()
             self.send_response(code)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+
+        def _send(self, code: int, body: object) -> None:
+            self._write(code, "application/json", json.dumps(body).encode())
+
+        def _begin(self, body: dict | None) -> str:
+            self.req_path = self.path.split("?", 1)[0]
+            self.body, self.status, self.choice, self.logged = body, None, None, False
+            return self.req_path
 
         def _read_json(self) -> dict:
             length = int(self.headers.get("Content-Length") or 0)
@@ -182,8 +386,13 @@ def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
             return value if isinstance(value, dict) else {}
 
         def do_GET(self) -> None:  # noqa: N802
-            path = self.path.split("?", 1)[0]
-            worker.log({"t": time.time(), "method": "GET", "path": path})
+            path = self._begin(None)
+            try:
+                self._get(path)
+            finally:
+                self._log()
+
+        def _get(self, path: str) -> None:
             if path in ("/health", "/health_generate"):
                 if worker.healthy():
                     self._send(200, {})
@@ -225,19 +434,19 @@ def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
                 self._send(200, [{"dp_rank": r, "num_reqs": running, "num_waiting_reqs": 0,
                                   "num_tokens": 0} for r in range(worker.args.dp_size)])
             elif path == "/metrics":
-                data = b"# stand-in worker: no metrics\n"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
+                self._write(200, "text/plain", b"# stand-in worker: no metrics\n")
             else:
                 self._send(404, {"error": f"no route {path}"})
 
         def do_POST(self) -> None:  # noqa: N802
-            path = self.path.split("?", 1)[0]
             body = self._read_json()
-            worker.log({"t": time.time(), "method": "POST", "path": path, "body": body})
+            path = self._begin(body)
+            try:
+                self._post(path, body)
+            finally:
+                self._log()
+
+        def _post(self, path: str, body: dict) -> None:
             if path == "/flush_cache":
                 self._send(200, {})
                 return
@@ -258,7 +467,11 @@ def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
             try:
                 if worker.args.latency_ms:
                     time.sleep(worker.args.latency_ms / 1000)
-                content = worker.replies.next()
+                messages = body.get("messages")
+                if path == "/generate":
+                    messages = [{"role": "user", "content": str(body.get("text") or "")}]
+                self.choice = worker.choose(messages)
+                content = self.choice.content
             finally:
                 with worker.running_lock:
                     worker.running -= 1
@@ -317,12 +530,7 @@ def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
                 chunk({}, "stop", with_usage=True),
                 b"data: [DONE]\n\n",
             ]
-            data = b"".join(parts)
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            self._write(200, "text/event-stream", b"".join(parts))
 
     return Handler
 
@@ -334,11 +542,19 @@ class Server(ThreadingHTTPServer):
     request_queue_size = 256
 
 
+def stop_on_sigterm(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     worker = Worker(args)
     server = Server((args.host, args.port), make_handler(worker))
-    print(f"stand-in worker on http://{args.host}:{args.port}", file=sys.stderr, flush=True)
+    # As a container's PID 1 a signal without a handler is ignored: `docker stop` would wait
+    # out its whole grace period.
+    signal.signal(signal.SIGTERM, stop_on_sigterm)
+    warn(f"stand-in worker on http://{args.host}:{args.port} serving {args.served_model_name} "
+         f"(tp {args.tp_size}, dp {args.dp_size})")
     try:
         server.serve_forever()
     except KeyboardInterrupt:
