@@ -64,12 +64,14 @@ def main() -> None:
     except ManifestError as exc:
         raise ConfigError([f"benchstack:dataset.manifest_path: {exc}"]) from None
     check_rerun_tasks(cfg.harbor.reruns, manifest.tasks, manifest_dir)
-    workspace = cfg.workspace.rstrip("/")
+    # The Harbor host's plane (router, images, bundle, bridge, job) lives in its workspace.
+    workspace = cfg.workspace_of(cfg.harbor_host)
     # Every step on a host runs code copied there first (components/host_code.py).
     hosts = {
         h.name: HostCode(
             f"{h.name}-code",
-            HostCodeArgs(host=host_of(h, cfg.ssh, secrets.ssh_private_key), workspace=workspace),
+            HostCodeArgs(host=host_of(h, cfg.ssh, secrets.ssh_private_key),
+                         workspace=cfg.workspace_of(h)),
         ).host
         for h in cfg.hosts
     }
@@ -101,7 +103,7 @@ def main() -> None:
                         port=cfg.worker_port(h),
                         container_name=f"benchstack-sglang-{h.name}",
                         model_path=model_path,
-                        workspace=workspace,
+                        workspace=cfg.workspace_of(h),
                         s3_access_key_id=secrets.s3_access_key_id,
                         s3_secret_access_key=secrets.s3_secret_access_key,
                     ),

@@ -106,9 +106,16 @@ class HostConfig(Model):
     arch: str = "amd64"
     gpus: GpuSpec | None = None
     roles: list[Role] = Field(min_length=1)
-    # This host's SGLang worker listens here instead of serving.port (two hosts that are one
-    # machine, as in the rehearsal's loopback SSH host).
+    # This host's SGLang worker listens here instead of serving.port, and benchstack's files
+    # live here instead of `workspace` (another disk; or two hosts that are one machine, as the
+    # rehearsal's loopback SSH host is).
     serving_port: int | None = Field(default=None, ge=1, le=65535)
+    workspace: str | None = None
+
+    @field_validator("workspace")
+    @classmethod
+    def _absolute_workspace(cls, value: str | None) -> str | None:
+        return None if value is None else _absolute(value).rstrip("/")
 
     @field_validator("address")
     @classmethod
@@ -447,6 +454,10 @@ class StackConfig(Model):
     @property
     def needs_model(self) -> bool:
         return self.harbor.agent.name not in MODEL_FREE_AGENTS
+
+    def workspace_of(self, host: HostConfig) -> str:
+        """Where benchstack keeps its files on `host`."""
+        return host.workspace or self.workspace.rstrip("/")
 
     def worker_port(self, host: HostConfig) -> int:
         """The port `host`'s SGLang worker listens on."""
