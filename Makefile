@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 # The local file backend encrypts secrets with a passphrase; empty unless you set one.
 export PULUMI_CONFIG_PASSPHRASE ?=
 
-.PHONY: setup test unit lint up preview destroy refresh bench
+.PHONY: setup test unit lint up preview destroy refresh output bench
 
 setup:
 	bash tests/env/setup.sh
@@ -50,6 +50,10 @@ RUN_PULUMI = PULUMI_HOME=$(ENGINE_DIR)/current/home PULUMI_SKIP_UPDATE_CHECK=1 \
 else
 RUN_PULUMI = pulumi
 endif
+
+# One stack output (`make output KEY=job_dir`), read with the same engine.
+output:
+	@$(RUN_PULUMI) stack output $(KEY) --stack $(STACK)
 
 up preview destroy refresh:
 	bash tests/env/setup.sh --stack $(STACK)
