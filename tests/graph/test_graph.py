@@ -127,12 +127,25 @@ def test_secrets_stay_secret(stack):
         assert command.inputs.get("logging") == "none", command.name
 
 
-def test_local_has_no_docker_provider_and_no_gpu_resources():
+def test_local_serves_through_the_same_components_on_the_unix_socket():
+    """The rehearsal's serving plane: one SGLangWorker and the Router, as on a GPU stack, on the
+    local engine's socket; what a CPU host forces is config (no `gpus`, the stand-in image)."""
     run = program("local")
-    assert [r for r in run.registrations if r.type.startswith("docker:")] == []
-    assert [r for r in run.registrations if r.type.startswith("pulumi:providers:docker")] == []
+    providers = run.of_type("pulumi:providers:docker")
+    assert providers and {p.inputs["host"] for p in providers} == {"unix:///var/run/docker.sock"}
     assert run.of_type("command:remote:Command") == []
-    assert components(run, "SGLangWorker") == [] and components(run, "Router") == []
+    assert len(components(run, "SGLangWorker")) == 1 and len(components(run, "Router")) == 1
+    worker = run.named("local-sglang-container").inputs
+    assert "gpus" not in worker, "a CPU host's worker asks for no GPU"
+    assert worker["command"][:2] == ["sglang", "serve"]
+    assert worker["command"][worker["command"].index("--dp-size") + 1] == "2"
+    mounts = worker["volumes"]
+    assert mounts[0]["hostPath"] == str(ROOT / "demo" / "model") and mounts[0]["readOnly"]
+    router = run.named("router-container").inputs
+    assert "http://127.0.0.1:30001" in router["command"]
+    assert "--dp-aware" in router["command"]
+    images = {r.inputs["name"] for r in run.of_type("docker:index/remoteImage:RemoteImage")}
+    assert images == {"127.0.0.1:5000/benchstack/sglang-standin:0.3.2"}
 
 
 @pytest.mark.parametrize("stack", [s for s in STACKS if s != "local"])

@@ -174,7 +174,8 @@ def test_provenance_facts_come_from_the_stack():
     assert facts["dataset"]["task_count"] == 3
     assert facts["job"]["name"] == run.exports[keys.JOB_NAME]
     assert [r["tasks"] for r in facts["reruns"]] == [["hello-file"]]
-    assert facts["serving"] is None  # the local stack serves no model
+    assert facts["serving"]["model_name"] == "benchstack/stand-in"
+    assert [w["url"] for w in facts["serving"]["workers"]] == ["http://127.0.0.1:30001"]
     assert run.exports[keys.PROVENANCE_PATH].endswith(f"{run.exports[keys.JOB_NAME]}"
                                                       ".provenance.json")
     assert "resolved-config.json" in write["create"]

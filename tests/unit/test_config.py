@@ -68,12 +68,31 @@ def test_a100_is_the_seed_final_run():
     assert cfg.harbor_host.name == cfg.hosts[1].name == "worker-b"
 
 
-def test_local_has_no_serving_plane():
+def test_local_serves_a_stand_in_model_on_cpu():
+    """The rehearsal has the GPU stacks' serving plane and agent; only what a CPU host forces
+    differs, one value each: the image and no GPUs."""
     cfg = load_stack_file(ROOT / "Pulumi.local.yaml")
-    assert cfg.gpu_hosts == [] and cfg.serving is None and cfg.router is None
-    assert cfg.harbor.agent.name == "oracle"
-    assert cfg.hosts[0].is_local
+    assert [h.name for h in cfg.gpu_hosts] == ["local"] and cfg.hosts[0].is_local
+    assert cfg.serving.gpus is None and cfg.hosts[0].gpus is None
+    assert cfg.serving.image.startswith("127.0.0.1:5000/benchstack/sglang-standin:")
+    assert cfg.serving.dp_size >= 2 and cfg.replicas >= 2
+    assert cfg.router.dp_aware and cfg.router.policy == "cache_aware"
+    assert cfg.harbor.agent.name == "terminus-2"
     assert cfg.images.mirror
+    a100 = load_stack_file(ROOT / "Pulumi.a100.yaml")
+    assert a100.serving.gpus == "all"
+
+
+def test_a_gpu_worker_without_gpus_needs_cpu_serving():
+    values = a100()
+    del values["hosts"][0]["gpus"]
+    with pytest.raises(ConfigError, match=r"benchstack:hosts\[0\]\.gpus: worker-a has role "
+                       r"gpu_worker but no gpus"):
+        parse_stack_config(values)
+    values = local()
+    values["hosts"][0]["gpus"] = {"count": 2, "model": "A100", "memory_gb": 40}
+    with pytest.raises(ConfigError, match=r"benchstack:serving\.gpus: null, but local declares"):
+        parse_stack_config(values)
 
 
 def _set(values: dict, path: str, value) -> None:
@@ -290,4 +309,4 @@ def test_secret_written_in_plain_text_is_rejected(tmp_path):
     assert "sk-plain-text" not in str(info.value)
     stack_file = (ROOT / "Pulumi.local.yaml").read_text()
     path.write_text(stack_file + "  benchstack:apiKey:\n    secure: v1:abc\n")
-    assert load_stack_file(path).harbor.agent.name == "oracle"
+    assert load_stack_file(path).harbor.agent.name == "terminus-2"
