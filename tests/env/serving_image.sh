@@ -49,6 +49,7 @@ if [[ "$(cat "$CACHE/stamp" 2>/dev/null)" == "$want" && "$pushed" == "$want" ]];
 fi
 mkdir -p "$CACHE"
 
+previous=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 if [[ "$(label_of "$IMAGE")" != "$want" ]]; then
   log "building $IMAGE (inputs $want): bookworm + python3, sglang-router $ROUTER_VERSION, the stand-in"
 
@@ -116,7 +117,13 @@ DOCKERFILE
 fi
 
 if [[ "$pushed" != "$want" ]]; then
+  log "pushing $REMOTE"
   docker tag "$IMAGE" "$REMOTE"
   timeout 600 docker push -q "$REMOTE" >/dev/null || die "docker push $REMOTE failed"
 fi
 echo "$want" >"$CACHE/stamp"
+# The image this run replaced has no tag left: remove it (kept if a container still uses it).
+current=$(docker image inspect -f '{{.Id}}' "$IMAGE")
+if [[ -n "$previous" && "$previous" != "$current" ]]; then
+  docker rmi "$previous" >/dev/null 2>&1 || true
+fi

@@ -4,7 +4,8 @@
 #   setup.sh                 every real peer the tests need (what `make test` and CI run)
 #   setup.sh --stack local   what `make up` of the local stack needs: the Pulumi engine (unless a
 #                            `pulumi` is on PATH), a Docker engine with Compose, the registry
-#                            mirror holding the demo tasks' image, the HTTP proxy on loopback
+#                            mirror holding the demo tasks' image and the stand-in SGLang
+#                            serving image (tests/env/serving_image.sh), the HTTP proxy on loopback
 #   setup.sh --stack NAME    a GPU stack (`make up STACK=a100`): only the engine; no test peer
 #
 # Idempotent: a second run only checks that each peer answers (a few seconds).
@@ -150,6 +151,11 @@ if ! skopeo inspect --tls-verify=false "docker://$REGISTRY_ADDR/$CANARY_IMAGE" >
   docker tag "$CANARY_IMAGE" "$REGISTRY_ADDR/$CANARY_IMAGE"
   docker push -q "$REGISTRY_ADDR/$CANARY_IMAGE" >/dev/null
 fi
+
+# --- The stand-in SGLang serving image in the registry (the local stack's CPU "model") ------
+# Built once per change of its inputs (see serving_image.sh); otherwise a label read.
+BENCHSTACK_TEST_STATE=$STATE BENCHSTACK_REGISTRY=$REGISTRY_ADDR BENCHSTACK_PYTHON=$PYTHON \
+  bash "$ROOT/tests/env/serving_image.sh" || die "the stand-in serving image did not build (see the line above)"
 
 # --- Upstream HTTP proxy on loopback -----------------------------------------------------
 if ! (exec 3<>"/dev/tcp/${PROXY_ADDR%:*}/${PROXY_ADDR#*:}") 2>/dev/null; then

@@ -1,17 +1,27 @@
 """The stand-in worker's own contract (tests/standins/sglang_worker.py): what other tests and the
-Harbor-job developer rely on when they script a Terminus-2 agent through it."""
+Harbor-job developer rely on when they script a Terminus-2 agent through it.
+
+Tests that start processes or the real router use the `processes` fixture (marked real); the
+episode selection, the request log and the demo checkpoint need no peer (the fast loop)."""
 
 from __future__ import annotations
 
 import json
+import threading
+import tomllib
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.serving.conftest import MODEL, Processes, chat
+from components.readiness import READY_PROMPT
+from tests.conftest import ROOT, run_script
+from tests.serving.conftest import MODEL, Processes, chat, free_port
+from tests.standins import sglang_worker as standin
 
-pytestmark = pytest.mark.real
+DEMO_MODEL = ROOT / "demo" / "model"
+DEMO_TASKS = ROOT / "demo" / "tasks"
 
 TERMINUS_REPLIES = [
     {"analysis": "Need the file.", "plan": "Write it.",
@@ -86,3 +96,225 @@ def test_bad_replies_file_names_the_line(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode != 0
     assert f"{replies}:2: not a JSON line" in proc.stderr
+
+
+# --- scripted episodes and the request log: no peer ---------------------------------------
+
+EPISODES = {"episodes": [
+    {"when": "MARK-B", "replies": [{"step": "b0"}, "b1 as a string"]},
+    {"when": "", "replies": [{"step": "d0"}, {"step": "d1"}]},
+]}
+
+
+def conversation(first: str, turns: int) -> list[dict]:
+    """A first user message, then `turns` assistant answers each followed by a user message."""
+    messages = [{"role": "system", "content": "You are an agent."},
+                {"role": "user", "content": first}]
+    for n in range(turns):
+        messages += [{"role": "assistant", "content": f"answer {n}"},
+                     {"role": "user", "content": f"output {n}"}]
+    return messages
+
+
+def worker_for(model_dir: Path, *flags: str) -> standin.Worker:
+    return standin.Worker(standin.parse_args(
+        ["--port", "30001", "--model-path", str(model_dir), *flags]))
+
+
+@pytest.fixture
+def scripted(tmp_path: Path) -> Path:
+    (tmp_path / "standin-episodes.json").write_text(json.dumps(EPISODES))
+    return tmp_path
+
+
+def test_the_first_matching_episode_answers_by_turn_and_the_last_reply_repeats(
+    scripted: Path,
+) -> None:
+    worker = worker_for(scripted)
+    got = [worker.choose(conversation("task MARK-B here", turn)) for turn in range(4)]
+    assert [c.content for c in got] == ['{"step": "b0"}', "b1 as a string", "b1 as a string",
+                                        "b1 as a string"]
+    assert [(c.source, c.episode, c.turn) for c in got] == [("episode", 0, t) for t in range(4)]
+    # The empty `when` is the default: any other first user message.
+    default = [worker.choose(conversation("another task", turn)) for turn in range(3)]
+    assert [json.loads(c.content) for c in default] == [{"step": "d0"}, {"step": "d1"},
+                                                        {"step": "d1"}]
+    assert {c.episode for c in default} == {1}
+    # Only the first user message selects: a marker in a later message does not.
+    later = conversation("another task", 1) + [{"role": "user", "content": "MARK-B"}]
+    assert worker.choose(later).episode == 1
+
+
+def test_stateless_the_same_request_gets_the_same_reply(scripted: Path) -> None:
+    # Two workers (or DP ranks) behind a router: whichever takes a turn answers it alike.
+    a, b = worker_for(scripted), worker_for(scripted)
+    messages = conversation("MARK-B", 1)
+    assert a.choose(messages) == a.choose(messages) == b.choose(messages)
+
+
+def test_the_readiness_probe_gets_ready_whatever_the_episodes(scripted: Path) -> None:
+    worker = worker_for(scripted)
+    choice = worker.choose([{"role": "user", "content": standin.READY_PROMPT}])
+    assert (choice.content, choice.source) == ("READY", "ready")
+    assert standin.READY_PROMPT == READY_PROMPT
+
+
+def test_without_a_match_or_an_episodes_file_the_answer_is_ready(tmp_path: Path) -> None:
+    (tmp_path / "standin-episodes.json").write_text(json.dumps(
+        {"episodes": [{"when": "only this", "replies": ["x"]}]}))
+    assert worker_for(tmp_path).choose(conversation("something else", 0)).content == "READY"
+    assert worker_for(tmp_path / "no-such-dir").episodes is None
+    assert worker_for(tmp_path / "no-such-dir").choose(conversation("x", 2)).source == "default"
+
+
+def test_replies_flag_takes_precedence_over_the_checkpoint_episodes(
+    scripted: Path, tmp_path: Path
+) -> None:
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text('"one"\n"two"\n')
+    worker = worker_for(scripted, "--replies", str(replies))
+    assert worker.episodes is None
+    assert [worker.choose(conversation("MARK-B", 0)).content for _ in range(3)] == [
+        "one", "two", "two"]
+
+
+def test_content_parts_are_read_as_text(scripted: Path) -> None:
+    messages = [{"role": "user", "content": [{"type": "text", "text": "a MARK-"},
+                                             {"type": "text", "text": "B task"}]}]
+    assert worker_for(scripted).choose(messages).episode == 0
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("not json", "unreadable or not JSON"),
+    ('{"episodes": []}', 'want {"episodes"'),
+    ('{"episodes": [{"when": "x", "replies": []}]}', "episodes[0] needs a string `when`"),
+])
+def test_a_bad_episodes_file_names_the_problem(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "standin-episodes.json"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as exc:
+        worker_for(tmp_path)
+    assert str(path) in str(exc.value) and reason in str(exc.value)
+
+
+def test_unknown_flags_are_ignored_with_a_warning(capsys: pytest.CaptureFixture[str]) -> None:
+    args = standin.parse_args(["--port", "1", "--enable-metrics", "--chunked-prefill-size",
+                               "8192", "--max-running", "3", "--tp-size", "2"])
+    assert args.tp_size == 2 and args.max_running_requests == 5  # no abbreviation taken
+    assert args.ignored_flags == ["--enable-metrics", "--chunked-prefill-size", "8192",
+                                  "--max-running", "3"]
+    err = capsys.readouterr().err
+    assert "ignoring flags the stand-in does not implement: --enable-metrics" in err
+
+
+@pytest.fixture
+def in_process(scripted: Path, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """The stand-in's HTTP server in this process, on a loopback port (no other peer)."""
+    port = free_port()
+    log = tmp_path / "requests.jsonl"
+    worker = standin.Worker(standin.parse_args(
+        ["--port", str(port), "--model-path", str(scripted), "--served-model-name", MODEL,
+         "--request-log", str(log)]))
+    server = standin.Server(("127.0.0.1", port), standin.make_handler(worker))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}", log
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_every_request_is_one_json_line_on_stdout_and_in_the_file(
+    in_process: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, log = in_process
+    capsys.readouterr()
+    # What a dp-aware router 0.3.2 forwards: its own re-encoding of the body, rank pinned.
+    body = {"model": MODEL, "messages": conversation("MARK-B", 1), "temperature": 0.699999988,
+            "top_p": 0.8, "top_k": 20, "max_completion_tokens": 64, "presence_penalty": 1.0,
+            "stream": False, "skip_special_tokens": True, "data_parallel_rank": 1}
+    reply = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=5).json()
+    assert reply["choices"][0]["message"]["content"] == "b1 as a string"
+    assert httpx.get(f"{url}/health", timeout=5).status_code == 200
+    native = httpx.post(f"{url}/generate", timeout=5, json={
+        "text": "MARK-B", "sampling_params": {"temperature": 0.5, "max_new_tokens": 8}})
+    assert native.json()["text"] == '{"step": "b0"}'
+
+    lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    chat_line, health_line, native_line = lines
+    port = int(url.rsplit(":", 1)[1])
+    assert chat_line == {
+        "t": chat_line["t"], "time": chat_line["time"], "worker": f"127.0.0.1:{port}",
+        "method": "POST", "path": "/v1/chat/completions", "status": 200, "model": MODEL,
+        "sampling": {"temperature": 0.699999988, "top_p": 0.8, "top_k": 20,
+                     "max_completion_tokens": 64, "presence_penalty": 1.0},
+        "data_parallel_rank": 1, "stream": False, "messages": 4,
+        "reply": {"source": "episode", "episode": 0, "turn": 1},
+    }
+    assert chat_line["time"].endswith("+00:00")
+    assert health_line["path"] == "/health" and health_line["status"] == 200
+    assert "sampling" not in health_line
+    assert native_line["sampling"] == {"temperature": 0.5, "max_new_tokens": 8}
+    assert native_line["reply"]["turn"] == 0
+    # The file: the same records, each POST with its whole body (what other tests read).
+    in_file = [json.loads(x) for x in log.read_text().splitlines()]
+    assert [{k: v for k, v in r.items() if k != "body"} for r in in_file] == lines
+    assert in_file[0]["body"] == body and "body" not in in_file[1]
+
+
+def test_a_rejected_request_is_logged_with_its_status(
+    in_process: tuple[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, _ = in_process
+    capsys.readouterr()
+    bad = httpx.post(f"{url}/v1/chat/completions", timeout=5, json={
+        "model": MODEL, "messages": [], "data_parallel_rank": 7})
+    assert bad.status_code == 400
+    (line,) = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert (line["status"], line["data_parallel_rank"], line.get("reply")) == (400, 7, None)
+
+
+# --- the demo checkpoint and its episodes: no peer ----------------------------------------
+
+def terminus_first_message(task: str) -> str:
+    # Terminus-2 (Harbor 0.21, terminus-json-plain.txt) puts the instruction in its first and
+    # only initial user message, after "Task Description:".
+    instruction = (DEMO_TASKS / task / "instruction.md").read_text()
+    return f"You are an AI assistant ...\n\nTask Description:\n{instruction}\n\nCurrent terminal"
+
+
+def test_demo_checkpoint_passes_the_model_check() -> None:
+    result = run_script("model_check.sh", {"MODEL_PATH": str(DEMO_MODEL),
+                                           "MODEL_USER": "1000:1000"})
+    assert result.returncode == 0, result.stderr
+    assert result.outputs["shards"] == 2
+    assert result.outputs["bytes"] >= result.outputs["index_total_size"] > 0
+
+
+def test_demo_episodes_script_the_three_demo_tasks() -> None:
+    worker = worker_for(DEMO_MODEL)
+    assert worker.episodes is not None
+    writes = {}
+    for task in ("hello-file", "hello-file-slow", "hello-file-wrong"):
+        timeout = tomllib.loads((DEMO_TASKS / task / "task.toml").read_text())["agent"]
+        turns = [json.loads(worker.choose(conversation(terminus_first_message(task), n)).content)
+                 for n in range(3)]
+        first, done, confirm = turns
+        (command,) = first["commands"]
+        assert first["task_complete"] is False
+        assert command["keystrokes"].startswith("sleep 6; ") and command["keystrokes"][-1] == "\n"
+        # Terminus-2 waits the whole duration: the 6 s outlast hello-file-slow's agent timeout
+        # and fit in the others'.
+        assert command["duration"] > 6
+        if task == "hello-file-slow":
+            assert timeout["timeout_sec"] < 6
+        else:
+            assert timeout["timeout_sec"] > command["duration"]
+        writes[task] = command["keystrokes"].split("printf ", 1)[1]
+        # Then complete, and the repeat confirms Terminus-2's "are you sure?".
+        assert done == confirm and done["task_complete"] is True and done["commands"] == []
+        for turn in turns:
+            assert {"analysis", "plan", "commands"} <= set(turn)
+    assert writes["hello-file"] == writes["hello-file-slow"] == "'hello\\n' > /app/hello.txt\n"
+    assert writes["hello-file-wrong"] == "'goodbye\\n' > /app/hello.txt\n"
