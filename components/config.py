@@ -215,6 +215,10 @@ class ServingConfig(Model):
     probe_python: str | None = None
     # Extra `sglang serve` flags, appended as given (an escape hatch, e.g. --enable-metrics).
     extra_server_args: list[str] = Field(default_factory=list)
+    # The worker containers' memlock limit in bytes (the seed's `--ulimit memlock=-1`: NCCL
+    # pins memory). -1 is unlimited; a host whose Docker engine may not raise it (no
+    # CAP_SYS_RESOURCE, as on the rehearsal machines) needs its own hard limit or less.
+    memlock: int = Field(default=-1, ge=-1)
 
     @field_validator("user")
     @classmethod
@@ -243,6 +247,9 @@ class RouterConfig(Model):
     balance_rel_threshold: float = Field(default=1.2, ge=1.0)
     image: str | None = None
     health_timeout_s: int = Field(default=300, gt=0)
+    # The router container's open-files limit (the seed: 65536); at most the Docker engine's own
+    # hard limit where it may not raise it.
+    nofile: int = Field(default=65536, ge=1024)
 
 
 class AgentConfig(Model):

@@ -32,7 +32,6 @@ from components.serving import (
 )
 
 ROUTER_STOP_TIMEOUT_S = 180
-NOFILE = 65536
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -144,7 +143,8 @@ class Router(pulumi.ComponentResource):
             provider=provider,
             parent=self,
             depends_on=[reach.command],
-            ulimits=[docker.ContainerUlimitArgs(name="nofile", soft=NOFILE, hard=NOFILE)],
+            ulimits=[docker.ContainerUlimitArgs(name="nofile", soft=args.router.nofile,
+                                                hard=args.router.nofile)],
             user=args.serving.user,
             envs=["HOME=/tmp"],
             volumes=volumes,

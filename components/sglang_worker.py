@@ -30,7 +30,6 @@ from components.serving import (
 
 # The seed's `docker run` options, shared with the router where they coincide.
 WORKER_STOP_TIMEOUT_S = 30
-MEMLOCK_UNLIMITED = -1
 STACK_BYTES = 67108864
 CONTAINER_ENV = ("HOME=/tmp", "HF_HOME=/tmp/huggingface")
 # The seed appended the server log to a file; here it is the container's log, rotated so a
@@ -203,7 +202,7 @@ class SGLangWorker(pulumi.ComponentResource):
             ipc_mode="host",
             ulimits=[
                 docker.ContainerUlimitArgs(
-                    name="memlock", soft=MEMLOCK_UNLIMITED, hard=MEMLOCK_UNLIMITED
+                    name="memlock", soft=args.serving.memlock, hard=args.serving.memlock
                 ),
                 docker.ContainerUlimitArgs(name="stack", soft=STACK_BYTES, hard=STACK_BYTES),
             ],

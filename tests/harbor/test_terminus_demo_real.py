@@ -83,8 +83,8 @@ def test_terminus2_on_the_demo_tasks_with_the_scripted_model(
 
     got = {task: outcome(task) for task in sorted(trials)}
     # hello-file-slow: the agent is cancelled at 5 s and the verifier has read /app/hello.txt by
-    # about 5.9 s after the agent started; the scripted `sleep 6` (sent at about 0.5 s) writes
-    # it at about 6.5 s. A margin of about half a second, measured here on an idle machine.
+    # about 5.9 s after the agent started; the scripted `sleep 12` (sent at about 0.5 s) writes
+    # it at about 12.5 s: a margin of about 6 s (half a second with a 6 s sleep, measured here).
     assert got == {"hello-file": (1, None), "hello-file-slow": (0, "AgentTimeoutError"),
                    "hello-file-wrong": (0, None)}, got
     # Each conversation was answered by its own episode, turn by turn (the wrong task by the

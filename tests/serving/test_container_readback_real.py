@@ -18,6 +18,7 @@ import pytest
 from components import router as router_mod
 from components import serving as serving_mod
 from components import sglang_worker as worker_mod
+from components.config import RouterConfig, ServingConfig
 from tests.conftest import docker
 
 pytestmark = pytest.mark.real
@@ -36,7 +37,8 @@ def test_worker_settings_read_back_unchanged(canary_image: str, tmp_path: Path) 
     model = tmp_path / "Qwen3.8-27B"
     model.mkdir()
     image_id = docker("image", "inspect", "--format", "{{.Id}}", canary_image).stdout.strip()
-    ulimits = {"memlock": worker_mod.MEMLOCK_UNLIMITED, "stack": worker_mod.STACK_BYTES}
+    memlock = ServingConfig.model_fields["memlock"].default
+    ulimits = {"memlock": memlock, "stack": worker_mod.STACK_BYTES}
     args = ["--network", "host", "--ipc", "host", "--user", "1000:1000",
             "--stop-timeout", str(worker_mod.WORKER_STOP_TIMEOUT_S),
             "--volume", f"{model}:/models/Qwen3.8-27B:ro", "--log-driver", serving_mod.LOG_DRIVER]
@@ -65,7 +67,7 @@ def test_worker_settings_read_back_unchanged(canary_image: str, tmp_path: Path) 
 
 def test_router_settings_read_back_unchanged(canary_image: str) -> None:
     image_id = docker("image", "inspect", "--format", "{{.Id}}", canary_image).stdout.strip()
-    nofile = router_mod.NOFILE
+    nofile = RouterConfig.model_fields["nofile"].default
     info = create_and_inspect(
         ["--network", "host", "--ulimit", f"nofile={nofile}:{nofile}", "--user", "1000:1000",
          "--env", "HOME=/tmp", "--stop-timeout", str(router_mod.ROUTER_STOP_TIMEOUT_S)],

@@ -303,12 +303,13 @@ def test_demo_episodes_script_the_three_demo_tasks() -> None:
         first, done, confirm = turns
         (command,) = first["commands"]
         assert first["task_complete"] is False
-        assert command["keystrokes"].startswith("sleep 6; ") and command["keystrokes"][-1] == "\n"
-        # Terminus-2 waits the whole duration: the 6 s outlast hello-file-slow's agent timeout
+        assert command["keystrokes"].startswith("sleep 12; ") and command["keystrokes"][-1] == "\n"
+        # Terminus-2 waits the whole duration: the 12 s outlast hello-file-slow's agent timeout
+        # and its verifier (which runs after the timeout, while the sleep still runs) with room,
         # and fit in the others'.
-        assert command["duration"] > 6
+        assert command["duration"] > 12
         if task == "hello-file-slow":
-            assert timeout["timeout_sec"] < 6
+            assert timeout["timeout_sec"] * 2 <= 12
         else:
             assert timeout["timeout_sec"] > command["duration"]
         writes[task] = command["keystrokes"].split("printf ", 1)[1]
