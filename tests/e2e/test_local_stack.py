@@ -38,6 +38,9 @@ EXPECTED = {
     "hello-file-slow": "agent_timeout",
 }
 API_KEY = "sk-benchstack-e2e-canary"
+IMAGE = "127.0.0.1:5000/benchstack/sglang-standin:0.3.2"
+WORKER, ROUTER = "benchstack-sglang-local", "benchstack-sglang-router"
+MODEL = "benchstack/stand-in"
 # The proxy bridge's state (components/proxy_bridge.py: BRIDGE_NAME under <workspace>/logs).
 BRIDGE = "logs/proxy-bridge/benchstack-proxy-bridge"
 
@@ -126,13 +129,50 @@ def kill_bridge(workspace: Path) -> None:
     assert not bridge_listening()
 
 
+def inspect(container: str) -> dict:
+    return json.loads(docker("inspect", container).stdout)[0]
+
+
+def worker_requests() -> list[dict]:
+    """The stand-in worker's request log (one JSON line per request on its stdout)."""
+    lines = docker("logs", WORKER).stdout.splitlines()
+    return [json.loads(line) for line in lines if line.startswith("{")]
+
+
+def assert_serving_plane_as_declared(local: LocalStack) -> None:
+    """What the Docker provider created reads back as the components declared it."""
+    image_id = docker("image", "inspect", "--format", "{{.Id}}", IMAGE).stdout.strip()
+    worker, router = inspect(WORKER), inspect(ROUTER)
+    for info in (worker, router):
+        assert info["State"]["Running"] and info["Image"] == image_id
+        assert info["HostConfig"]["NetworkMode"] == "host"
+        assert info["Config"]["User"] == "1000:1000"
+        assert info["HostConfig"]["LogConfig"]["Type"] == "json-file"
+    cmd = worker["Config"]["Cmd"]
+    assert cmd[:2] == ["sglang", "serve"]
+    flags = dict(zip(cmd[2::2], cmd[3::2], strict=False))
+    assert (flags["--served-model-name"], flags["--port"], flags["--tp-size"],
+            flags["--dp-size"]) == (MODEL, "30001", "1", "2")
+    assert not worker["HostConfig"].get("DeviceRequests"), "a CPU worker asked for GPUs"
+    assert worker["HostConfig"]["IpcMode"] == "host"
+    assert worker["HostConfig"]["Binds"] == [f"{local.project}/demo/model:/models/model:ro"]
+    assert {u["Name"]: u["Hard"] for u in worker["HostConfig"]["Ulimits"]} == {
+        "memlock": 8388608, "stack": 67108864}
+    rcmd = router["Config"]["Cmd"]
+    assert rcmd[:3] == ["python3", "-m", "sglang_router.launch_router"]
+    assert rcmd[rcmd.index("--worker-urls") + 1] == "http://127.0.0.1:30001"
+    assert "--dp-aware" in rcmd
+    assert router["HostConfig"]["Ulimits"] == [{"Name": "nofile", "Soft": 16384, "Hard": 16384}]
+
+
 def test_preview_of_a_fresh_stack_shows_the_plan_and_changes_nothing(local: LocalStack):
     before = host_snapshot(local.workspace)
     preview = local.preview()
     plan = steps(preview)
     assert set(plan.values()) == {"create"}
     for name in ("local-code-copy", "local-docker-daemon-apply", "images-pull", "tools-build",
-                 "proxy-socat", "job-install", "job-launch"):
+                 "proxy-socat", "job-install", "job-launch", "local-sglang-container",
+                 "router-container"):
         assert plan[name] == "create", name
     assert host_snapshot(local.workspace) == before
     assert local.resources() == []
@@ -152,6 +192,9 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     assert outputs[keys.IMAGES_READY] == 1
     assert docker("image", "inspect", CANARY_IMAGE, check=False).returncode == 0
     assert daemon_pools() == [{"base": "10.213.0.0/16", "size": 24}]
+    assert_serving_plane_as_declared(local)
+    assert outputs[keys.ROUTER_URL] == "http://127.0.0.1:30000"
+    assert outputs[keys.WORKER_URLS] == ["http://127.0.0.1:30001"]
     state_files = "".join(p.read_text() for p in (local.project / ".pulumi-state").rglob("*")
                           if p.is_file())
     assert API_KEY not in state_files and API_KEY not in json.dumps(local.export())
@@ -168,6 +211,15 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     # --- the job, its progress and its audit through the real stack outputs ----------------
     snapshot = wait_for_job(outputs)
     assert snapshot["done"] == snapshot["total"] == 3
+    # Terminus-2's calls went through the router to the worker's dp ranks, as configured.
+    calls = [r for r in worker_requests() if r["path"] == "/v1/chat/completions"
+             and r["reply"]["source"] == "episode"]
+    assert len(calls) >= 6, calls  # three trials, two turns or more each
+    assert {r["model"] for r in calls} == {MODEL}
+    assert {r["data_parallel_rank"] for r in calls} <= {0, 1}
+    for call in calls:  # the router re-encodes floats as 32-bit
+        assert abs(call["sampling"]["temperature"] - 0.7) < 1e-6
+        assert abs(call["sampling"]["top_p"] - 0.9) < 1e-6
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     report = audit_json("--stack", "local", "--project", str(local.project),
@@ -205,6 +257,17 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     local.config("--path", "benchstack:harbor.n_concurrent_trials", "3")
     local.preview("--expect-no-changes")
 
+    # One worker flag: that worker is replaced (and proven ready again), nothing else but the
+    # provenance record of its server config; the router's worker list is the same.
+    local.config("--path", "benchstack:serving.max_running_requests", "3")
+    serving_change = changed(local.preview("--diff"))
+    assert serving_change == {"local-sglang-container": "replace", "local-sglang-ready": "replace",
+                              "provenance-write": "replace"}, serving_change
+    assert changed(local.up()) == serving_change
+    assert inspect(WORKER)["Config"]["Cmd"][inspect(WORKER)["Config"]["Cmd"].index(
+        "--max-running-requests") + 1] == "3"
+    local.preview("--expect-no-changes")
+
     # --- an upgrade of benchstack edits host scripts: exactly their steps re-run in place --
     edited = {"daemon_config.sh": "local-docker-daemon-apply", "tool_bundle.sh": "tools-build",
               "proxy_bridge.sh": "proxy-socat", "harbor_install.sh": "job-install"}
@@ -237,6 +300,8 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     # --- destroy: only results and logs stay; daemon.json and docker0 as they were ---------
     local.destroy()
     assert local.resources() == []
+    names = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
+    assert WORKER not in names and ROUTER not in names
     assert leftovers(outputs[keys.JOB_NAME]) == {"containers": [], "networks": [], "processes": []}
     assert Path(job_dir).is_dir() and (Path(job_dir) / "result.json").is_file()
     assert Path(outputs[keys.JOB_LOG]).is_file()
@@ -409,3 +474,47 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(local: LocalSt
         assert leftovers(done.name) == {"containers": [], "networks": [], "processes": []}
         assert (done / "result.json").is_file()
     assert tree(main_dir) == written, "the rerun wrote into the main job's directory"
+
+
+def test_serving_faults_a_wrong_tp_size_is_refused_and_a_dead_worker_is_infra(local: LocalStack):
+    """A worker that serves another layout than the stack asks for stops `up` before the job
+    starts, naming the field; a worker that dies mid-trial is the endpoint's failure, not the
+    model's: the audit says infra with the router's words and lists the trials for a rerun."""
+    # The server takes its last --tp-size: it reports 2 where the stack asked for 1.
+    local.config("--path", "benchstack:serving.extra_server_args[0]", "--tp-size")
+    local.config("--path", "benchstack:serving.extra_server_args[1]", "2")
+    refused = local.cli("up", "--yes")
+    assert refused.returncode != 0
+    assert "tp_size" in refused.output and "Traceback" not in refused.output, refused.output[-3000:]
+    kept = {r["urn"].rsplit("::", 1)[-1] for r in local.resources()}
+    assert "local-sglang-container" in kept and "local-sglang-ready" not in kept
+    assert not {"router-container", "job-launch"} & kept, "the job started on a wrong server"
+
+    ok_rm = local.cli("config", "rm", "--path", "benchstack:serving.extra_server_args")
+    assert ok_rm.returncode == 0, ok_rm.output
+    fixed = changed(local.up())
+    assert fixed["local-sglang-container"] == "replace" and fixed["job-launch"] == "create"
+    outputs = local.outputs()
+
+    # Once Terminus-2 has had its first answer (it then waits out the scripted command), the
+    # worker goes away: the next turn of every trial finds no model behind the router.
+    deadline = time.monotonic() + 180
+    while not [r for r in worker_requests() if r["reply"].get("source") == "episode"]:
+        assert time.monotonic() < deadline, "no Terminus-2 turn reached the worker"
+        time.sleep(0.5)
+    docker("stop", WORKER)
+    wait_for_job(outputs)
+    report = audit_json(outputs[keys.JOB_DIR])
+    trials = {t["task"]: t for t in report["trials"]}
+    for task in ("hello-file", "hello-file-wrong"):
+        assert trials[task]["category"] == "infra", trials[task]
+        assert task in report["rerun"]
+        evidence = json.dumps(trials[task])
+        assert "call_upstream_request_error" in evidence or "error sending request" in evidence
+
+    # The next preview sees the worker gone; `up` brings it back, proven ready.
+    back = changed(local.up())
+    assert "local-sglang-container" in back, back
+    assert inspect(WORKER)["State"]["Running"]
+    local.destroy()
+    assert (Path(outputs[keys.JOB_DIR]) / "result.json").is_file()
