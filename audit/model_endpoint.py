@@ -4,8 +4,11 @@ An agent talks to the model through an OpenAI-compatible client (litellm, openai
 its own code); the server behind it may be SGLang, vLLM, llama.cpp, TGI or a hosted API. Who
 is to blame depends on the kind, not on the exception class:
 
-- the server failed or refused service (5xx, 429, 402/quota, auth, no answer, a body that is
-  not JSON): infra, the model never got to answer;
+- the server failed or refused service (5xx, 429, 402/quota, auth, no connection, a body that
+  is not JSON): infra, the model never got to answer;
+- the call timed out: not proof of either side. A client's own limit also ends a runaway
+  generation (the model's doing), so it is insufficient_evidence unless the connection itself
+  never opened (a connect timeout: unreachable);
 - the request did not fit the context window: the agent's own doing (it let its prompt grow
   past the served context) unless the job told the agent a larger limit than the server has,
   which is a stack misconfiguration;
@@ -25,7 +28,7 @@ _CLIENT = re.compile(
     r"APITimeoutError|InternalServerError|ServiceUnavailableError|BadGatewayError|"
     r"RateLimitError|BadRequestError|AuthenticationError|PermissionDeniedError|"
     r"ContextWindowExceededError|NotFoundError|UnprocessableEntityError|OpenAIException|"
-    r"Error code: \d{3})"
+    r"Error code: \d{3}|API Error:?\s*\d{3})"
 )
 
 # Context overflow as the servers word it (read from their sources and error pages):
@@ -74,6 +77,15 @@ _KINDS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     (
+        "unreachable",
+        re.compile(
+            r"(?i)(?:APIConnectionError|Connection error|ConnectTimeout|connect timeout|"
+            r"timed out while connecting|connection refused|ConnectError|"
+            r"Failed to establish a new connection|Name or service not known|"
+            r"Temporary failure in name resolution|RemoteProtocolError|Server disconnected)"
+        ),
+    ),
+    (
         "timeout",
         re.compile(
             r"(?i)(?:APITimeoutError|Request timed out|ReadTimeout|timed out waiting for|"
@@ -81,18 +93,12 @@ _KINDS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     (
-        "unreachable",
-        re.compile(
-            r"(?i)(?:APIConnectionError|Connection error|connection refused|ConnectError|"
-            r"Failed to establish a new connection|Name or service not known|"
-            r"Temporary failure in name resolution|RemoteProtocolError|Server disconnected)"
-        ),
-    ),
-    (
         "server_error",
         re.compile(
             r"(?i)(?:InternalServerError|ServiceUnavailableError|BadGatewayError|"
-            r"\b50[0-4]\b|overloaded|No available workers|Service Unavailable|Bad Gateway)"
+            r"\b50[0-4]\b|\b529\b|overloaded|No available workers|Service Unavailable|Bad Gateway|"
+            r"upstream connect error|no healthy upstream|Provider returned error|"
+            r"The server had an error)"
         ),
     ),
 ]
@@ -106,7 +112,8 @@ KIND_TEXT = {
     "unreachable": "the agent could not connect to the model endpoint",
     "server_error": "the model endpoint answered with a server error (5xx)",
 }
-INFRA_KINDS = tuple(KIND_TEXT)
+# A timeout proves nothing by itself (see the module docstring): not an excuse.
+INFRA_KINDS = tuple(k for k in KIND_TEXT if k != "timeout")
 
 
 @dataclass(frozen=True)
@@ -123,21 +130,33 @@ def from_client(text: str) -> bool:
 _FRAME_LINE = re.compile(r'(?m)^\s*File "[^"]*", line \d+, in .*$')
 
 
-def classify(message: str, traceback: str) -> EndpointFailure | None:
-    """Judge by the exception's own words first; the traceback's only when they say nothing."""
-    return classify_text(message) or classify_text(_FRAME_LINE.sub("", traceback))
+def classify(message: str, traceback: str, phrases: bool = True) -> EndpointFailure | None:
+    """Judge by the exception's own words first; the traceback's only when they say nothing.
+
+    `phrases=False` leaves out the servers' own words for an unparseable generation (knowledge
+    first met on the dev set; audit/learned.py switches it off to measure generalization)."""
+    return classify_text(message, phrases) or classify_text(_FRAME_LINE.sub("", traceback), phrases)
 
 
-def classify_text(text: str) -> EndpointFailure | None:
+def classify_text(text: str, phrases: bool = True) -> EndpointFailure | None:
     """The kind of model-endpoint failure an exception's type + message show."""
     if not text or not from_client(text):
+        return None
+    return classify_words(text, phrases)
+
+
+def classify_words(text: str, phrases: bool = True) -> EndpointFailure | None:
+    """The kind of failure the words show, without asking that a model client said them (for
+    text already known to be about a model call: an agent's own log of it, its model-call
+    code in the traceback)."""
+    if not text:
         return None
     m = _STATUS.search(text)
     status = int(m.group(1)) if m else None
     if _CONTEXT.search(text):
         ctx = _SERVED_CTX.search(text)
         return EndpointFailure("context_overflow", status, int(ctx.group(1)) if ctx else None)
-    if _PARSE_OUTPUT.search(text):
+    if phrases and _PARSE_OUTPUT.search(text):
         return EndpointFailure("unparseable_output", status, None)
     for kind, pattern in _KINDS:
         if pattern.search(text):

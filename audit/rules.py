@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from audit.evidence import SOURCES, TrialEvidence
+from audit.learned import DEV_SOURCES, GROUNDS, Knowledge
+from audit.verdict import OUTSIDE_CAUSES
 
 RULES_FILE = Path(__file__).with_name("rules.yaml")
 MAX_EVIDENCE_LINES = 3
@@ -60,8 +62,39 @@ class Rule(BaseModel):
     all: list[Condition] = Field(default_factory=list)
     none: list[Condition] = Field(default_factory=list)
     explanation: str = Field(min_length=10)
-    # `first`: tried before the built-in detectors (audit/detectors.py); `last`: after them.
+    # `first`: tried before the built-in detectors (audit/detectors/); `last`: after them.
     stage: Literal["first", "last"] = "first"
+    # What the matched lines prove for an infra rule (audit/verdict.py OUTSIDE_CAUSES): an
+    # infra verdict without it would be dropped to insufficient_evidence by admit().
+    proof: str | None = None
+    # Where the rule's knowledge came from (audit/learned.py).
+    learned_from: list[str] = Field(default_factory=list)
+    grounded_in: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _proof_and_provenance(self) -> Rule:
+        if self.category == "infra":
+            if self.proof not in OUTSIDE_CAUSES:
+                raise ValueError(
+                    f"an infra rule must name what its lines prove (proof: one of "
+                    f"{sorted(OUTSIDE_CAUSES)}), got {self.proof!r}"
+                )
+            if not self.all:
+                raise ValueError(
+                    "an infra rule needs `all` conditions: its proof is what they match"
+                )
+        unknown = [s for s in self.learned_from if s not in DEV_SOURCES]
+        unknown += [g for g in self.grounded_in if g not in GROUNDS]
+        if unknown:
+            raise ValueError(f"unknown provenance tag(s) {unknown}")
+        if not self.learned_from and not self.grounded_in:
+            raise ValueError("say where the rule came from (learned_from / grounded_in)")
+        return self
+
+    def knowledge(self) -> Knowledge:
+        return Knowledge(
+            self.name, tuple(self.learned_from), tuple(self.grounded_in), self.explanation[:80]
+        )
 
 
 class RuleFile(BaseModel):

@@ -6,7 +6,9 @@ The network snippets in CASES are the former rules.yaml cases; what changed and 
 - network signatures name the failure FAMILY (`*_network_timeout`, `*_connection_reset`...),
   not the tool (`agent_curl_timeout`), because the same family reads the same from any tool;
 - pip's `Could not find a version ... (from versions: none)` is no longer network evidence: the
-  captures show pip prints exactly that for a 5xx index and for a package that does not exist.
+  captures show pip prints exactly that for a 5xx index and for a package that does not exist;
+- a model call that timed out is insufficient_evidence, not infra: a runaway generation past
+  the client's own limit ends the same way, so the timeout proves no outside cause.
 """
 
 from __future__ import annotations
@@ -124,13 +126,23 @@ CASES: dict[str, tuple[TrialSpec, tuple[str, str], str]] = {
         ("infra", "model_endpoint_auth"),
         "401",
     ),
+    # A read timeout is no proof: a runaway generation past the client's limit ends the same
+    # way (issue #20: excuse only with proof). A connection that never opened is.
     "endpoint_timeout": (
         _endpoint(
             "Timeout",
             "litellm.Timeout: APITimeoutError - Request timed out. error_str: Request timed out.",
         ),
-        ("infra", "model_endpoint_timeout"),
+        ("insufficient_evidence", "model_call_timed_out"),
         "timed out",
+    ),
+    "endpoint_connect_timeout": (
+        _endpoint(
+            "APIConnectionError",
+            "litellm.APIConnectionError: OpenAIException - httpx.ConnectTimeout: timed out",
+        ),
+        ("infra", "model_endpoint_unreachable"),
+        "ConnectTimeout",
     ),
     "endpoint_not_json": (
         _endpoint(

@@ -1,0 +1,400 @@
+"""The model endpoint: its failures wherever they surface, and a served window set too short.
+
+Three places show an endpoint failure:
+- the exception that ended the trial, raised in the model client (litellm, openai, httpx...);
+- the same, surfacing as a crash of the agent's own code (issue #20): the agent's harness
+  raised, but its traceback shows it was handling the endpoint's answer (a body that is not
+  JSON, a reply without `usage` or `choices`, an HTTP status it turned into an exception). The
+  trigger is the endpoint, so it is infra, with the endpoint's words or the failing read as
+  proof; a parse of the MODEL's output (tool-call arguments, message content) stays the agent's;
+- the agent's own log of how its run ended (Claude Code's `API Error: 402 ...`, mini-swe-agent's
+  exit status, OpenHands' error state, a custom agent's status and error).
+And one more without any error: the run ended on a reply that carried no usage block (the
+stream was cut before its end) from an endpoint shown to send usage.
+
+What is not the endpoint's doing stays the agent's: a request past the context window the
+agent was told or that it never managed (unless the server serves less than it was told:
+audit/context_window.py), a 4xx for a request the agent built, a server that could not parse
+what the model generated. A timeout alone is not proof (audit/model_endpoint.py).
+"""
+
+from __future__ import annotations
+
+import re
+
+from audit import context_window as CW
+from audit import model_endpoint as ME
+from audit.agent_logs import Call
+from audit.detectors.common import (
+    HARBOR_TIMEOUTS,
+    etype,
+    exception_text,
+    frame_lines,
+    innermost_owner,
+    owner_of,
+)
+from audit.evidence import TrialEvidence
+from audit.job_context import JobContext
+from audit.learned import Knowledge, register
+from audit.verdict import (
+    Classification,
+    Proof,
+    exception_line,
+    exception_quote,
+    exception_where,
+    excuse,
+    short,
+)
+
+# The server could not parse what the model generated: llama.cpp's chat parser ("Failed to
+# parse input at pos N", "Failed to parse tool call arguments"), vLLM/SGLang tool parsers.
+UNPARSEABLE = register(
+    Knowledge(
+        "endpoint:unparseable_phrases",
+        learned_from=("gemma-harness-tb2",),
+        grounded_in=("docs",),
+        why="llama.cpp common/chat.cpp raises 'Failed to parse input at pos N' on generated "
+        "text its grammar cannot place (llama.cpp issue 20650)",
+    )
+)
+# The error body quotes chat-template control tokens: the server was reading the model's
+# raw generation, so the failure is about what the model wrote.
+_GENERATED_MARKUP = re.compile(
+    r"<\|[a-z_]+\|?>|<[a-z_]+\|>|</?tool_call>|</?think>|<\|im_(?:start|end)\|>|"
+    r"<\|channel\|?>|call:\w+\{"
+)
+MARKUP = register(
+    Knowledge(
+        "endpoint:generated_markup",
+        grounded_in=("docs",),
+        why="chat templates (Gemma, Qwen, harmony) mark tool calls and channels with control "
+        "tokens; an error quoting them quotes the model's own output",
+    )
+)
+SURFACED = register(
+    Knowledge(
+        "endpoint:surfaced_in_harness",
+        grounded_in=("issue-20", "docs"),
+        why="issue #20: an endpoint failure that crashes the agent's harness is the endpoint's; "
+        "OpenAI/Anthropic responses carry `choices` and `usage`, error bodies are JSON",
+    )
+)
+RUN_END = register(
+    Knowledge(
+        "endpoint:agent_log_run_end",
+        grounded_in=("issue-20", "docs"),
+        why="Claude Code's result event, mini-swe-agent's exit_status, OpenHands' error state",
+    )
+)
+
+# Traceback frames that are a model call (function names and source lines of agents' clients).
+_MODEL_CALL = re.compile(
+    r"(?i)(?:\bchat\b|complet|\bllm\b|call_model|query_model|_query\b|generate|inference|"
+    r"messages\.create|responses\.create|/chat/completions|/v1/messages|api_base|base_url)"
+)
+# Source lines that read the endpoint's HTTP answer rather than the model's words.
+_BODY_READ = re.compile(
+    r"\.json\(\)|json\.loads\(\s*(?:r|resp|response|res|raw|body|http_response|reply|result)"
+    r"(?:\.(?:text|content|body|read\(\)))?\s*\)"
+)
+_MODEL_CONTENT = re.compile(r"(?i)arguments|tool_call|function|\.message\b|message\.content")
+_NO_USAGE = re.compile(r"usage|prompt_tokens|completion_tokens")
+_NO_CHOICES = re.compile(r"choices")
+_MISSING_FIELD = ("KeyError", "AttributeError", "TypeError", "IndexError")
+
+
+def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """A model-endpoint failure ended the trial before it was graded."""
+    if ev.result is None or ev.result.reward is not None:
+        return None
+    kind = etype(ev) or ""
+    if kind in HARBOR_TIMEOUTS:
+        return None  # Harbor's own budget ran out: a model call in flight is not the cause
+    text = exception_text(ev)
+    info = ev.result.exception_info
+    message = f"{info.exception_type}: {info.exception_message or ''}" if info else ""
+    owner = innermost_owner(text)
+    failure: ME.EndpointFailure | None = None
+    site: Proof | None = None
+    if owner in ("client", None) or (owner == "harbor" and ME.from_client(text)):
+        tail = text.strip().splitlines()[-1] if text.strip() else ""
+        failure = ME.classify(f"{message}\n{tail}", text, ctx.knows(UNPARSEABLE.name))
+    elif owner == "agent" and ctx.knows(SURFACED.name):
+        failure, site = _surfaced_in_harness(ev, kind, message, text, ctx.knows(UNPARSEABLE.name))
+    if failure is None:
+        return None
+    return _verdict(ev, ctx, failure, message, site)
+
+
+def _surfaced_in_harness(
+    ev: TrialEvidence, kind: str, message: str, text: str, phrases: bool
+) -> tuple[ME.EndpointFailure | None, Proof | None]:
+    """The endpoint's failure behind a crash of the agent's own code, and the line showing it."""
+    frames = frame_lines(text)
+    agent = [f for f in frames if owner_of(f[0]) == "agent"]
+    path, func, src = agent[-1] if agent else ("", "", "")
+    where = ev.exception_source or "result.json exception_info"
+    if ME.from_client(message):
+        # The agent wrapped the client's exception in its own: the client's words stand.
+        found = ME.classify_text(message, phrases)
+        if found is not None:
+            return found, None
+    model_call = any(_MODEL_CALL.search(f"{p} {fn} {s}") for p, fn, s in frames)
+    if src and not _MODEL_CONTENT.search(src):
+        if _BODY_READ.search(src) and ("JSONDecode" in kind or "Expecting value" in message):
+            return ME.EndpointFailure("not_json", None, None), Proof(
+                "endpoint_response",
+                where,
+                short(src),
+                "the agent read the endpoint's response body here and it was not JSON",
+            )
+        if kind in _MISSING_FIELD and model_call:
+            for pattern, what in ((_NO_USAGE, "usage"), (_NO_CHOICES, "choices")):
+                if pattern.search(src) or pattern.search(message):
+                    return ME.EndpointFailure(f"no_{what}", None, None), Proof(
+                        "endpoint_response",
+                        where,
+                        short(src or message),
+                        f"the endpoint's reply had no `{what}`, which every complete "
+                        "chat-completion response carries",
+                    )
+    if model_call:
+        found = ME.classify_words(message, phrases)
+        # A JSONDecodeError's words say nothing of who sent the text: only its site does.
+        if found is not None and found.kind != "not_json":
+            return found, None
+    return None, None
+
+
+def _verdict(
+    ev: TrialEvidence,
+    ctx: JobContext,
+    failure: ME.EndpointFailure,
+    message: str,
+    site: Proof | None,
+) -> Classification | None:
+    head = exception_line(ev)
+    host = ", ".join(sorted(ctx.model_hosts)) or None
+    where = f" ({host})" if host else ""
+    if failure.kind == "context_overflow":
+        return _context(ev, ctx, f"{message}\n{exception_text(ev)}", exception_where(ev), head)
+    if failure.kind == "unparseable_output" or _quotes_generation(ctx, message):
+        return Classification(
+            "agent_error",
+            "model_output_unparseable",
+            "model",
+            "The server could not parse what the model generated (malformed tool-call or "
+            "channel markup) and returned an error for it: the content is the model's, not an "
+            "outage of the endpoint.",
+            head,
+            host,
+        )
+    if failure.kind == "bad_request":
+        return Classification(
+            "agent_error",
+            "agent_request_rejected",
+            "model",
+            f"The model endpoint{where} rejected the request the agent's harness built "
+            f"({failure.status or 400}): a bug or a bad setting in the agent, not an outage.",
+            head,
+            host,
+        )
+    if failure.kind == "timeout":
+        return Classification(
+            "insufficient_evidence",
+            "model_call_timed_out",
+            "model",
+            "A model call timed out. That is no proof of either side: an endpoint that stopped "
+            "answering and a runaway generation past the client's limit both end this way. "
+            "Read the endpoint's logs at that time before counting it as infra.",
+            head,
+            host,
+        )
+    words = KIND_WORDS.get(failure.kind) or ME.KIND_TEXT.get(failure.kind, failure.kind)
+    proof = [site] if site else []
+    proof.append(
+        Proof("endpoint_response", exception_where(ev), exception_quote(ev), "the endpoint's words")
+    )
+    return excuse(
+        "infra",
+        f"model_endpoint_{failure.kind}",
+        "model",
+        f"{words[0].upper() + words[1:]}{where}; the trial ended before the model could "
+        "finish and nothing was graded. Check the endpoint's logs at that time and rerun.",
+        proof,
+        lead=head,
+        endpoint=host,
+    )
+
+
+KIND_WORDS = {
+    "no_usage": "the model endpoint answered without a `usage` block and the agent's harness "
+    "crashed reading it",
+    "no_choices": "the model endpoint answered without `choices` (an error object in a "
+    "success reply) and the agent's harness crashed reading it",
+    "not_json": "the model endpoint answered with a body that is not JSON (an HTML error page, "
+    "an empty or cut-off reply) and the agent's harness crashed parsing it",
+}
+
+
+def _quotes_generation(ctx: JobContext, text: str) -> bool:
+    """The error quotes the model's own generated markup (the server was parsing it)."""
+    return ctx.knows(MARKUP.name) and bool(_GENERATED_MARKUP.search(text)) and "pars" in text
+
+
+def _context(
+    ev: TrialEvidence, ctx: JobContext, error: str, where: str, head: list[str]
+) -> Classification:
+    told = list(ctx.told) + _trial_told(ev)
+    j = CW.judge(error, where, told)
+    host = ", ".join(sorted(ctx.model_hosts)) or None
+    at = f" ({host})" if host else ""
+    if j.misconfigured and j.told is not None:
+        return excuse(
+            "infra",
+            "model_context_misconfigured",
+            "model",
+            f"The agent was told the model takes {j.told.tokens} input tokens but the server"
+            f"{at} serves {j.served}"
+            + (
+                f"; the rejected request had {j.request}, within what it was told"
+                if j.request
+                else ""
+            )
+            + ": a serving misconfiguration, the agent could not know to summarize in time. "
+            f"Serve the window the agent is told (or tell it {j.served}) and rerun.",
+            j.proof,
+            lead=head,
+            endpoint=host,
+        )
+    told_text = f" It was told {j.told.tokens} ({j.told.where})." if j.told is not None else ""
+    return Classification(
+        "agent_error",
+        "model_context_overflow",
+        "model",
+        "The agent let its prompt grow past the model's served context window"
+        + (f" ({j.numbers()})" if j.numbers() else "")
+        + " (e.g. by feeding unbounded tool output back to the model) and the server rejected "
+        "the request. Managing its context is the agent's job: this counts as its failure."
+        + told_text,
+        head,
+        host,
+    )
+
+
+def _trial_told(ev: TrialEvidence) -> list[CW.Window]:
+    from audit import layout as L
+
+    return CW.told_in_json(ev.text("config.json"), "config.json") + CW.told_in_text(
+        ev.text(L.TRIAL_LOG), L.TRIAL_LOG
+    )
+
+
+# --- the agent's own record of how its run ended -------------------------------------------
+def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """The agent's log says its run ended on an endpoint failure (graded or not)."""
+    if ev.result is None or (ev.result.reward or 0) >= 1.0 or not ctx.knows(RUN_END.name):
+        return None
+    if (etype(ev) or "") in HARBOR_TIMEOUTS:
+        return None
+    for log in ev.agent_logs():
+        where, words = _ending_error(log)
+        if not words:
+            continue
+        phrases = ctx.knows(UNPARSEABLE.name)
+        failure = ME.classify_text(words, phrases) or ME.classify_words(words, phrases)
+        if failure is None:
+            continue
+        if failure.kind == "context_overflow":
+            verdict = _context(ev, ctx, words, where, exception_line(ev))
+            if verdict.category == "infra":
+                return verdict
+            return None  # the agent's own overflow: the grade (or the fallback) stands
+        if failure.kind not in ME.INFRA_KINDS or _quotes_generation(ctx, words):
+            return None
+        return excuse(
+            "infra",
+            f"model_endpoint_{failure.kind}",
+            "model",
+            f"{ME.KIND_TEXT[failure.kind][0].upper() + ME.KIND_TEXT[failure.kind][1:]}, and the "
+            f"agent's run ended there ({log.source} log). The trigger was the endpoint: rerun.",
+            [Proof("endpoint_response", where, short(words), "the endpoint's words")],
+            lead=exception_line(ev),
+            endpoint=", ".join(sorted(ctx.model_hosts)) or None,
+        )
+    return None
+
+
+def _ending_error(log) -> tuple[str, str]:
+    """(where, words) of the error the run ended on, if it ended on one."""
+    if log.end is not None and log.end.is_error and log.end.message:
+        return log.end.where, f"{log.end.status}: {log.end.message}"
+    last = log.last()
+    if isinstance(last, Call) and last.error:
+        return last.where, last.error
+    return "", ""
+
+
+# --- a reply cut off by the serving side ---------------------------------------------------
+CUT_OFF = register(
+    Knowledge(
+        "model_reply_cut_off",
+        learned_from=("glm5-openclaw-tb20",),
+        grounded_in=("docs", "issue-20"),
+        why="a complete chat completion carries `usage` (OpenAI API; streamed, in its final "
+        "chunk with include_usage); issue #20: a response without usage is the endpoint's",
+    )
+)
+
+
+def model_reply_cut_off(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """The run ended on a model reply that carried no usage and no tool call."""
+    if ev.result is None or etype(ev) is not None or (ev.result.reward or 0) >= 1.0:
+        return None
+    for log in ev.agent_logs():
+        calls = log.calls
+        last = log.last()
+        if not calls or not isinstance(last, Call) or last.usage is None:
+            continue
+        if not last.usage.missing or last.acted or last.error:
+            continue
+        if not (last.usage.completion_tokens or last.text.strip()):
+            continue  # an empty reply with no tokens: nothing shows a reply was under way
+        sent = next(
+            (
+                Proof(
+                    "endpoint_response",
+                    c.where,
+                    f"prompt_tokens: {c.usage.prompt_tokens}",
+                    "the same endpoint reported usage for an earlier reply",
+                )
+                for c in calls[:-1]
+                if c.usage is not None and not c.usage.missing
+            ),
+            None,
+        ) or ctx.usage_reported(ev)
+        if sent is None:
+            return None  # this endpoint may never report usage: a zero says nothing
+        first = next((ln for ln in last.text.splitlines() if ln.strip()), "")
+        said = short(first) or f"completion_tokens: {last.usage.completion_tokens}"
+        return excuse(
+            "infra",
+            "model_reply_cut_off",
+            "model",
+            "The agent's last model call came back without a usage block (0 prompt tokens for a "
+            "non-empty prompt) and without the tool call its text announced, and the run ended "
+            "there: the serving side cut the response off. The agent never got to act on it; "
+            "rerun the task.",
+            [
+                Proof(
+                    "endpoint_response",
+                    last.where,
+                    said,
+                    f"prompt_tokens 0, completion_tokens {last.usage.completion_tokens}, no tool "
+                    "call",
+                ),
+                sent,
+            ],
+            lead=exception_line(ev),
+        )
+    return None
