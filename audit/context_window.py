@@ -35,12 +35,13 @@ class Window:
 
 # Config keys and env vars that tell an agent its model's window (not the server's flags).
 _TOLD_KEY = re.compile(
-    r"(?i)^(?:max_input_tokens|max_context(?:_length|_tokens|_window)?|context_window(?:_size)?|"
+    r"(?i)^(?:max_input_tokens|max_context(?:_length|_tokens|_window|_size)?|context_window(?:_size)?|"
     r"context_length|context_size|max_prompt_tokens|model_context_window|num_ctx|"
     r"(?:llm_|litellm_|openai_)?max_input_tokens|context_window_tokens)$"
 )
 _TOLD_TEXT = re.compile(
-    r"(?i)['\"]?(?:max_input_tokens|context_window|max_context_tokens|model_context_window)['\"]?"
+    r"(?i)['\"]?(?:max_input_tokens|context_window|max_context_(?:tokens|size)|model_context_window)"
+    r"['\"]?"
     r"\s*[:=]\s*(\d{3,8})"
 )
 _SERVED = re.compile(

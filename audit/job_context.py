@@ -107,7 +107,7 @@ def _first_usage(ev: TrialEvidence) -> Proof | None:
             if call.usage is not None and not call.usage.missing:
                 return Proof(
                     "endpoint_response",
-                    f"../{ev.trial_dir}/{call.where}",
+                    f"../{ev.trial_dir}/{call.usage_where}",
                     f"prompt_tokens: {call.usage.prompt_tokens}",
                     "the same endpoint reports usage for a complete reply",
                 )

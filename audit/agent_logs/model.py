@@ -34,6 +34,11 @@ class Call:
     usage: Usage | None = None  # None: this log records no usage for any call
     finish_reason: str | None = None
     error: str | None = None  # the endpoint error recorded instead of a reply
+    usage_at: str | None = None  # where the usage was read, when not `where` itself
+
+    @property
+    def usage_where(self) -> str:
+        return self.usage_at or self.where
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ def read(files: TrialFiles) -> AgentLog | None:
                 analysis or response.strip()[:2000],
                 acted=bool(commands),
                 usage=_usage(load_json(files.text(f"{base}/debug.json"))),
+                usage_at=f"{base}/debug.json",
             )
         )
         following = f"agent/episode-{n + 1}/prompt.txt"

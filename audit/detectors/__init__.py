@@ -51,12 +51,13 @@ _ENDPOINT = register(
 DETECTORS: list[Detector] = [
     Detector(endpoint.model_endpoint, _ENDPOINT),
     Detector(endpoint.endpoint_in_agent_log, endpoint.RUN_END),
+    # Before the harness crash: a crash on the per-command cap is judged by its command.
+    Detector(command_cap.command_cap, command_cap.CAP),
     Detector(harness.agent_harness_crash, harness.CRASH),
     Detector(environment.out_of_memory, environment.OOM),
     Detector(environment.container_died, environment.KILLED),
     Detector(environment.disk_full, environment.DISK),
     Detector(environment.emulation_unsupported, environment.EMULATION),
-    Detector(command_cap.command_cap, command_cap.CAP),
     Detector(setup.setup_hung, setup.HUNG),
     Detector(setup.agent_setup_failed, setup.SETUP),
     Detector(endpoint.model_reply_cut_off, endpoint.CUT_OFF),

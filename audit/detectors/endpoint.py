@@ -364,7 +364,7 @@ def model_reply_cut_off(ev: TrialEvidence, ctx: JobContext) -> Classification | 
             (
                 Proof(
                     "endpoint_response",
-                    c.where,
+                    c.usage_where,
                     f"prompt_tokens: {c.usage.prompt_tokens}",
                     "the same endpoint reported usage for an earlier reply",
                 )
