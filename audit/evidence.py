@@ -160,10 +160,12 @@ class TrialEvidence:
         chunks = []
         info = self.result.exception_info if self.result else None
         if info:
+            # A result rebuilt from exception.txt (no result.json) is quoted from that file.
+            where = self.exception_source or f"{L.TRIAL_RESULT} exception_info"
             head = f"{info.exception_type or ''}: {info.exception_message or ''}"
-            chunks.append(Chunk(f"{L.TRIAL_RESULT} exception_info", head))
+            chunks.append(Chunk(where, head))
             if info.exception_traceback:
-                chunks.append(Chunk(f"{L.TRIAL_RESULT} exception_info", info.exception_traceback))
+                chunks.append(Chunk(where, info.exception_traceback))
         if info or self.result is None:
             text = self._read(L.TRIAL_EXCEPTION)
             if text:

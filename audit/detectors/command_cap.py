@@ -92,6 +92,24 @@ def _crashed_on_cap(ev: TrialEvidence, text: str, cap: C.CapHit) -> Classificati
             f"a command Harbor ran itself (in {caller[1]})",
             cap,
         )
+    agent = (ev.result.agent_info.name if ev.result and ev.result.agent_info else None) or ""
+    if caller is None and agent.startswith("terminus"):
+        # Terminus-2 drives the container only through tmux calls Harbor makes, which return
+        # at once (its keystrokes run in the pane, reference §5.3): the exec that hung was
+        # Harbor's, whatever the agent had typed.
+        return _hung(
+            ev,
+            [
+                Proof(
+                    "environment_event",
+                    ev.exception_source or "result.json exception_info",
+                    short(cap.quote),
+                    "an exec of Harbor's own for terminus-2 (tmux) did not return",
+                )
+            ],
+            "a tmux call Harbor made for terminus-2",
+            cap,
+        )
     where, command = _which_command(ev, text, cap)
     if command is None:
         return Classification(
