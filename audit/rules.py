@@ -191,8 +191,27 @@ def _compile(cond: Condition) -> _Compiled:
     return _Compiled(cond, re.compile(joined, re.MULTILINE))
 
 
+_CACHE: dict[tuple[str, int], list[CompiledRule]] = {}
+
+
 def load_rules(path: Path = RULES_FILE) -> list[CompiledRule]:
-    """Load and compile a rules file; errors name the file and the offending rule."""
+    """Load and compile a rules file; errors name the file and the offending rule.
+
+    Compiled rules are immutable, so a file is parsed once per process (per modification):
+    an audit of many jobs would otherwise spend more time in YAML than in its trials."""
+    try:
+        key = (str(Path(path).resolve()), Path(path).stat().st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _CACHE:
+        return list(_CACHE[key])
+    rules = _load(path)
+    if key is not None:
+        _CACHE[key] = rules
+    return list(rules)
+
+
+def _load(path: Path) -> list[CompiledRule]:
     try:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:

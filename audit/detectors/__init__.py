@@ -41,10 +41,10 @@ class Detector:
 _ENDPOINT = register(
     Knowledge(
         "model_endpoint",
-        learned_from=("gemma-harness-tb2",),
         grounded_in=("harbor", "docs"),
         why="litellm/openai exceptions (Harbor's terminus2-dead-endpoint sample); vLLM, SGLang, "
-        "llama.cpp and TGI error texts from their docs and sources",
+        "llama.cpp and TGI error texts from their docs and sources (model-endpoint rules "
+        "predate the dev set)",
     )
 )
 

@@ -59,16 +59,31 @@ UNPARSEABLE = register(
 )
 # The error body quotes chat-template control tokens: the server was reading the model's
 # raw generation, so the failure is about what the model wrote.
-_GENERATED_MARKUP = re.compile(
-    r"<\|[a-z_]+\|?>|<[a-z_]+\|>|</?tool_call>|</?think>|<\|im_(?:start|end)\|>|"
-    r"<\|channel\|?>|call:\w+\{"
-)
+_GENERATED_MARKUP = re.compile(r"<\|[a-z_]+\|?>|<[a-z_]+\|>|</?tool_call>|</?think>")
 MARKUP = register(
     Knowledge(
         "endpoint:generated_markup",
         grounded_in=("docs",),
-        why="chat templates (Gemma, Qwen, harmony) mark tool calls and channels with control "
-        "tokens; an error quoting them quotes the model's own output",
+        why="chat templates mark turns, channels and tool calls with control tokens (Qwen "
+        "<|im_start|>, harmony <|channel|>, Gemma <|channel>, <tool_call>, <think>); an error "
+        "quoting them quotes the model's raw generation",
+    )
+)
+CONTEXT_AGENTS = register(
+    Knowledge(
+        "endpoint:context_overflow_is_agents",
+        learned_from=("gemma-harness-tb2",),
+        grounded_in=("seed", "issue-20"),
+        why="the seed's pitfall and issue #20: only a server window shorter than the one the "
+        "agent was told excuses an overflow; Terminus-2 summarizes against its told window",
+    )
+)
+BAD_REQUEST_AGENTS = register(
+    Knowledge(
+        "endpoint:bad_request_is_agents",
+        learned_from=("gemma-harness-tb2",),
+        grounded_in=("docs",),
+        why="HTTP 4xx is a client error (RFC 9110 §15.5): the request the agent's harness built",
     )
 )
 SURFACED = register(
@@ -178,6 +193,8 @@ def _verdict(
     where = f" ({host})" if host else ""
     if failure.kind == "context_overflow":
         return _context(ev, ctx, f"{message}\n{exception_text(ev)}", exception_where(ev), head)
+    if failure.kind == "bad_request" and not ctx.knows(BAD_REQUEST_AGENTS.name):
+        return None
     if failure.kind == "unparseable_output" or _quotes_generation(ctx, message):
         return Classification(
             "agent_error",
@@ -244,7 +261,7 @@ def _quotes_generation(ctx: JobContext, text: str) -> bool:
 
 def _context(
     ev: TrialEvidence, ctx: JobContext, error: str, where: str, head: list[str]
-) -> Classification:
+) -> Classification | None:
     told = list(ctx.told) + _trial_told(ev)
     j = CW.judge(error, where, told)
     host = ", ".join(sorted(ctx.model_hosts)) or None
@@ -307,7 +324,7 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
             continue
         if failure.kind == "context_overflow":
             verdict = _context(ev, ctx, words, where, exception_line(ev))
-            if verdict.category == "infra":
+            if verdict is not None and verdict.category == "infra":
                 return verdict
             return None  # the agent's own overflow: the grade (or the fallback) stands
         if failure.kind not in ME.INFRA_KINDS or _quotes_generation(ctx, words):

@@ -75,9 +75,10 @@ ANSWERED = register(
         "agent_network:answered_elsewhere",
         learned_from=("gemma-harness-tb2",),
         grounded_in=("issue-20", "docs"),
-        why="an endpoint that answered this trial was up (its later failure was intermittent); a "
-        "name that does not resolve while other names did is a wrong name (getaddrinfo "
-        "EAI_NONAME), not a network down",
+        why="issue #20's standard (an outage needs evidence the endpoint was down): one that "
+        "answered this trial earlier was up, its later error intermittent; a name that does "
+        "not resolve while other names did is a wrong name (getaddrinfo EAI_NONAME), not a "
+        "network down",
     )
 )
 # A server's answer, success or not (a 404 proves the network and the resolver work).
@@ -109,11 +110,10 @@ def agent_network(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         failures.extend((f, index) for f in found)
         if found:
             continue
-        for line in out.text.splitlines():
-            if N.SUCCESS.match(line) or _ANSWER.search(line):
-                host = N.host_in(line) or context
-                if host:
-                    answered.setdefault(host, []).append(index)
+        for line in _answer_lines(out.text):
+            host = N.host_in(line) or context
+            if host:
+                answered.setdefault(host, []).append(index)
     for c in ev.source("agent_output"):
         if c.file == L.AGENT_TRAJECTORY or "/command-" in c.file or c.label is not None:
             continue  # already read with its command
@@ -130,6 +130,16 @@ def agent_network(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     if len(outside) < AGENT_MIN_FAILURES:
         return None
     return _network_verdict(ev, ctx, "agent", outside[0], len(outside), outside)
+
+
+def _answer_lines(text: str) -> list[str]:
+    """The lines of `text` that show a server answered (one scan of the text, not one a line)."""
+    out = []
+    for m in (*N.SUCCESS.finditer(text), *_ANSWER.finditer(text)):
+        start = text.rfind("\n", 0, m.start()) + 1
+        end = text.find("\n", m.end())
+        out.append(text[start : end if end != -1 else len(text)])
+    return out
 
 
 def _contradicted(f: N.NetFailure, index: int, answered: dict[str, list[int]]) -> bool:
