@@ -28,7 +28,7 @@ _CLIENT = re.compile(
     r"APITimeoutError|InternalServerError|ServiceUnavailableError|BadGatewayError|"
     r"RateLimitError|BadRequestError|AuthenticationError|PermissionDeniedError|"
     r"ContextWindowExceededError|NotFoundError|UnprocessableEntityError|OpenAIException|"
-    r"Error code: \d{3}|API Error:?\s*\d{3})"
+    r"Error code: \d{3}|API Error:?\s*\d{3}|validation errors? for ChatCompletion)"
 )
 
 # Context overflow as the servers word it (read from their sources and error pages):
@@ -77,6 +77,15 @@ _KINDS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     (
+        # The client library could not read the reply as the API's schema (pydantic's
+        # "validation error for ChatCompletion": `choices` or `usage` missing, an error object).
+        "malformed_reply",
+        re.compile(
+            r"(?i)validation errors? for (?:ChatCompletion\w*|Message|Completion|ModelResponse|"
+            r"CreateChatCompletionResponse)\b"
+        ),
+    ),
+    (
         "unreachable",
         re.compile(
             r"(?i)(?:APIConnectionError|Connection error|ConnectTimeout|connect timeout|"
@@ -108,6 +117,8 @@ KIND_TEXT = {
     "rate_limit": "the model endpoint rate-limited the agent (429) until its retries ran out",
     "not_json": "the model endpoint answered with a body that is not JSON (an HTML error page, "
     "an empty or cut-off reply)",
+    "malformed_reply": "the model endpoint's reply did not follow the API's schema (a field "
+    "such as `choices` or `usage` missing: an error object or a cut-off reply)",
     "timeout": "the model endpoint did not answer in time",
     "unreachable": "the agent could not connect to the model endpoint",
     "server_error": "the model endpoint answered with a server error (5xx)",

@@ -48,6 +48,8 @@ _PATTERNS: dict[str, list[str]] = {
         rf"\b{_STATUS} (?:Server|Client) Error: [^\n]*? for url: (?P<url>\S+)",  # requests
         rf"too many {_STATUS} error responses",  # urllib3 retries exhausted
         rf"\bHTTP/[\d.]+ {_STATUS}\b",
+        rf"status code: {_STATUS}, reason phrase",  # maven (Apache HttpClient)
+        rf"CondaHTTPError: HTTP {_STATUS}\b[^\n]*? for url <(?P<url>[^>]+)>",
     ],
     "dns": [
         r"Could not resolve host:? '?(?P<host>[\w.-]+)",
@@ -62,6 +64,9 @@ _PATTERNS: dict[str, list[str]] = {
         r"failed to lookup address information",
         r"dial tcp: lookup (?P<host>[\w.-]+)[^\n]*no such host",
         r"Could not resolve hostname",
+        r"java\.net\.UnknownHostException: (?P<host>[\w.-]+)",  # JVM tools (maven, gradle)
+        r"No such host is known",  # .NET
+        r"\bEAI_AGAIN\b",
     ],
     "tls": [
         r"SSL certificate problem",
@@ -96,6 +101,9 @@ _PATTERNS: dict[str, list[str]] = {
         r"connection closed before message completed",
         r"IncompleteRead",
         r"\bConnection failed \[IP: ",  # apt
+        r"\bsocket hang up\b",  # node
+        r"ServerDisconnectedError",  # aiohttp
+        r"java\.net\.SocketException: Connection reset",
     ],
     "timeout": [
         r"curl: \(28\)",
@@ -110,12 +118,17 @@ _PATTERNS: dict[str, list[str]] = {
         r"Timeout was reached",
         r"'timed out' thrown while requesting \w+ (?P<url>\S+)",
         r"\bETIMEDOUT\b",
+        r"\bESOCKETTIMEDOUT\b",  # node's request/yarn
+        r"java\.net\.SocketTimeoutException",
+        r"dial tcp [^\n]*: i/o timeout",  # Go (go get, docker)
+        r"Client\.Timeout exceeded while awaiting headers",  # Go's net/http
     ],
     "refused": [
         r"Connection refused",
         r"\bECONNREFUSED\b",
         r"Failed to connect to (?P<host>[\w.:-]+) port \d+",
         r"Couldn't connect to server",
+        r"Cannot connect to host (?P<host>[\w.-]+):\d+",  # aiohttp
     ],
     # A tool's summary that a download failed, when the cause is not on the same line: uv's
     # `Failed to fetch: url`, cargo's `failed to download from url`, npm's `network request to
@@ -126,6 +139,7 @@ _PATTERNS: dict[str, list[str]] = {
         r"network request to (?P<url>\S+) failed",
         r"Could not fetch URL (?P<url>\S+?):",
         r"error: Request failed after \d+ retr",
+        r"CondaHTTPError: HTTP 000 CONNECTION FAILED for url <(?P<url>[^>]+)>",
     ],
 }
 
@@ -195,6 +209,19 @@ _WORDS = (
     "unexpected_eof",
     "self_signed",
     "unable_to_",
+    "unknownhost",
+    "no such host",
+    "eai_again",
+    "timedout",
+    "sockettimeout",
+    "i/o timeout",
+    "client.timeout",
+    "socket hang up",
+    "serverdisconnected",
+    "connection reset",
+    "cannot connect to host",
+    "status code:",
+    "condahttperror",
 )
 
 
@@ -431,7 +458,8 @@ def hosts_written_by_agent(commands: list[str], written: list[str]) -> set[str]:
 
 
 def owner(failure: NetFailure, agent_hosts: set[str]) -> str:
-    """`agent` (its own server or a host it configured), `external`, or `unknown`."""
+    """`agent` (its own server or a host it configured), `external`, or `unknown` (a service
+    of the task's own network, or no host and a refused connection)."""
     if failure.via_proxy:
         return "external"
     host = failure.host
@@ -442,6 +470,10 @@ def owner(failure: NetFailure, agent_hosts: set[str]) -> str:
         return "unknown" if failure.family == "refused" else "external"
     if is_loopback(host) or host in agent_hosts:
         return "agent"
+    if "." not in host and ":" not in host:
+        # A single-label name (`db`, `redis`, `main`) is a service of the task's own compose
+        # network or the container itself, not an endpoint outside it.
+        return "unknown"
     return "external"
 
 

@@ -207,6 +207,10 @@ def _last_command_hung(ev: TrialEvidence) -> Classification | None:
         previous = C.kind_of(before.text)
         if previous.kind in C.NEVER_ENDS or not _answered(ev, before):
             return None  # typed behind a command still running: it queued, it did not hang
+        if _in_a_terminal(ev) and not _returned_to_prompt(ev, before):
+            # In a terminal pane every keystroke queues behind what still runs: only a prompt
+            # after the previous command's output shows the shell was free.
+            return None
     return excuse(
         "infra",
         "container_exec_hung",
@@ -224,6 +228,27 @@ def _last_command_hung(ev: TrialEvidence) -> Classification | None:
         ],
         lead=exception_line(ev),
     )
+
+
+_PROMPT = re.compile(r"^(?:\(\S+\)\s*)?(?:\S+@\S+:\S*?|[\w~/.-]*?)\s?[#$]$")
+
+
+def _in_a_terminal(ev: TrialEvidence) -> bool:
+    """The agent types into one terminal (Terminus-2's tmux pane), not one exec a command."""
+    agent = (ev.result.agent_info.name if ev.result and ev.result.agent_info else None) or ""
+    return agent.startswith("terminus") or any(
+        "Terminal Output" in c.text[:200] or "Terminal Screen" in c.text[:200]
+        for c in ev.source("agent_output")[:3]
+    )
+
+
+def _returned_to_prompt(ev: TrialEvidence, command: Chunk) -> bool:
+    """The output after `command` ends on a shell prompt: the command had finished."""
+    for ex in ev.exchanges():
+        if ex.command is command and ex.output:
+            lines = [ln.rstrip() for ln in ex.output.text.splitlines() if ln.strip()]
+            return bool(lines) and bool(_PROMPT.match(lines[-1]))
+    return False
 
 
 def _answered(ev: TrialEvidence, command: Chunk) -> bool:

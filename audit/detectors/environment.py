@@ -75,6 +75,24 @@ def out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     )
 
 
+# A build whose parallelism has no bound (`make -j`, `-j$(nproc)` on a host's many cores, a
+# two-digit -j): the usual way an agent draws the OOM killer onto its own container.
+_UNBOUNDED_BUILD = re.compile(
+    r"(?:\bmake|\bninja|cmake\s+--build|\bcargo\s+build)\b[^\n;&|]*?"
+    r"(?:-j\s*\$\(nproc\)|-j\s*`nproc`|-j(?:\s*$|\s+-)|-j\s*\d{2,}|--jobs(?!\s*=?\s*\d))",
+    re.MULTILINE,
+)
+OWN_BUILD = register(
+    Knowledge(
+        "container_killed:own_build",
+        learned_from=("glm5-openclaw-tb20",),
+        grounded_in=("docs",),
+        why="GNU make: -j with no number runs unlimited jobs; nproc jobs of a C++ build can "
+        "exceed a container's memory (the kernel's OOM killer then SIGKILLs)",
+    )
+)
+
+
 def container_died(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     """An agent exec was SIGKILLed without any Harbor timeout and the verifier found nothing."""
     if ev.result is None or ev.result.reward is not None:
@@ -86,6 +104,22 @@ def container_died(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         return None
     if (ev.text(L.VERIFIER_STDOUT) or "").strip():
         return None
+    commands = ev.source("agent_commands")
+    last = commands[-1] if commands else None
+    if last is not None and ctx.knows(OWN_BUILD.name) and _UNBOUNDED_BUILD.search(last.text):
+        return Classification(
+            "agent_error",
+            "agent_build_memory_pressure",
+            "agent",
+            "The agent's command was SIGKILLed (exit 137) while its own build ran with no bound "
+            "on its parallelism: the memory that drew the kill was most likely the agent's "
+            "own. The kill is no proof of an outside cause.",
+            exception_line(ev)
+            + [
+                f"{killed.file}: {killed.text.strip()}",
+                f"{last.where(1)}: {last.text.strip()[:200]}",
+            ],
+        )
     oom = proof_at("environment_event", ev.source("agent_output") + ev.source("trial_log"), _OOM)
     return excuse(
         "infra",

@@ -186,10 +186,20 @@ def test_terminus_ls_typed_behind_tail_f_is_the_agents_wait(tmp_path):
 
 
 def test_terminus_ls_after_a_finished_command_that_never_returns_is_infra(tmp_path):
-    job, _ = _terminus_timeout(tmp_path, ["make -j4\n", "ls /app\n"], ["done\n", ""])
+    job, _ = _terminus_timeout(
+        tmp_path, ["make -j4\n", "ls /app\n"], ["done\nroot@c0ffee:/app# \n", ""]
+    )
     row = _audit(job)
     assert (row.category, row.signature) == ("infra", "container_exec_hung")
     assert row.proof[0].where == "agent/trajectory.json step 3"
+
+
+def test_terminus_ls_typed_while_the_previous_command_still_prints_is_the_agents(tmp_path):
+    """Its script printed progress but no prompt came back: the `ls` queued behind it."""
+    job, _ = _terminus_timeout(
+        tmp_path, ["python3 train.py\n", "ls /app\n"], ["epoch 1/50 loss 0.91\n", ""]
+    )
+    assert _audit(job).category == "agent_timeout"
 
 
 def test_terminus_episode_dirs_without_trajectory(tmp_path):
@@ -200,7 +210,11 @@ def test_terminus_episode_dirs_without_trajectory(tmp_path):
     terminus_episodes(
         trial,
         [("Build it.", ["make -j4\n"]), ("Check.", ["ls /app\n"])],
-        ["Task: fix the repo.", "New Terminal Output:\nroot@c0ffee:/app# make -j4\ndone\n", ""],
+        [
+            "Task: fix the repo.",
+            "New Terminal Output:\nroot@c0ffee:/app# make -j4\ndone\nroot@c0ffee:/app# \n",
+            "",
+        ],
     )
     row = _audit(job)
     assert (row.category, row.signature) == ("infra", "container_exec_hung"), row.evidence
@@ -268,3 +282,27 @@ def test_claude_codes_bash_timeout_on_its_dev_server_is_never_excused(tmp_path):
     assert row.category == "agent_timeout", row.evidence
     claude_code_stream(trial, [cc_result("done", False)])  # keeps the reader honest: no crash
     assert _audit(job).category == "agent_timeout"
+
+
+def test_a_container_killed_during_the_agents_own_unbounded_build_is_not_excused(tmp_path):
+    """SIGKILL (137) while `make -j$(nproc)` ran: the memory was most likely the agent's."""
+    spec = TrialSpec(
+        "caffe-cifar-10",
+        reward=None,
+        exception_type="RewardFileNotFoundError",
+        exception_message="No reward file found at /logs/verifier/reward.txt",
+        commands=["cd /app/caffe && make all -j$(nproc) 2>&1 | tail -5\n"],
+        observations=[""],
+        verifier_stdout="",
+    )
+    job, trial = make_trial(tmp_path, spec)
+    (trial / "agent" / "command-1").mkdir()
+    (trial / "agent" / "command-1" / "return-code.txt").write_text("137")
+    row = _audit(job)
+    assert (row.category, row.signature) == ("agent_error", "agent_build_memory_pressure")
+    # The same kill while the agent only edited a file: the container died under it.
+    spec.commands = ["sed -i 's/a/b/' /app/main.c\n"]
+    job2, trial2 = make_trial(tmp_path / "b", spec)
+    (trial2 / "agent" / "command-1").mkdir()
+    (trial2 / "agent" / "command-1" / "return-code.txt").write_text("137")
+    assert _audit(job2).signature == "container_killed"

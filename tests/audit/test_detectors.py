@@ -449,6 +449,67 @@ CASES: dict[str, tuple[TrialSpec, tuple[str, str], str]] = {
         ("agent_timeout", "agent_timeout"),
         "",
     ),
+    "a_service_of_the_tasks_own_network_is_no_outside_endpoint": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["psql -h db -U app -c 'select 1'\n", "curl -s http://db:8080/health\n"],
+            observations=[
+                "curl: (7) Failed to connect to db port 5432 after 3 ms: Couldn't connect\n",
+                "curl: (7) Failed to connect to db port 8080 after 2 ms: Couldn't connect\n",
+            ],
+            verifier_stdout=PYTEST_FAIL,
+        ),
+        ("agent_error", "graded_fail"),
+        "",
+    ),
+    # --- other tools' wording of the same failure families ----------------------------------
+    "jvm_dns": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["mvn -q package\n", "mvn -q package\n"],
+            observations=[
+                "[ERROR] Could not transfer artifact org.x:y:pom:1.0 from/to central "
+                "(https://repo.maven.example/maven2): java.net.UnknownHostException: "
+                "repo.maven.example\n"
+            ]
+            * 2,
+            verifier_stdout=PYTEST_FAIL,
+        ),
+        ("infra", "agent_dns_failure"),
+        "repo.maven.example",
+    ),
+    "go_io_timeout": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["go mod download\n", "go mod download\n"],
+            observations=[
+                "go: github.example/x/y@v1.2.0: Get \"https://proxy.golang.example/github.example/"
+                "x/y/@v/v1.2.0.mod\": dial tcp 10.9.8.7:443: i/o timeout\n"
+            ]
+            * 2,
+            verifier_stdout=PYTEST_FAIL,
+        ),
+        ("infra", "agent_network_timeout"),
+        "proxy.golang.example",
+    ),
+    "node_socket_hang_up": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["npx -y create-thing app\n", "npx -y create-thing app\n"],
+            observations=[
+                "npm error network request to https://registry.npm.example/create-thing failed, "
+                "reason: socket hang up\n"
+            ]
+            * 2,
+            verifier_stdout=PYTEST_FAIL,
+        ),
+        ("infra", "agent_connection_reset"),
+        "registry.npm.example",
+    ),
     # --- the environment -----------------------------------------------------------------------
     "disk_full": (
         _spec(
@@ -503,7 +564,8 @@ CASES: dict[str, tuple[TrialSpec, tuple[str, str], str]] = {
             exception_type="AgentTimeoutError",
             exception_message="Agent execution timed out after 900.0 seconds",
             commands=["make -j4\n", "ls /app\n"],
-            observations=["done\n", ""],
+            # make finished: its output ends on the shell's prompt.
+            observations=["done\nroot@c0ffee:/app# \n", ""],
             verifier_stdout=PYTEST_FAIL,
         ),
         ("infra", "container_exec_hung"),

@@ -323,3 +323,24 @@ def test_an_endpoint_that_never_sends_usage_proves_nothing(tmp_path):
     report = build_report(JobLayout.local(_cut_off_job(tmp_path, False)))
     row = next(t for t in report.trials if t.task == "fix-git")
     assert row.category == "agent_error"
+
+
+def test_a_reply_outside_the_apis_schema_is_the_endpoints(tmp_path):
+    """The client could not read the reply as a ChatCompletion (an error object in a 200)."""
+    row = _audit(
+        _crash(
+            tmp_path,
+            [
+                (CHAT, "chat", "resp = await client.chat.completions.create(**request)"),
+                (
+                    "/x/site-packages/pydantic/main.py",
+                    "model_validate",
+                    "return cls.__pydantic_validator__",
+                ),
+            ],
+            "pydantic_core._pydantic_core.ValidationError: 1 validation error for ChatCompletion",
+            "ValidationError",
+            "1 validation error for ChatCompletion\nchoices\n  Field required",
+        )
+    )
+    assert (row.category, row.signature) == ("infra", "model_endpoint_malformed_reply")
