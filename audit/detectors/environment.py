@@ -64,6 +64,9 @@ def out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     )
     if hit is None:
         return None
+    own = _own_build(ev, ctx)
+    if own is not None:
+        return own
     return excuse(
         "infra",
         "out_of_memory",
@@ -93,6 +96,26 @@ OWN_BUILD = register(
 )
 
 
+def _own_build(ev: TrialEvidence, ctx: JobContext, kill: str = "") -> Classification | None:
+    """The agent's last command was a build with no bound on its parallelism: the memory that
+    drew the kill was most likely its own, so the kill proves no outside cause."""
+    commands = ev.source("agent_commands")
+    last = commands[-1] if commands else None
+    if last is None or not ctx.knows(OWN_BUILD.name) or not _UNBOUNDED_BUILD.search(last.text):
+        return None
+    return Classification(
+        "agent_error",
+        "agent_build_memory_pressure",
+        "agent",
+        "The agent's process was killed (SIGKILL or the OOM killer) while its own build ran "
+        "with no bound on its parallelism: the memory that drew the kill was most likely the "
+        "agent's own. The kill is no proof of an outside cause.",
+        exception_line(ev)
+        + ([kill] if kill else [])
+        + [f"{last.where(1)}: {last.text.strip()[:200]}"],
+    )
+
+
 def container_died(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     """An agent exec was SIGKILLed without any Harbor timeout and the verifier found nothing."""
     if ev.result is None or ev.result.reward is not None:
@@ -104,22 +127,9 @@ def container_died(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         return None
     if (ev.text(L.VERIFIER_STDOUT) or "").strip():
         return None
-    commands = ev.source("agent_commands")
-    last = commands[-1] if commands else None
-    if last is not None and ctx.knows(OWN_BUILD.name) and _UNBOUNDED_BUILD.search(last.text):
-        return Classification(
-            "agent_error",
-            "agent_build_memory_pressure",
-            "agent",
-            "The agent's command was SIGKILLed (exit 137) while its own build ran with no bound "
-            "on its parallelism: the memory that drew the kill was most likely the agent's "
-            "own. The kill is no proof of an outside cause.",
-            exception_line(ev)
-            + [
-                f"{killed.file}: {killed.text.strip()}",
-                f"{last.where(1)}: {last.text.strip()[:200]}",
-            ],
-        )
+    own = _own_build(ev, ctx, f"{killed.file}: {killed.text.strip()}")
+    if own is not None:
+        return own
     oom = proof_at("environment_event", ev.source("agent_output") + ev.source("trial_log"), _OOM)
     return excuse(
         "infra",

@@ -61,10 +61,37 @@ def verifier_network(ev: TrialEvidence, ctx: JobContext) -> Classification | Non
         return None  # the agent did not finish: that stands whatever the verifier met
     text = ev.text(L.VERIFIER_STDOUT) or ""
     found = N.failures_in(text, lambda n: f"{L.VERIFIER_STDOUT}:{n}")
-    outside = [f for f in found if not N.is_loopback(f.host)]
+    if not found:
+        return None
+    # The verifier runs in the container the agent left (TB's shared environment): a host the
+    # agent configured, or name resolution and proxies it rewired, are the agent's doing.
+    commands = [c.text for c in ev.source("agent_commands")]
+    agent_hosts = N.hosts_written_by_agent(commands, ev.written_by_agent())
+    rewired = ctx.knows(REWIRED.name) and any(_REWIRES_NETWORK.search(c) for c in commands)
+    outside = [
+        f
+        for f in found
+        if N.owner(f, agent_hosts) == "external" and not (rewired and f.family in _REWIRABLE)
+    ]
     if not outside:
         return None
     return _network_verdict(ev, ctx, "verifier", outside[0], len(outside), outside)
+
+
+REWIRED = register(
+    Knowledge(
+        "verifier_network:agent_rewired",
+        grounded_in=("harbor", "docs"),
+        why="TB tasks share one container between agent and verifier (reference §4.4, the seed); "
+        "resolv.conf, /etc/hosts and *_proxy variables decide where the verifier's requests go",
+    )
+)
+_REWIRES_NETWORK = re.compile(
+    r"(?:>>?|\btee\b(?:\s+-a)?)\s*/etc/(?:resolv\.conf|hosts)\b|"
+    r"\b(?:export\s+)?(?:https?|all|no)_proxy=|"
+    r"/etc/(?:pip\.conf|apt/apt\.conf(?:\.d/\S*)?|environment)\b"
+)
+_REWIRABLE = ("dns", "proxy", "refused", "tls")
 
 
 AGENT_MIN_FAILURES = 2

@@ -463,6 +463,36 @@ CASES: dict[str, tuple[TrialSpec, tuple[str, str], str]] = {
         ("agent_error", "graded_fail"),
         "",
     ),
+    # The verifier runs in the container the agent left: what the agent rewired is its own.
+    "verifier_dns_after_the_agent_rewrote_resolv_conf": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["echo 'nameserver 10.255.0.1' > /etc/resolv.conf\n"],
+            observations=[""],
+            verifier_stdout="+ curl -LsSf https://astral.mirror.example/uv/install.sh | sh\n"
+            "curl: (6) Could not resolve host: astral.mirror.example\n"
+            "/tests/test.sh: line 11: uv: command not found\n",
+        ),
+        ("agent_error", "graded_fail"),
+        "",
+    ),
+    "verifier_against_the_agents_own_mirror": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=[
+                "cat > /etc/pip.conf << 'EOF'\n[global]\nindex-url = "
+                "https://my-mirror.example/simple\nEOF\n"
+            ],
+            observations=[""],
+            verifier_stdout="+ pip install pytest\n"
+            "ERROR: Could not fetch URL https://my-mirror.example/simple/pytest/: There was a "
+            "problem confirming the ssl certificate\n",
+        ),
+        ("agent_error", "graded_fail"),
+        "",
+    ),
     # --- other tools' wording of the same failure families ----------------------------------
     "jvm_dns": (
         _spec(
