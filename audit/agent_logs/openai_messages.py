@@ -59,8 +59,9 @@ def read(files: TrialFiles) -> list[AgentLog]:
         status = holder.get("status")
         if isinstance(status, str) and status:
             error = holder.get("error")
+            # Quoted from where the words are: the error's field, else the status itself.
             log.end = RunEnd(
-                f"{where.rsplit('.', 1)[0]}.status",
+                f"{where.rsplit('.', 1)[0]}.{'error' if error else 'status'}",
                 status,
                 str(error or holder.get("finish_reason") or ""),
                 bool(error),

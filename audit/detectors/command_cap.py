@@ -110,7 +110,8 @@ def _crashed_on_cap(ev: TrialEvidence, text: str, cap: C.CapHit) -> Classificati
             "a tmux call Harbor made for terminus-2",
             cap,
         )
-    where, command = _which_command(ev, text, cap)
+    installed = _installed_run(ev, caller)
+    where, command = installed or _which_command(ev, text, cap)
     if command is None:
         return Classification(
             "insufficient_evidence",
@@ -175,6 +176,27 @@ def _exec_caller(text: str) -> tuple[str, str, str] | None:
     for i, (path, _, _) in enumerate(frames):
         if "/harbor/environments/" in path:
             return frames[i - 1] if i > 0 else None
+    return None
+
+
+_COMMAND_DIR = re.compile(r"^command-(\d+)/command\.txt$")
+
+
+def _installed_run(
+    ev: TrialEvidence, caller: tuple[str, str, str] | None
+) -> tuple[str, str] | None:
+    """An installed agent (Claude Code, OpenHands, mini-swe-agent...) runs inside the container
+    as commands Harbor execs and records in agent/command-N/; the one that outran the cap is the
+    last without a return code: the agent's own CLI run, not a tool call inside it."""
+    numbered = sorted(
+        (int(m.group(1)), f) for f in ev.agent_files() if (m := _COMMAND_DIR.match(f))
+    )
+    if not numbered and not (caller and "/agents/installed/" in caller[0]):
+        return None
+    for n, rel in reversed(numbered):
+        if f"command-{n}/return-code.txt" not in ev.agent_files():
+            text = ev.text(f"agent/{rel}") or ""
+            return f"agent/{rel}", text
     return None
 
 

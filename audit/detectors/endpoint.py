@@ -315,7 +315,7 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
     if (etype(ev) or "") in HARBOR_TIMEOUTS:
         return None
     for log in ev.agent_logs():
-        where, words = _ending_error(log)
+        where, words, quote = _ending_error(log)
         if not words:
             continue
         phrases = ctx.knows(UNPARSEABLE.name)
@@ -335,21 +335,21 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
             "model",
             f"{ME.KIND_TEXT[failure.kind][0].upper() + ME.KIND_TEXT[failure.kind][1:]}, and the "
             f"agent's run ended there ({log.source} log). The trigger was the endpoint: rerun.",
-            [Proof("endpoint_response", where, short(words), "the endpoint's words")],
+            [Proof("endpoint_response", where, short(quote), "the endpoint's words")],
             lead=exception_line(ev),
             endpoint=", ".join(sorted(ctx.model_hosts)) or None,
         )
     return None
 
 
-def _ending_error(log) -> tuple[str, str]:
-    """(where, words) of the error the run ended on, if it ended on one."""
+def _ending_error(log) -> tuple[str, str, str]:
+    """(where, words to judge, verbatim quote) of the error the run ended on, if any."""
     if log.end is not None and log.end.is_error and log.end.message:
-        return log.end.where, f"{log.end.status}: {log.end.message}"
+        return log.end.where, f"{log.end.status}: {log.end.message}", log.end.message
     last = log.last()
     if isinstance(last, Call) and last.error:
-        return last.where, last.error
-    return "", ""
+        return last.where, last.error, last.error
+    return "", "", ""
 
 
 # --- a reply cut off by the serving side ---------------------------------------------------

@@ -306,3 +306,42 @@ def test_a_container_killed_during_the_agents_own_unbounded_build_is_not_excused
     (trial2 / "agent" / "command-1").mkdir()
     (trial2 / "agent" / "command-1" / "return-code.txt").write_text("137")
     assert _audit(job2).signature == "container_killed"
+
+
+def test_an_installed_agents_own_run_past_its_cap_is_the_agents(tmp_path):
+    """The exec that outran the cap is the agent's CLI run (command-N without a return code),
+    whatever its last tool call was: the agent ran long, nothing shows a hung container."""
+    tb = harbor_exec_timeout_tb(
+        [
+            (
+                f"{SITE}/harbor/agents/installed/base.py",
+                "run",
+                "result = await environment.exec(command=exec_input.command, timeout_sec=1800)",
+            )
+        ],
+        1800,
+    )
+    spec = TrialSpec(
+        "fix-git",
+        reward=None,
+        exception_type="RuntimeError",
+        exception_message="Command timed out after 1800 seconds",
+        traceback=tb,
+    )
+    job, trial = make_trial(tmp_path, spec)
+    bare(trial, "claude-code")
+    claude_code_stream(trial, [cc_assistant("m1", "List.", ("t1", "ls"))])
+    for n, (cmd, rc) in enumerate(
+        [
+            ("npm install -g @anthropic-ai/claude-code", "0"),
+            ("claude --print -- 'Solve the task' | tee /logs/agent/claude-code.txt", None),
+        ]
+    ):
+        d = trial / "agent" / f"command-{n}"
+        d.mkdir()
+        (d / "command.txt").write_text(cmd + "\n")
+        if rc is not None:
+            (d / "return-code.txt").write_text(rc)
+    row = _audit(job)
+    assert (row.category, row.signature) == ("agent_error", "agent_command_over_cap"), row.evidence
+    assert any("agent/command-1/command.txt" in e for e in row.evidence)

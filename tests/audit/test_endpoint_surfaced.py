@@ -270,7 +270,7 @@ def test_a_custom_agents_status_in_metadata(tmp_path):
     )
     row = _audit(job)
     assert (row.category, row.signature) == ("infra", "model_endpoint_server_error")
-    assert row.proof[0].where == "result.json agent_result.metadata.run.status"
+    assert row.proof[0].where == "result.json agent_result.metadata.run.error"
     # The server could not parse the model's own tool call: the model's doing.
     set_metadata(
         trial,

@@ -18,6 +18,7 @@ from audit.learned import Knowledge
 from audit.report import build_report
 from audit.rules import load_rules
 from audit.verdict import RERUN_CATEGORIES, Classification, Proof, admit
+from tests.audit import agent_formats as F
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 from tests.audit.proof_check import quoted_in_file
 from tests.conftest import SAMPLE_JOBS
@@ -190,8 +191,47 @@ def _random_spec(rng: random.Random, tasks: list[str]) -> TrialSpec:
     )
 
 
-@pytest.mark.parametrize("seed", range(4))
+ENDINGS = [
+    'API Error: 402 {"type":"error","error":{"message":"Insufficient credits"}}',
+    "litellm.RateLimitError: OpenAIException - Error code: 429 - Too Many Requests",
+    "Error code: 503 - {'error': 'Service Unavailable'}",
+    "Error code: 400 - {'error': {'message': 'request (9000 tokens) exceeds the available "
+    "context size (8192 tokens)'}}",
+    "Reached max turns (30)",
+]
+
+
+def _other_agent(trial, rng: random.Random) -> None:
+    """Dress a generated trial as another agent would leave it, ending its run some way."""
+    fmt = rng.choice(["terminus", "claude-code", "openhands", "mini-swe-agent", "custom"])
+    if fmt == "terminus":
+        return
+    words = rng.choice(ENDINGS)
+    F.bare(trial, fmt)
+    if fmt == "claude-code":
+        F.claude_code_stream(
+            trial,
+            [
+                F.cc_assistant("m1", "Look.", ("t1", "ls")),
+                F.cc_tool_result("t1", "a.py"),
+                F.cc_result(words, rng.random() < 0.7),
+            ],
+        )
+    elif fmt == "openhands":
+        F.openhands_events(
+            trial, [F.oh_run(1, "ls"), F.oh_run_obs(2, 1, "a.py", 0), F.oh_state(3, "error", words)]
+        )
+    elif fmt == "mini-swe-agent":
+        status = rng.choice(["APIError", "RateLimitError", "LimitsExceeded", "Submitted"])
+        F.mini_swe_trajectory(trial, [("Look.", "ls", "a.py")], status, words)
+    elif (trial / "result.json").exists():
+        trace = F.openai_messages([("Look.", "ls", "a.py")])
+        F.set_metadata(trial, {"run": {"status": "error", "trace": trace, "error": words}})
+
+
+@pytest.mark.parametrize("seed", range(6))
 def test_every_rerun_verdict_quotes_a_line_of_the_file_it_names(tmp_path, seed):
+    """Seeds 2-5 also dress trials as Claude Code, OpenHands, mini-swe-agent or a custom agent."""
     rng = random.Random(seed)
     tasks = ["fix-git", "regex-log", "mailman", "build-pov-ray", "caffe-cifar-10", "dna-assembly"]
     specs = [_random_spec(rng, tasks) for _ in range(60)]
@@ -199,6 +239,9 @@ def test_every_rerun_verdict_quotes_a_line_of_the_file_it_names(tmp_path, seed):
     job = write_job(
         tmp_path, f"job{seed}", specs, concurrency=8, finished_local=finished, seed=seed
     )
+    if seed >= 2:
+        for trial in sorted(p for p in job.iterdir() if p.is_dir()):
+            _other_agent(trial, rng)
     report = build_report(JobLayout.local(job))
     rerun = [t for t in report.trials if t.category in RERUN_CATEGORIES]
     assert rerun, "the generator should produce some rerun verdicts"
