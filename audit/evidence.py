@@ -76,6 +76,7 @@ class TrialEvidence:
     _written: list[str] = field(default_factory=list, repr=False)
     _llm_steps: list[dict] = field(default_factory=list, repr=False)
     _logs: list[AgentLog] | None = field(default=None, repr=False)
+    _json: dict[str, object] = field(default_factory=dict, repr=False)
     _log_exchanges: list[Exchange] | None = field(default=None, repr=False)
     # result.json was absent (result may then be rebuilt from the other files).
     result_missing: bool = False
@@ -146,6 +147,16 @@ class TrialEvidence:
 
     def text(self, rel: str) -> str | None:
         return self._read(rel)
+
+    def json(self, rel: str) -> object | None:
+        """The JSON in a file, parsed once (None when it is absent or not JSON)."""
+        if rel not in self._json:
+            raw = self._read(rel)
+            try:
+                self._json[rel] = json.loads(raw) if raw else None
+            except ValueError:
+                self._json[rel] = None
+        return self._json[rel]
 
     def source(self, name: str) -> list[Chunk]:
         if name not in self._sources:
@@ -268,11 +279,7 @@ class TrialEvidence:
     def result_metadata(self) -> dict | None:
         """result.json's `agent_result.metadata`, where custom agents keep their own record
         (the typed model drops it: it is read only when an agent-log reader asks)."""
-        raw = self._read(L.TRIAL_RESULT)
-        try:
-            data = json.loads(raw) if raw else None
-        except ValueError:
-            return None
+        data = self.json(L.TRIAL_RESULT)
         agent = data.get("agent_result") if isinstance(data, dict) else None
         metadata = agent.get("metadata") if isinstance(agent, dict) else None
         return metadata if isinstance(metadata, dict) else None
@@ -328,6 +335,7 @@ class TrialEvidence:
         if raw is not None:
             try:
                 data = json.loads(raw)
+                self._json[L.AGENT_TRAJECTORY] = data  # the ATIF reader uses it too
                 steps = data.get("steps") if isinstance(data, dict) else None
                 if not isinstance(steps, list):
                     raise ValueError("no steps list")

@@ -16,7 +16,6 @@ from audit.agent_logs.common import (
     as_int,
     command_of,
     content_text,
-    load_json,
     usage_of,
 )
 from audit.agent_logs.model import Action, AgentLog, Call
@@ -26,7 +25,9 @@ PATH = "agent/trajectory.json"
 
 
 def read(files: TrialFiles) -> AgentLog | None:
-    data = load_json(files.text(PATH))
+    if "trajectory.json" not in files.agent_files():
+        return None
+    data = files.json(PATH)
     steps = data.get("steps") if isinstance(data, dict) else None
     if not isinstance(steps, list):
         return None

@@ -21,7 +21,7 @@ STREAM = "agent/claude-code.txt"
 
 
 def _paths(files: TrialFiles) -> list[str]:
-    if files.text(STREAM) is not None:
+    if "claude-code.txt" in files.agent_files():
         return [STREAM]
     return [
         f"agent/{f}"

@@ -21,7 +21,6 @@ from audit.agent_logs.common import (
     as_int,
     command_of,
     content_text,
-    load_json,
     sub,
 )
 from audit.agent_logs.model import Action, AgentLog, Call, RunEnd, Usage
@@ -33,7 +32,9 @@ _CLEAN_EXIT = ("Submitted", "")
 
 
 def read(files: TrialFiles) -> AgentLog | None:
-    data = load_json(files.text(PATH))
+    if "mini-swe-agent.trajectory.json" not in files.agent_files():
+        return None
+    data = files.json(PATH)
     if not isinstance(data, dict) or not isinstance(data.get("messages"), list):
         return None
     log = AgentLog("mini-swe-agent")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from audit.agent_logs.common import TrialFiles, arguments, command_of, content_text, load_json, sub
+from audit.agent_logs.common import TrialFiles, arguments, command_of, content_text, sub
 from audit.agent_logs.model import Action, AgentLog, Call, RunEnd
 from audit.commands import cap_in
 
@@ -51,7 +51,7 @@ def read(files: TrialFiles) -> list[AgentLog]:
     for rel in files.agent_files():
         if "/" in rel or not rel.endswith(".json") or rel in _SKIP_FILES:
             continue
-        data = load_json(files.text(f"agent/{rel}"))
+        data = files.json(f"agent/{rel}")
         if isinstance(data, dict):
             found += [(f"agent/{rel} {p}", m, h) for p, m, h in _find(data, "")]
     for where, messages, holder in found:

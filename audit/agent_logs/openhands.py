@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from audit.agent_logs.common import TrialFiles, as_int, load_json, sub, usage_of
+from audit.agent_logs.common import TrialFiles, as_int, sub, usage_of
 from audit.agent_logs.model import Action, AgentLog, Call, RunEnd, Usage
 from audit.commands import cap_in
 
@@ -29,11 +29,11 @@ def _events(files: TrialFiles) -> list[tuple[str, dict]]:
     )
     out: list[tuple[str, dict]] = []
     for _, _, rel in found:
-        event = load_json(files.text(f"agent/{rel}"))
+        event = files.json(f"agent/{rel}")
         if isinstance(event, dict):
             out.append((f"agent/{rel}", event))
-    if not out:
-        data = load_json(files.text(_LIST))
+    if not out and _LIST.removeprefix("agent/") in files.agent_files():
+        data = files.json(_LIST)
         if isinstance(data, list):
             out = [(f"{_LIST} [{i}]", e) for i, e in enumerate(data) if isinstance(e, dict)]
     return out
