@@ -104,8 +104,16 @@ RUN_END = register(
 
 # Traceback frames that are a model call (function names and source lines of agents' clients).
 _MODEL_CALL = re.compile(
-    r"(?i)(?:\bchat\b|complet|\bllm\b|call_model|query_model|_query\b|generate|inference|"
-    r"messages\.create|responses\.create|/chat/completions|/v1/messages|api_base|base_url)"
+    r"(?i)(?:\bchat\b|\bcompletions?\b|\bcomplete\b|\bllm\b|call_model|query_model|\b_?query\b|"
+    r"\bgenerate\b|\binference\b|messages\.create|responses\.create|/chat/completions|"
+    r"/v1/messages|api_base|base_url)"
+)
+# Words that make a number an HTTP answer (an agent's own message may hold any number).
+_HTTP_WORDS = re.compile(
+    r"(?i)\b(?:HTTP|status(?:_code)?|error code|API|returned|responded)\b\W{0,3}(?:\w+\W{1,3}){0,3}"
+    r"[1-5]\d\d\b|Service Unavailable|Bad Gateway|Gateway Time-?out|Too Many Requests|"
+    r"Payment Required|Unauthorized|Forbidden|overloaded|rate.?limit|insufficient_quota|"
+    r"credit|invalid.{0,10}api.?key|upstream connect error|no healthy upstream"
 )
 # Source lines that read the endpoint's HTTP answer rather than the model's words.
 _BODY_READ = re.compile(
@@ -147,7 +155,7 @@ def _surfaced_in_harness(
     """The endpoint's failure behind a crash of the agent's own code, and the line showing it."""
     frames = frame_lines(text)
     agent = [f for f in frames if owner_of(f[0]) == "agent"]
-    path, func, src = agent[-1] if agent else ("", "", "")
+    src = agent[-1][2] if agent else ""
     where = ev.exception_source or "result.json exception_info"
     if ME.from_client(message):
         # The agent wrapped the client's exception in its own: the client's words stand.
@@ -173,7 +181,7 @@ def _surfaced_in_harness(
                         f"the endpoint's reply had no `{what}`, which every complete "
                         "chat-completion response carries",
                     )
-    if model_call:
+    if model_call and _HTTP_WORDS.search(message):
         found = ME.classify_words(message, phrases)
         # A JSONDecodeError's words say nothing of who sent the text: only its site does.
         if found is not None and found.kind != "not_json":
@@ -319,7 +327,9 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
         if not words:
             continue
         phrases = ctx.knows(UNPARSEABLE.name)
-        failure = ME.classify_text(words, phrases) or ME.classify_words(words, phrases)
+        failure = ME.classify_text(words, phrases) or (
+            ME.classify_words(words, phrases) if _HTTP_WORDS.search(words) else None
+        )
         if failure is None:
             continue
         if failure.kind == "context_overflow":

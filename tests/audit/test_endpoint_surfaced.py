@@ -344,3 +344,17 @@ def test_a_reply_outside_the_apis_schema_is_the_endpoints(tmp_path):
         )
     )
     assert (row.category, row.signature) == ("infra", "model_endpoint_malformed_reply")
+
+
+def test_a_number_in_the_agents_own_error_is_no_http_status(tmp_path):
+    """A crash in the agent's code near a model call whose message merely holds 500 or 429."""
+    row = _audit(
+        _crash(
+            tmp_path,
+            [(CHAT, "chat", "assert len(rows) == 500, f'expected 500 rows, got {len(rows)}'")],
+            "AssertionError: expected 500 rows, got 429",
+            "AssertionError",
+            "expected 500 rows, got 429",
+        )
+    )
+    assert (row.category, row.signature) == ("agent_error", "agent_harness_crash")
