@@ -35,6 +35,8 @@ class JobContext:
     disabled: frozenset[str] = frozenset()
     evidences: list[TrialEvidence] = field(default_factory=list, repr=False)
     _usage: list[tuple[str, Proof]] | None = field(default=None, repr=False)
+    # What a detector read across the job's trials, read once per job (keyed by the detector).
+    memo: dict[str, object] = field(default_factory=dict, repr=False)
 
     @classmethod
     def from_trials(

@@ -4,17 +4,25 @@ An agent talks to the model through an OpenAI-compatible client (litellm, openai
 its own code); the server behind it may be SGLang, vLLM, llama.cpp, TGI or a hosted API. Who
 is to blame depends on the kind, not on the exception class:
 
-- the server failed or refused service (5xx, 429, 402/quota, auth, no connection, a body that
-  is not JSON): infra, the model never got to answer;
+- the endpoint was unavailable whatever the request (502, 503, 504, Anthropic's 529, a
+  provider's status body such as "overloaded" or "no healthy upstream"), refused service for
+  the account (429, 402/quota, 401/403), could not be connected to, or answered outside the
+  protocol (a body that is not JSON, a reply outside the API's schema): infra, the model never
+  got to answer;
+- a 500 (an InternalServerError without a status) is the server failing on ONE request: no
+  proof of an outage by itself (RFC 9110 §15.6.1: the server "encountered an unexpected
+  condition that prevented it from fulfilling the request"; the request may be what it choked
+  on). It excuses only when repeated across requests or trials (audit/detectors/endpoint.py);
+- a 5xx whose body says the server failed to parse something was caused by what it was given,
+  not by an outage: when the body names the model's generation (its tool call, the call's
+  arguments, the chat template's markup), the model's failure; otherwise nobody's proof;
 - the call timed out: not proof of either side. A client's own limit also ends a runaway
   generation (the model's doing), so it is insufficient_evidence unless the connection itself
   never opened (a connect timeout: unreachable);
 - the request did not fit the context window: the agent's own doing (it let its prompt grow
   past the served context) unless the job told the agent a larger limit than the server has,
   which is a stack misconfiguration;
-- the server could not parse what the model generated (llama.cpp "Failed to parse input",
-  a tool-call parser error) or rejected a malformed request the agent's harness built (400):
-  the model's or the agent's failure, not an outage.
+- any other 4xx is a client error (RFC 9110 §15.5): the request the agent's harness built.
 """
 
 from __future__ import annotations
@@ -47,12 +55,16 @@ _SERVED_CTX = re.compile(
     r"(?i)(?:maximum context length is|context (?:size|length)[^\d]{0,20}|n_ctx'?:\s*|"
     r"must be <=\s*)(\d{3,7})"
 )
-_PARSE_OUTPUT = re.compile(
-    r"(?i)(?:failed to parse (?:input|tool call|the model output|generated)|"
-    r"tool[_ ]call[^\n]{0,40}pars(?:e|ing) (?:error|failed)|could not parse tool call|"
-    r"invalid tool call)"
+_STATUS = re.compile(
+    r"(?i)(?:error code|status(?:_code)?|HTTP|API Error|['\"]code['\"])[:= ]+\s*(\d{3})\b"
 )
-_STATUS = re.compile(r"(?i)(?:error code|status(?:_code)?|HTTP)[:= ]+\s*(\d{3})\b")
+_UNREACHABLE = re.compile(
+    r"(?i)(?:APIConnectionError|Connection error|ConnectTimeout|connect timeout|"
+    r"timed out while connecting|connection refused|ConnectError|"
+    r"Failed to establish a new connection|Name or service not known|"
+    r"Temporary failure in name resolution|RemoteProtocolError|Server disconnected)"
+)
+# The account refused service, tried in this order.
 _KINDS: list[tuple[str, re.Pattern[str]]] = [
     (
         "quota",
@@ -69,6 +81,9 @@ _KINDS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     ("rate_limit", re.compile(r"(?i)(?:RateLimitError|\b429\b|rate limit|too many requests)")),
+]
+# What the client observed of the reply, tried in this order.
+_OBSERVED: list[tuple[str, re.Pattern[str]]] = [
     (
         "not_json",
         re.compile(
@@ -85,15 +100,7 @@ _KINDS: list[tuple[str, re.Pattern[str]]] = [
             r"CreateChatCompletionResponse)\b"
         ),
     ),
-    (
-        "unreachable",
-        re.compile(
-            r"(?i)(?:APIConnectionError|Connection error|ConnectTimeout|connect timeout|"
-            r"timed out while connecting|connection refused|ConnectError|"
-            r"Failed to establish a new connection|Name or service not known|"
-            r"Temporary failure in name resolution|RemoteProtocolError|Server disconnected)"
-        ),
-    ),
+    ("unreachable", _UNREACHABLE),
     (
         "timeout",
         re.compile(
@@ -101,16 +108,39 @@ _KINDS: list[tuple[str, re.Pattern[str]]] = [
             r"litellm\.Timeout|Timeout: )"
         ),
     ),
-    (
-        "server_error",
-        re.compile(
-            r"(?i)(?:InternalServerError|ServiceUnavailableError|BadGatewayError|"
-            r"\b50[0-4]\b|\b529\b|overloaded|No available workers|Service Unavailable|Bad Gateway|"
-            r"upstream connect error|no healthy upstream|Provider returned error|"
-            r"The server had an error)"
-        ),
-    ),
 ]
+# The endpoint unavailable whatever the request (RFC 9110 §15.6.3-5; Anthropic's 529
+# overloaded_error; gateways' and providers' status bodies).
+_UNAVAILABLE = re.compile(
+    r"(?i)(?:ServiceUnavailableError|BadGatewayError|GatewayTimeout|\b50[234]\b|\b529\b|"
+    r"overloaded|No available workers|Service Unavailable|Bad Gateway|Gateway Time-?out|"
+    r"upstream connect error|no healthy upstream|temporarily unavailable)"
+)
+# A server error on one request: a 500 or a 5xx class name without a status.
+_INTERNAL = re.compile(
+    r"(?i)(?:InternalServerError|\b500\b|Internal Server Error|The server had an error|"
+    r"Provider returned error)"
+)
+# A server's own words that it failed to parse something (any server, any parser).
+_PARSE_FAILED = re.compile(
+    r"(?i)(?:(?:failed|unable|could ?not|cannot|can't) (?:to )?parse|pars(?:e|ing) error|"
+    r"error (?:while )?parsing|syntax error|unterminated string|invalid (?:tool|function)[ _]call"
+    r"|malformed (?:tool|function|json|output))"
+)
+# ... of what the model generated: its tool call, the call's arguments, its output.
+_GENERATION = re.compile(
+    r"(?i)(?:tool[ _-]?calls?|function[ _-]?calls?|\barguments\b|generat(?:ed|ion)|"
+    r"model(?:'s)? output|completion text)"
+)
+# Servers' own wording for a generation they could not parse, whatever the status (llama.cpp's
+# "Failed to parse input at pos N" names neither a tool call nor its arguments). A refinement
+# first met on the dev set (audit/detectors/endpoint.py UNPARSEABLE): without it such a 5xx is
+# still no outage (_PARSE_FAILED), only nobody's proof.
+_PARSE_OUTPUT = re.compile(
+    r"(?i)(?:failed to parse (?:input|tool call|the model output|generated)|"
+    r"tool[_ ]call[^\n]{0,40}pars(?:e|ing) (?:error|failed)|could not parse tool call|"
+    r"invalid tool call)"
+)
 KIND_TEXT = {
     "quota": "the model API refused for quota or billing (402)",
     "auth": "the model API rejected the credentials (401/403)",
@@ -121,15 +151,20 @@ KIND_TEXT = {
     "such as `choices` or `usage` missing: an error object or a cut-off reply)",
     "timeout": "the model endpoint did not answer in time",
     "unreachable": "the agent could not connect to the model endpoint",
-    "server_error": "the model endpoint answered with a server error (5xx)",
+    "server_error": "the model endpoint was unavailable (a 502, 503, 504 or 529, or its "
+    "status body)",
+    "internal_error": "the model endpoint failed on a request (500)",
 }
-# A timeout proves nothing by itself (see the module docstring): not an excuse.
-INFRA_KINDS = tuple(k for k in KIND_TEXT if k != "timeout")
+# A timeout proves nothing by itself, a single 500 only when repeated (see the module
+# docstring): neither is an excuse on its own.
+INFRA_KINDS = tuple(k for k in KIND_TEXT if k not in ("timeout", "internal_error"))
 
 
 @dataclass(frozen=True)
 class EndpointFailure:
-    kind: str  # one of INFRA_KINDS, or context_overflow / bad_request / unparseable_output
+    # one of KIND_TEXT, or context_overflow / bad_request / unparseable_output /
+    # content_rejected (a 5xx whose body says the server failed to parse what it was given)
+    kind: str
     status: int | None
     served_context: int | None
 
@@ -159,7 +194,14 @@ def classify_text(text: str, phrases: bool = True) -> EndpointFailure | None:
 def classify_words(text: str, phrases: bool = True) -> EndpointFailure | None:
     """The kind of failure the words show, without asking that a model client said them (for
     text already known to be about a model call: an agent's own log of it, its model-call
-    code in the traceback)."""
+    code in the traceback).
+
+    The order is the reasoning: a request past the context window first (whatever its status),
+    then the account refused (quota, auth, rate), then the status class (any other 4xx is the
+    request's), then a 5xx that says what it failed to parse (caused by its input, not an
+    outage), then a 5xx by its status and body (unavailable, or one request failed), then what
+    the client observed without a status (no JSON, no schema, no connection, no answer in
+    time), last the 5xx words without a status."""
     if not text:
         return None
     m = _STATUS.search(text)
@@ -174,6 +216,29 @@ def classify_words(text: str, phrases: bool = True) -> EndpointFailure | None:
             return EndpointFailure(kind, status, None)
     if status is not None and 400 <= status < 500:
         return EndpointFailure("bad_request", status, None)
+    server = status is not None and status >= 500
+    if (server or _INTERNAL.search(text) or _UNAVAILABLE.search(text)) and _PARSE_FAILED.search(
+        text
+    ):
+        kind = "unparseable_output" if _GENERATION.search(text) else "content_rejected"
+        return EndpointFailure(kind, status, None)
+    if server:
+        unavailable = status in (502, 503, 504, 529) or _UNAVAILABLE.search(text)
+        if unavailable or _UNREACHABLE.search(text):
+            return EndpointFailure("server_error", status, None)
+        return EndpointFailure("internal_error", status, None)
+    for kind, pattern in _OBSERVED:
+        if pattern.search(text):
+            return EndpointFailure(kind, status, None)
+    if _UNAVAILABLE.search(text):
+        return EndpointFailure("server_error", status, None)
+    if _INTERNAL.search(text):
+        return EndpointFailure("internal_error", status, None)
     if "BadRequestError" in text or "UnprocessableEntityError" in text:
         return EndpointFailure("bad_request", status, None)
     return None
+
+
+def parse_failure_named(text: str) -> bool:
+    """The text says a parse failed (any parser's wording): used with the generated markup."""
+    return bool(_PARSE_FAILED.search(text))

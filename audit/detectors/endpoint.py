@@ -15,12 +15,17 @@ stream was cut before its end) from an endpoint shown to send usage.
 What is not the endpoint's doing stays the agent's: a request past the context window the
 agent was told or that it never managed (unless the server serves less than it was told:
 audit/context_window.py), a 4xx for a request the agent built, a server that could not parse
-what the model generated. A timeout alone is not proof (audit/model_endpoint.py).
+what the model generated. What proves nothing either way is insufficient_evidence, never infra:
+a timeout alone, a 5xx whose body says the server could not parse what it was given (without
+naming the model's generation), and a 500 on one request that nothing else repeats: a server
+failing on one request may have failed on that request. A 500 excuses only when the endpoint
+failed other trials' requests within OUTAGE_WINDOW too (audit/model_endpoint.py).
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from audit import context_window as CW
 from audit import model_endpoint as ME
@@ -36,6 +41,7 @@ from audit.detectors.common import (
 from audit.evidence import TrialEvidence
 from audit.job_context import JobContext
 from audit.learned import Knowledge, register
+from audit.models import parse_time
 from audit.verdict import (
     Classification,
     Proof,
@@ -46,8 +52,9 @@ from audit.verdict import (
     short,
 )
 
-# The server could not parse what the model generated: llama.cpp's chat parser ("Failed to
-# parse input at pos N", "Failed to parse tool call arguments"), vLLM/SGLang tool parsers.
+# Servers' own words for a generation they could not parse, whatever the status (llama.cpp's
+# chat parser: "Failed to parse input at pos N"). A refinement: without it such an error is
+# still no outage (a 5xx that says it failed to parse is tied to its input), only nobody's proof.
 UNPARSEABLE = register(
     Knowledge(
         "endpoint:unparseable_phrases",
@@ -224,6 +231,11 @@ def _verdict(
             head,
             host,
         )
+    own = Proof(
+        "endpoint_response", exception_where(ev), exception_quote(ev), "the endpoint's words"
+    )
+    if failure.kind in ("content_rejected", "internal_error"):
+        return _one_request(ev, ctx, failure, own, head)
     if failure.kind == "timeout":
         return Classification(
             "insufficient_evidence",
@@ -237,9 +249,7 @@ def _verdict(
         )
     words = KIND_WORDS.get(failure.kind) or ME.KIND_TEXT.get(failure.kind, failure.kind)
     proof = [site] if site else []
-    proof.append(
-        Proof("endpoint_response", exception_where(ev), exception_quote(ev), "the endpoint's words")
-    )
+    proof.append(own)
     return excuse(
         "infra",
         f"model_endpoint_{failure.kind}",
@@ -250,6 +260,110 @@ def _verdict(
         lead=head,
         endpoint=host,
     )
+
+
+# --- a 5xx tied to one request is no outage -------------------------------------------------
+# Another trial of the job whose run ended on a server error this close in time (seconds):
+# the endpoint failed on different requests at once, an outage.
+OUTAGE_WINDOW = 600.0
+
+
+def _one_request(
+    ev: TrialEvidence, ctx: JobContext, failure: ME.EndpointFailure, own: Proof, head: list[str]
+) -> Classification:
+    """A 5xx that, by itself, shows the server failing on this one request: infra only when the
+    endpoint failed on other requests too (other trials of the job within OUTAGE_WINDOW); else
+    insufficient_evidence, never infra."""
+    host = ", ".join(sorted(ctx.model_hosts)) or None
+    at = f" ({host})" if host else ""
+    if failure.kind == "content_rejected":
+        return Classification(
+            "insufficient_evidence",
+            "model_endpoint_rejected_content",
+            "model",
+            f"The model endpoint{at} answered with a server error saying it could not parse "
+            "what it was given: the failure was caused by the request's content (the agent's "
+            "messages, or the model's own earlier output), not by an outage. Who produced the "
+            "unparseable text is not shown: read the request in the agent's log.",
+            head,
+            host,
+        )
+    others = _repeated_server_errors(ev, ctx)
+    if others:
+        return excuse(
+            "infra",
+            "model_endpoint_internal_error_repeated",
+            "model",
+            f"The model endpoint{at} failed with a server error on this trial's request and on "
+            f"{len(others)} other request(s) (quoted) within {OUTAGE_WINDOW / 60:.0f} minutes: it "
+            "was failing whatever it was asked, an outage. Check the endpoint's logs at that "
+            "time and rerun.",
+            [own, *others[:3]],
+            lead=head,
+            endpoint=host,
+        )
+    return Classification(
+        "insufficient_evidence",
+        "model_endpoint_single_server_error",
+        "model",
+        f"The model endpoint{at} answered one request with a server error (500) and nothing "
+        "else failed with it: a server failing on one request is no proof of an outage (the "
+        "request may be what it failed on), nor is it the model's doing. Read the endpoint's "
+        "logs at that time before counting it as infra.",
+        head,
+        host,
+    )
+
+
+def _ended_at(ev: TrialEvidence) -> str | None:
+    if ev.result is None:
+        return None
+    span = ev.result.agent_execution
+    return (span.finished_at if span else None) or ev.result.finished_at
+
+
+def _ending_server_error(ev: TrialEvidence) -> Proof | None:
+    """The 5xx (not one about parsing) a trial's run ended on: its exception, else its log."""
+    info = ev.result.exception_info if ev.result else None
+    prefix = f"../{ev.trial_dir}/"
+    if info and info.exception_type:
+        found = ME.classify_text(f"{info.exception_type}: {info.exception_message or ''}")
+        if found is not None and found.kind in ("internal_error", "server_error"):
+            return Proof("endpoint_response", prefix + exception_where(ev), exception_quote(ev))
+    for log in ev.agent_logs():
+        where, words, quote = _ending_error(log)
+        found = ME.classify_words(words) if words and _HTTP_WORDS.search(words) else None
+        if found is not None and found.kind in ("internal_error", "server_error"):
+            return Proof("endpoint_response", prefix + where, short(quote))
+    return None
+
+
+def _repeated_server_errors(ev: TrialEvidence, ctx: JobContext) -> list[Proof]:
+    """Other requests the endpoint failed with a 5xx: other trials of the job whose run ended
+    on one within OUTAGE_WINDOW of this one. (A trial's own retries resend the same request:
+    they show nothing the first failure did not.)"""
+    when = parse_time(_ended_at(ev))
+    if when is None:
+        return []
+    endings: list[tuple[str, str | None, Proof]]
+    memo = ctx.memo.get("server_error_endings")
+    if isinstance(memo, list):
+        endings = memo
+    else:
+        endings = []
+        for other in ctx.evidences:
+            found = _ending_server_error(other)
+            if found is not None:
+                endings.append((other.trial_dir, _ended_at(other), found))
+        ctx.memo["server_error_endings"] = endings
+    out: list[Proof] = []
+    for trial, at, proof in endings:
+        t = parse_time(at)
+        if trial == ev.trial_dir or t is None or (t.tzinfo is None) != (when.tzinfo is None):
+            continue
+        if abs((t - when).total_seconds()) <= OUTAGE_WINDOW:
+            out.append(replace(proof, reading=f"another trial's run ended on it, at {at}"))
+    return out
 
 
 KIND_WORDS = {
@@ -337,7 +451,12 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
             if verdict is not None and verdict.category == "infra":
                 return verdict
             return None  # the agent's own overflow: the grade (or the fallback) stands
-        if failure.kind not in ME.INFRA_KINDS or _quotes_generation(ctx, words):
+        if failure.kind == "unparseable_output" or _quotes_generation(ctx, words):
+            return None  # the model's own generation: the grade (or the fallback) stands
+        own = Proof("endpoint_response", where, short(quote), "the endpoint's words")
+        if failure.kind in ("content_rejected", "internal_error"):
+            return _one_request(ev, ctx, failure, own, exception_line(ev))
+        if failure.kind not in ME.INFRA_KINDS:
             return None
         return excuse(
             "infra",
@@ -345,7 +464,7 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
             "model",
             f"{ME.KIND_TEXT[failure.kind][0].upper() + ME.KIND_TEXT[failure.kind][1:]}, and the "
             f"agent's run ended there ({log.source} log). The trigger was the endpoint: rerun.",
-            [Proof("endpoint_response", where, short(quote), "the endpoint's words")],
+            [own],
             lead=exception_line(ev),
             endpoint=", ".join(sorted(ctx.model_hosts)) or None,
         )
