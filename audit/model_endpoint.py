@@ -176,22 +176,32 @@ def from_client(text: str) -> bool:
 _FRAME_LINE = re.compile(r'(?m)^\s*File "[^"]*", line \d+, in .*$')
 
 
-def classify(message: str, traceback: str, phrases: bool = True) -> EndpointFailure | None:
+def classify(
+    message: str, traceback: str, phrases: bool = True, generation: bool = True
+) -> EndpointFailure | None:
     """Judge by the exception's own words first; the traceback's only when they say nothing.
 
     `phrases=False` leaves out the servers' own words for an unparseable generation (knowledge
-    first met on the dev set; audit/learned.py switches it off to measure generalization)."""
-    return classify_text(message, phrases) or classify_text(_FRAME_LINE.sub("", traceback), phrases)
+    first met on the dev set; audit/learned.py switches it off to measure generalization);
+    `generation=False` leaves out the general reading that a 5xx failing to parse a tool call
+    or its arguments is the model's (the `blind` view): such a 5xx is then content_rejected."""
+    return classify_text(message, phrases, generation) or classify_text(
+        _FRAME_LINE.sub("", traceback), phrases, generation
+    )
 
 
-def classify_text(text: str, phrases: bool = True) -> EndpointFailure | None:
+def classify_text(
+    text: str, phrases: bool = True, generation: bool = True
+) -> EndpointFailure | None:
     """The kind of model-endpoint failure an exception's type + message show."""
     if not text or not from_client(text):
         return None
-    return classify_words(text, phrases)
+    return classify_words(text, phrases, generation)
 
 
-def classify_words(text: str, phrases: bool = True) -> EndpointFailure | None:
+def classify_words(
+    text: str, phrases: bool = True, generation: bool = True
+) -> EndpointFailure | None:
     """The kind of failure the words show, without asking that a model client said them (for
     text already known to be about a model call: an agent's own log of it, its model-call
     code in the traceback).
@@ -220,7 +230,8 @@ def classify_words(text: str, phrases: bool = True) -> EndpointFailure | None:
     if (server or _INTERNAL.search(text) or _UNAVAILABLE.search(text)) and _PARSE_FAILED.search(
         text
     ):
-        kind = "unparseable_output" if _GENERATION.search(text) else "content_rejected"
+        named = generation and _GENERATION.search(text)
+        kind = "unparseable_output" if named else "content_rejected"
         return EndpointFailure(kind, status, None)
     if server:
         unavailable = status in (502, 503, 504, 529) or _UNAVAILABLE.search(text)

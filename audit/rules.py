@@ -70,6 +70,7 @@ class Rule(BaseModel):
     # Where the rule's knowledge came from (audit/learned.py).
     learned_from: list[str] = Field(default_factory=list)
     grounded_in: list[str] = Field(default_factory=list)
+    prompted_by: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _proof_and_provenance(self) -> Rule:
@@ -83,17 +84,26 @@ class Rule(BaseModel):
                 raise ValueError(
                     "an infra rule needs `all` conditions: its proof is what they match"
                 )
-        unknown = [s for s in self.learned_from if s not in DEV_SOURCES]
+        unknown = [s for s in self.learned_from + self.prompted_by if s not in DEV_SOURCES]
         unknown += [g for g in self.grounded_in if g not in GROUNDS]
         if unknown:
             raise ValueError(f"unknown provenance tag(s) {unknown}")
         if not self.learned_from and not self.grounded_in:
             raise ValueError("say where the rule came from (learned_from / grounded_in)")
+        if self.prompted_by and (self.learned_from or not self.grounded_in):
+            raise ValueError(
+                "a general rule (prompted_by) is grounded in a document and learned from no "
+                "source; a refinement says learned_from"
+            )
         return self
 
     def knowledge(self) -> Knowledge:
         return Knowledge(
-            self.name, tuple(self.learned_from), tuple(self.grounded_in), self.explanation[:80]
+            self.name,
+            tuple(self.learned_from),
+            tuple(self.grounded_in),
+            self.explanation[:80],
+            tuple(self.prompted_by),
         )
 
 

@@ -76,21 +76,55 @@ MARKUP = register(
         "quoting them quotes the model's raw generation",
     )
 )
+# The proof standard for the endpoint (never switched off): what proves nothing either way.
 CONTEXT_AGENTS = register(
     Knowledge(
         "endpoint:context_overflow_is_agents",
-        learned_from=("gemma-harness-tb2",),
         grounded_in=("seed", "issue-20"),
         why="the seed's pitfall and issue #20: only a server window shorter than the one the "
         "agent was told excuses an overflow; Terminus-2 summarizes against its told window",
+        prompted_by=("gemma-harness-tb2",),
+        standard=True,
+    )
+)
+ONE_REQUEST = register(
+    Knowledge(
+        "endpoint:one_request_5xx",
+        grounded_in=("docs", "issue-20"),
+        why="RFC 9110 §15.6.1: a 500 is the server failing to fulfil THE request; 502/503/504 "
+        "(and 529 overloaded) are the service unavailable. Issue #20: an outage needs evidence "
+        "the endpoint was down, i.e. failing whatever it was asked (other trials' requests)",
+        prompted_by=("gemma-harness-tb2",),
+        standard=True,
+    )
+)
+PARSE_5XX = register(
+    Knowledge(
+        "endpoint:parse_failure_5xx",
+        grounded_in=("docs",),
+        why="a server that says it failed to parse failed on its input, not for want of "
+        "capacity: no outage, whatever the status",
+        prompted_by=("gemma-harness-tb2",),
+        standard=True,
+    )
+)
+# General blame readings (kept in every fold; `blind` switches them off for the source that
+# prompted them).
+GENERATION = register(
+    Knowledge(
+        "endpoint:parse_names_the_generation",
+        grounded_in=("docs",),
+        why="a parse failure that names a tool call, its arguments or the generation was about "
+        "the model's output (OpenAI tool calls: `arguments` is model-generated JSON)",
+        prompted_by=("gemma-harness-tb2",),
     )
 )
 BAD_REQUEST_AGENTS = register(
     Knowledge(
         "endpoint:bad_request_is_agents",
-        learned_from=("gemma-harness-tb2",),
         grounded_in=("docs",),
         why="HTTP 4xx is a client error (RFC 9110 §15.5): the request the agent's harness built",
+        prompted_by=("gemma-harness-tb2",),
     )
 )
 SURFACED = register(
@@ -148,16 +182,16 @@ def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     site: Proof | None = None
     if owner in ("client", None) or (owner == "harbor" and ME.from_client(text)):
         tail = text.strip().splitlines()[-1] if text.strip() else ""
-        failure = ME.classify(f"{message}\n{tail}", text, ctx.knows(UNPARSEABLE.name))
+        failure = ME.classify(f"{message}\n{tail}", text, **_known(ctx))
     elif owner == "agent" and ctx.knows(SURFACED.name):
-        failure, site = _surfaced_in_harness(ev, kind, message, text, ctx.knows(UNPARSEABLE.name))
+        failure, site = _surfaced_in_harness(ev, kind, message, text, _known(ctx))
     if failure is None:
         return None
     return _verdict(ev, ctx, failure, message, site)
 
 
 def _surfaced_in_harness(
-    ev: TrialEvidence, kind: str, message: str, text: str, phrases: bool
+    ev: TrialEvidence, kind: str, message: str, text: str, known: dict[str, bool]
 ) -> tuple[ME.EndpointFailure | None, Proof | None]:
     """The endpoint's failure behind a crash of the agent's own code, and the line showing it."""
     frames = frame_lines(text)
@@ -166,7 +200,7 @@ def _surfaced_in_harness(
     where = ev.exception_source or "result.json exception_info"
     if ME.from_client(message):
         # The agent wrapped the client's exception in its own: the client's words stand.
-        found = ME.classify_text(message, phrases)
+        found = ME.classify_text(message, **known)
         if found is not None:
             return found, None
     model_call = any(_MODEL_CALL.search(f"{p} {fn} {s}") for p, fn, s in frames)
@@ -189,7 +223,7 @@ def _surfaced_in_harness(
                         "chat-completion response carries",
                     )
     if model_call and _HTTP_WORDS.search(message):
-        found = ME.classify_words(message, phrases)
+        found = ME.classify_words(message, **known)
         # A JSONDecodeError's words say nothing of who sent the text: only its site does.
         if found is not None and found.kind != "not_json":
             return found, None
@@ -376,6 +410,11 @@ KIND_WORDS = {
 }
 
 
+def _known(ctx: JobContext) -> dict[str, bool]:
+    """Which readings of an endpoint's words are switched on (audit/learned.py)."""
+    return {"phrases": ctx.knows(UNPARSEABLE.name), "generation": ctx.knows(GENERATION.name)}
+
+
 def _quotes_generation(ctx: JobContext, text: str) -> bool:
     """The error quotes the model's own generated markup (the server was parsing it)."""
     return ctx.knows(MARKUP.name) and bool(_GENERATED_MARKUP.search(text)) and "pars" in text
@@ -440,9 +479,9 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
         where, words, quote = _ending_error(log)
         if not words:
             continue
-        phrases = ctx.knows(UNPARSEABLE.name)
-        failure = ME.classify_text(words, phrases) or (
-            ME.classify_words(words, phrases) if _HTTP_WORDS.search(words) else None
+        known = _known(ctx)
+        failure = ME.classify_text(words, **known) or (
+            ME.classify_words(words, **known) if _HTTP_WORDS.search(words) else None
         )
         if failure is None:
             continue

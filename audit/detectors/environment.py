@@ -88,10 +88,11 @@ _UNBOUNDED_BUILD = re.compile(
 OWN_BUILD = register(
     Knowledge(
         "container_killed:own_build",
-        learned_from=("glm5-openclaw-tb20",),
         grounded_in=("docs",),
         why="GNU make: -j with no number runs unlimited jobs; nproc jobs of a C++ build can "
         "exceed a container's memory (the kernel's OOM killer then SIGKILLs)",
+        prompted_by=("glm5-openclaw-tb20",),
+        standard=True,
     )
 )
 
@@ -101,7 +102,7 @@ def _own_build(ev: TrialEvidence, ctx: JobContext, kill: str = "") -> Classifica
     drew the kill was most likely its own, so the kill proves no outside cause."""
     commands = ev.source("agent_commands")
     last = commands[-1] if commands else None
-    if last is None or not ctx.knows(OWN_BUILD.name) or not _UNBOUNDED_BUILD.search(last.text):
+    if last is None or not _UNBOUNDED_BUILD.search(last.text):
         return None
     return Classification(
         "agent_error",

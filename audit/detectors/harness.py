@@ -16,9 +16,10 @@ from audit.verdict import Classification, exception_line, short
 CRASH = register(
     Knowledge(
         "agent_harness_crash",
-        learned_from=("gemma-harness-tb2",),
         grounded_in=("docs",),
-        why="a Python traceback's innermost frame is where the exception was raised",
+        why="a Python traceback's innermost frame is where the exception was raised: there, "
+        "the agent's own code (not Harbor's, not the model client's)",
+        prompted_by=("gemma-harness-tb2",),
     )
 )
 

@@ -67,7 +67,7 @@ def verifier_network(ev: TrialEvidence, ctx: JobContext) -> Classification | Non
     # agent configured, or name resolution and proxies it rewired, are the agent's doing.
     commands = [c.text for c in ev.source("agent_commands")]
     agent_hosts = N.hosts_written_by_agent(commands, ev.written_by_agent())
-    rewired = ctx.knows(REWIRED.name) and any(_REWIRES_NETWORK.search(c) for c in commands)
+    rewired = any(_REWIRES_NETWORK.search(c) for c in commands)
     outside = [
         f
         for f in found
@@ -80,10 +80,11 @@ def verifier_network(ev: TrialEvidence, ctx: JobContext) -> Classification | Non
 
 REWIRED = register(
     Knowledge(
-        "verifier_network:agent_rewired",
+        "network:agent_rewired",
         grounded_in=("harbor", "docs"),
         why="TB tasks share one container between agent and verifier (reference §4.4, the seed); "
-        "resolv.conf, /etc/hosts and *_proxy variables decide where the verifier's requests go",
+        "resolv.conf, /etc/hosts and *_proxy variables decide where requests from it go",
+        standard=True,
     )
 )
 _REWIRES_NETWORK = re.compile(
@@ -97,15 +98,19 @@ _REWIRABLE = ("dns", "proxy", "refused", "tls")
 AGENT_MIN_FAILURES = 2
 
 
+# The proof standard for the agent's network failures (never switched off): a failure the
+# same trial contradicts proves nothing.
 ANSWERED = register(
     Knowledge(
-        "agent_network:answered_elsewhere",
-        learned_from=("gemma-harness-tb2",),
+        "agent_network:contradicted",
         grounded_in=("issue-20", "docs"),
         why="issue #20's standard (an outage needs evidence the endpoint was down): one that "
-        "answered this trial earlier was up, its later error intermittent; a name that does "
-        "not resolve while other names did is a wrong name (getaddrinfo EAI_NONAME), not a "
-        "network down",
+        "answered this trial before or after was up, its error intermittent or the request's; "
+        "a name that does not resolve while other names did is a wrong name (getaddrinfo "
+        "EAI_NONAME), not a network down; a failure after the agent rewired resolv.conf, "
+        "/etc/hosts or a proxy is its own",
+        prompted_by=("gemma-harness-tb2",),
+        standard=True,
     )
 )
 # A server's answer, success or not (a 404 proves the network and the resolver work).
@@ -120,15 +125,18 @@ def agent_network(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     """The agent's requests to outside endpoints failed repeatedly and never recovered."""
     if ev.result is None or (ev.result.reward or 0) >= 1.0:
         return None
-    agent_hosts = N.hosts_written_by_agent(
-        [c.text for c in ev.source("agent_commands")], ev.written_by_agent()
-    )
+    commands = [c.text for c in ev.source("agent_commands")]
+    agent_hosts = N.hosts_written_by_agent(commands, ev.written_by_agent())
     # (failure, index of the exchange it came from; -1 for logs without one)
     failures: list[tuple[N.NetFailure, int]] = []
     # host -> indices of the exchanges in which it visibly answered
     answered: dict[str, list[int]] = {}
     exchanges = ev.exchanges()
+    # The first exchange whose command rewired name resolution or a proxy (None: none did).
+    rewired: int | None = None
     for index, ex in enumerate(exchanges):
+        if rewired is None and ex.command and _REWIRES_NETWORK.search(ex.command.text):
+            rewired = index
         out = ex.output
         if out is None:
             continue
@@ -145,14 +153,14 @@ def agent_network(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         if c.file == L.AGENT_TRAJECTORY or "/command-" in c.file or c.label is not None:
             continue  # already read with its command
         failures.extend((f, -1) for f in N.failures_in(c.text, c.where))
-    careful = ctx.knows(ANSWERED.name)
+    if rewired is None and any(_REWIRES_NETWORK.search(c) for c in commands):
+        rewired = 0  # it rewired, when is not known: every failure may come after
     outside = [
         f
         for f, index in failures
         if N.owner(f, agent_hosts) == "external"
-        # The same endpoint answered later in this trial: the failure did not last.
-        and not (f.host and max(answered.get(f.host, [-2])) > index)
-        and not (careful and _contradicted(f, index, answered))
+        and not _contradicted(f, index, answered)
+        and not (rewired is not None and f.family in _REWIRABLE and (index < 0 or index >= rewired))
     ]
     if len(outside) < AGENT_MIN_FAILURES:
         return None
@@ -171,6 +179,8 @@ def _answer_lines(text: str) -> list[str]:
 
 def _contradicted(f: N.NetFailure, index: int, answered: dict[str, list[int]]) -> bool:
     """The trial's own evidence says the network worked for this request's purposes."""
+    if f.host and max(answered.get(f.host, [-2])) > index:
+        return True  # it answered later in the trial: the failure did not last
     if f.host and index >= 0 and min(answered.get(f.host, [index + 1])) < index:
         return True  # it answered earlier in the trial: up then, an intermittent error now
     # A name that did not resolve while other names did: the name is wrong, not the network.

@@ -196,3 +196,127 @@ def test_a_custom_agents_run_ending_on_one_500_is_not_excused(tmp_path):
         "Error code: 500 - {'error': {'message': 'Failed to parse tool call arguments as JSON'}}",
     )
     assert _rows(job, REFINEMENTS)[trial.name].category == "agent_error"
+
+
+# --- a network failure the same trial contradicts is no proof ---------------------------------
+def _agent(commands: list[str], observations: list[str]) -> TrialSpec:
+    return TrialSpec(
+        "build-pov-ray",
+        reward=0.0,
+        commands=commands,
+        observations=observations,
+        verifier_stdout=PYTEST_FAIL,
+    )
+
+
+UNRESOLVED = "curl: (6) Could not resolve host: src.mirror.example\n"
+
+
+def test_failures_nothing_contradicts_are_proof(tmp_path):
+    row = _one(
+        tmp_path,
+        _agent(["curl -fsSO https://src.mirror.example/povray.tgz\n"] * 2, [UNRESOLVED] * 2),
+    )
+    assert (row.category, row.signature) == ("infra", "agent_dns_failure"), row.evidence
+    assert all(p.cause == "network_outside" for p in row.proof)
+
+
+def test_a_name_that_does_not_resolve_while_others_did_is_a_wrong_name(tmp_path):
+    row = _one(
+        tmp_path,
+        _agent(
+            [
+                "curl -fsSO https://src.mirror.example/povray.tgz\n",
+                "wget -S https://ftp.other.example/pub/povray/\n",
+                "curl -fsSO https://src.mirror.example/povray-2.2.tgz\n",
+            ],
+            [UNRESOLVED, "  HTTP/1.1 404 Not Found\n", UNRESOLVED],
+        ),
+    )
+    assert (row.category, row.signature) == ("agent_error", "graded_fail"), row.evidence
+
+
+def test_a_host_that_answered_earlier_was_up(tmp_path):
+    busy = "curl: (22) The requested URL returned error: 503\n"
+    row = _one(
+        tmp_path,
+        _agent(
+            [
+                "wget -S https://archive.mirror.example/web/povray/\n",
+                "curl -fsS https://archive.mirror.example/web/2003/povray/ -o a.html\n",
+                "curl -fsS https://archive.mirror.example/web/2003/pub/ -o b.html\n",
+            ],
+            ["HTTP request sent, awaiting response... 200 OK\n", busy, busy],
+        ),
+    )
+    assert (row.category, row.signature) == ("agent_error", "graded_fail"), row.evidence
+
+
+def test_a_failure_after_the_agent_rewired_the_network_is_its_own(tmp_path):
+    row = _one(
+        tmp_path,
+        _agent(
+            [
+                "echo 'nameserver 10.9.9.9' > /etc/resolv.conf\n",
+                "curl -fsSO https://src.mirror.example/povray.tgz\n",
+                "curl -fsSO https://src.mirror.example/povray-2.2.tgz\n",
+            ],
+            ["", UNRESOLVED, UNRESOLVED],
+        ),
+    )
+    assert (row.category, row.signature) == ("agent_error", "graded_fail"), row.evidence
+    # The same failures before it rewired anything are still proof.
+    row = _one(
+        tmp_path / "before",
+        _agent(
+            [
+                "curl -fsSO https://src.mirror.example/povray.tgz\n",
+                "curl -fsSO https://src.mirror.example/povray-2.2.tgz\n",
+                "echo 'nameserver 10.9.9.9' > /etc/resolv.conf\n",
+            ],
+            [UNRESOLVED, UNRESOLVED, ""],
+        ),
+    )
+    assert (row.category, row.signature) == ("infra", "agent_dns_failure"), row.evidence
+
+
+# --- the agent's own code, the request it built -----------------------------------------------
+BLAME = frozenset({"agent_harness_crash", "endpoint:bad_request_is_agents"})
+
+
+def _harness_crash() -> TrialSpec:
+    return TrialSpec(
+        "fix-git",
+        reward=None,
+        exception_type="KeyError",
+        exception_message="'plan'",
+        traceback=(
+            "Traceback (most recent call last):\n"
+            '  File "/opt/harbor/lib/python3.13/site-packages/harbor/trial/trial.py", '
+            "line 547, in run\n"
+            '  File "/srv/agents/planner/loop.py", line 88, in step\n'
+            '    todo = state["plan"][0]\n'
+            "KeyError: 'plan'\n"
+        ),
+        durations=(4, 2, 60, None),
+    )
+
+
+def test_a_crash_in_the_agents_own_code_is_the_agents(tmp_path):
+    row = _one(tmp_path, _harness_crash())
+    assert (row.category, row.signature) == ("agent_error", "agent_harness_crash"), row.evidence
+
+
+@pytest.mark.parametrize("case", ["crash", "bad_request"])
+def test_without_the_blame_readings_the_default_is_insufficient_never_infra(tmp_path, case):
+    spec = (
+        _harness_crash()
+        if case == "crash"
+        else _endpoint(
+            "BadRequestError",
+            "litellm.BadRequestError: OpenAIException - Error code: 400 - "
+            "{'error': {'message': 'messages[3]: unknown role \"planner\"'}}",
+        )
+    )
+    row = _one(tmp_path, spec, BLAME)
+    assert row.category == "insufficient_evidence", (row.signature, row.evidence)
