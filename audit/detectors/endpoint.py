@@ -386,6 +386,8 @@ def _repeated_server_errors(ev: TrialEvidence, ctx: JobContext) -> list[Proof]:
     else:
         endings = []
         for other in ctx.evidences:
+            if other.result is None or (other.result.reward or 0) >= 1.0:
+                continue  # a pass did not end on a failure
             found = _ending_server_error(other)
             if found is not None:
                 endings.append((other.trial_dir, _ended_at(other), found))

@@ -10,10 +10,11 @@ insufficient_evidence or to the model, never to infra.
 
 The 95% is not met, and the test says where it stands instead: the strict figure is 261/286
 (91.3%). The gemma-harness-tb2 fold agrees on all 226; the glm5-openclaw-tb20 fold on 35 of 60,
-because 25 of its 27 expert `infra` labels rest on outside causes the audit first met in that
+because 24 of its 27 expert `infra` labels rest on outside causes the audit first met in that
 source (a model reply cut off without usage, a SIGKILL under the trial, Rosetta's missing
-syscall). Held out, those refinements are off, and the audit says agent_error or
-insufficient_evidence there: it misses an excuse, it never makes one. The test asserts exactly
+syscall; its 25th disagreement is one on the whole dev set too). Held out, those refinements
+are off, and the audit says agent_error or insufficient_evidence there: it misses an excuse, it
+never makes one. The test asserts exactly
 that shape, so a change that fits the held-out source (or that excuses) fails.
 """
 
