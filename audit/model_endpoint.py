@@ -114,7 +114,7 @@ _OBSERVED: list[tuple[str, re.Pattern[str]]] = [
 _UNAVAILABLE = re.compile(
     r"(?i)(?:ServiceUnavailableError|BadGatewayError|GatewayTimeout|\b50[234]\b|\b529\b|"
     r"overloaded|No available workers|Service Unavailable|Bad Gateway|Gateway Time-?out|"
-    r"upstream connect error|no healthy upstream|temporarily unavailable)"
+    r"upstream connect error|no healthy upstream)"
 )
 # A server error on one request: a 500 or a 5xx class name without a status.
 _INTERNAL = re.compile(
