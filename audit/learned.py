@@ -83,10 +83,6 @@ class Knowledge:
                 "know nothing of one source (learned_from)"
             )
 
-    @property
-    def general(self) -> bool:
-        return not self.learned_from
-
 
 _REGISTRY: dict[str, Knowledge] = {}
 

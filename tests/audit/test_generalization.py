@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.learned import prompted_rules
+from audit.learned import Knowledge, disabled_for, prompted_rules
 from benchmarks.bench_audit_generalization import evaluate, knowledge
 from tests.audit import dev_set
 from tests.audit.dev_set import EXCUSES, LABELS
@@ -126,3 +126,24 @@ def test_strict_switches_off_what_the_source_taught_and_lists_what_it_prompted(v
     assert standard and not (blind & standard)
     # Whatever is off, every labelled trial is still audited.
     assert views["strict"]["overall"].labelled == views["dev"]["overall"].labelled
+
+
+def test_the_views_switch_off_by_kind():
+    g, c = "gemma-harness-tb2", "glm5-openclaw-tb20"
+    items = [
+        Knowledge("refinement", learned_from=(g,), grounded_in=("docs",)),
+        Knowledge("only_there", learned_from=(g,)),
+        Knowledge("general", grounded_in=("docs",), prompted_by=(g,)),
+        Knowledge("standard", grounded_in=("docs",), prompted_by=(g,), standard=True),
+        Knowledge("elsewhere", learned_from=(c,)),
+    ]
+    assert disabled_for(items, g, "strict") == {"refinement", "only_there"}
+    assert disabled_for(items, g, "lenient") == {"only_there"}
+    assert disabled_for(items, g, "blind") == {"refinement", "only_there", "general"}
+    assert disabled_for(items, c, "blind") == {"elsewhere"}
+    with pytest.raises(ValueError, match="general rule"):
+        Knowledge("both", learned_from=(g,), grounded_in=("docs",), prompted_by=(c,))
+    with pytest.raises(ValueError, match="proof standard"):
+        Knowledge("fit", learned_from=(g,), grounded_in=("docs",), standard=True)
+    with pytest.raises(ValueError, match="unknown view"):
+        disabled_for(items, g, "loso")
