@@ -83,10 +83,14 @@ def jsonl(text: str | None) -> list[tuple[int, dict]]:
 
 
 def usage_of(raw: object) -> Usage | None:
-    """An OpenAI-style usage block (`prompt_tokens`, `completion_tokens`); None if absent."""
+    """An OpenAI-style usage block (`prompt_tokens`, `completion_tokens`, cached tokens as
+    ATIF's `cached_tokens` or OpenAI's `prompt_tokens_details.cached_tokens`); None if absent."""
     if not isinstance(raw, dict):
         return None
-    return Usage(as_int(raw.get("prompt_tokens")), as_int(raw.get("completion_tokens")))
+    cached = as_int(raw.get("cached_tokens")) or as_int(
+        sub(raw, "prompt_tokens_details").get("cached_tokens")
+    )
+    return Usage(as_int(raw.get("prompt_tokens")), as_int(raw.get("completion_tokens")), cached)
 
 
 def sub(node: object, key: str) -> dict:

@@ -18,12 +18,12 @@ from dataclasses import replace
 from audit.agent_logs.common import (
     TrialFiles,
     arguments,
-    as_int,
     command_of,
     content_text,
     sub,
+    usage_of,
 )
-from audit.agent_logs.model import Action, AgentLog, Call, RunEnd, Usage
+from audit.agent_logs.model import Action, AgentLog, Call, RunEnd
 from audit.commands import cap_in
 
 PATH = "agent/mini-swe-agent.trajectory.json"
@@ -52,11 +52,7 @@ def read(files: TrialFiles) -> AgentLog | None:
             commands = _commands(message, extra, text)
             response = sub(extra, "response")
             raw = response.get("usage") if isinstance(response.get("usage"), dict) else None
-            usage = (
-                Usage(as_int(raw.get("prompt_tokens")), as_int(raw.get("completion_tokens")))
-                if raw is not None
-                else None
-            )
+            usage = usage_of(raw) if raw is not None else None
             log.events.append(Call(where, text, bool(commands), usage))
             pending = []
             for command in commands:

@@ -13,15 +13,19 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Usage:
-    """The token counts a model reply carried; `prompt_tokens` 0 or None: no usage block."""
+    """The token counts a model reply carried; no prompt count at all (`prompt_tokens` 0 or
+    None, and no cached tokens either): no usage block."""
 
     prompt_tokens: int | None
     completion_tokens: int | None
+    # Prompt tokens served from the cache, where the log counts them apart from prompt_tokens.
+    cached_tokens: int | None = None
 
     @property
     def missing(self) -> bool:
-        # A non-empty prompt always costs tokens: 0 means the endpoint sent no count.
-        return not self.prompt_tokens
+        # A non-empty prompt always costs tokens: 0 means the endpoint sent no count. A prompt
+        # read whole from the cache may show 0 uncached tokens: it was counted.
+        return not self.prompt_tokens and not self.cached_tokens
 
 
 @dataclass(frozen=True)

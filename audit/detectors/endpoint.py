@@ -568,10 +568,11 @@ def model_reply_cut_off(ev: TrialEvidence, ctx: JobContext) -> Classification | 
             "infra",
             "model_reply_cut_off",
             "model",
-            "The agent's last model call came back without a usage block (0 prompt tokens for a "
-            "non-empty prompt) and without the tool call its text announced, and the run ended "
-            "there: the serving side cut the response off. The agent never got to act on it; "
-            "rerun the task.",
+            "The agent's last model call came back without a usage block (no prompt count for "
+            "a non-empty prompt, from an endpoint shown to send one) and without a tool call, "
+            "and the run ended there: the endpoint's reply was incomplete, a failure of the "
+            "endpoint, not of the model (issue #20: a response without `usage`). The agent "
+            "never got to act on it; rerun the task.",
             [
                 Proof(
                     "endpoint_response",

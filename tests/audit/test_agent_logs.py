@@ -171,3 +171,17 @@ def test_a_damaged_log_is_skipped(tmp_path):
     logs, ev = _logs(job, trial)
     assert "mini-swe-agent" not in logs
     assert logs["claude-code"].end is not None
+
+
+def test_a_usage_block_is_missing_only_without_any_prompt_count():
+    from audit.agent_logs.common import usage_of
+
+    assert usage_of({"prompt_tokens": 0, "completion_tokens": 44}).missing
+    assert usage_of({"completion_tokens": 44}).missing
+    # A prompt read whole from the cache was counted (ATIF's and OpenAI's ways of saying so).
+    assert not usage_of({"prompt_tokens": 0, "completion_tokens": 9, "cached_tokens": 800}).missing
+    assert not usage_of(
+        {"prompt_tokens": 0, "prompt_tokens_details": {"cached_tokens": 800}}
+    ).missing
+    assert not usage_of({"prompt_tokens": 12, "completion_tokens": 9}).missing
+    assert usage_of(None) is None

@@ -725,6 +725,11 @@ def test_a_reply_cut_off_by_the_server_is_infra(tmp_path):
     (trial_dir / "agent" / "trajectory.json").write_text(json.dumps({"steps": steps}))
     (trial,) = build_report(JobLayout.local(job)).trials
     assert trial.category == "agent_error"
+    # No uncached prompt tokens, but the prompt was read from the cache: it was counted.
+    steps[-1]["metrics"] = {"prompt_tokens": 0, "completion_tokens": 196, "cached_tokens": 1100}
+    (trial_dir / "agent" / "trajectory.json").write_text(json.dumps({"steps": steps}))
+    (trial,) = build_report(JobLayout.local(job)).trials
+    assert trial.category == "agent_error"
 
 
 # --- trials without result.json ----------------------------------------------------------------
