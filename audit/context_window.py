@@ -10,8 +10,8 @@ was larger than the window it was told too, or nothing says what it was told, th
 its prompt outgrow the window: its failure.
 
 Three numbers are read, each with the place it was read from:
-- served: the server's own words in the error ("maximum context length is N", "exceeds the
-  available context size (N tokens)", "'n_ctx': N", "must be <= N"...);
+- served: the server's own words in the error ("maximum context length is N", "must be <= N",
+  llama.cpp's "exceeds the available context size (N tokens)" and "'n_ctx': N"...);
 - request: the size of the rejected request, when the error names it;
 - told: configs (job and trial `config.json`: any agent kwarg or env named like a context
   window) and logs (`job.log` "Registered custom model ... {'max_input_tokens': N}", agent logs).
@@ -45,27 +45,36 @@ _TOLD_TEXT = re.compile(
     r"\s*[:=]\s*(\d{3,8})"
 )
 _SERVED = re.compile(
-    r"(?i)(?:maximum context length is|context (?:size|length|window)[^\d\n]{0,20}|"
-    r"'?n_ctx'?\s*[:=]\s*|must be <=\s*|max_model_len[^\d\n]{0,12}|maximum allowed length "
+    r"(?i)(?:maximum context length is|context (?:length|window)[^\d\n]{0,20}|"
+    r"must be <=\s*|max_model_len[^\d\n]{0,12}|maximum allowed length "
     r"\(?|tokens? > |model'?s context length \()(\d{3,8})"
 )
 _REQUEST = re.compile(
-    r"(?i)(?:request \((\d+) tokens\)|you requested (\d+) tokens|input \((\d+) tokens\)|"
-    r"'?n_prompt_tokens'?\s*[:=]\s*(\d+)|Given:\s*(\d+)\s*`?inputs`? tokens|"
+    r"(?i)(?:you requested (\d+) tokens|input \((\d+) tokens\)|"
+    r"Given:\s*(\d+)\s*`?inputs`? tokens|"
     r"prompt is too long:\s*(\d+) tokens|(\d+) input tokens)"
 )
+# llama.cpp's words ("request (N tokens) exceeds the available context size (M tokens)",
+# `n_ctx`, `n_prompt_tokens`): a refinement first met on the dev set, switched off with
+# `llama_words=False` (audit/detectors/endpoint.py CONTEXT_WORDS).
+_SERVED_LLAMA = re.compile(r"(?i)(?:context size[^\d\n]{0,20}|'?n_ctx'?\s*[:=]\s*)(\d{3,8})")
+_REQUEST_LLAMA = re.compile(r"(?i)(?:request \((\d+) tokens\)|'?n_prompt_tokens'?\s*[:=]\s*(\d+))")
 
 
-def served_in(text: str) -> int | None:
-    m = _SERVED.search(text)
-    return int(m.group(1)) if m else None
-
-
-def request_in(text: str) -> int | None:
-    m = _REQUEST.search(text)
-    if not m:
+def _first_number(patterns: list[re.Pattern[str]], text: str) -> int | None:
+    found = [m for p in patterns if (m := p.search(text))]
+    if not found:
         return None
+    m = min(found, key=lambda m: m.start())
     return next(int(g) for g in m.groups() if g)
+
+
+def served_in(text: str, llama_words: bool = True) -> int | None:
+    return _first_number([_SERVED] + ([_SERVED_LLAMA] if llama_words else []), text)
+
+
+def request_in(text: str, llama_words: bool = True) -> int | None:
+    return _first_number([_REQUEST] + ([_REQUEST_LLAMA] if llama_words else []), text)
 
 
 def told_in_json(text: str | None, where: str) -> list[Window]:
@@ -133,10 +142,10 @@ class Judgement:
         return ", ".join(parts)
 
 
-def judge(error: str, error_where: str, told: list[Window]) -> Judgement:
+def judge(error: str, error_where: str, told: list[Window], llama_words: bool = True) -> Judgement:
     """Weigh an overflow error against what the agent was told (the largest told window)."""
-    served = served_in(error)
-    request = request_in(error)
+    served = served_in(error, llama_words)
+    request = request_in(error, llama_words)
     window = max(told, key=lambda w: w.tokens) if told else None
     if window is None or served is None or window.tokens <= served:
         return Judgement(False, served, window, request, [])

@@ -39,22 +39,25 @@ _CLIENT = re.compile(
     r"Error code: \d{3}|API Error:?\s*\d{3}|validation errors? for ChatCompletion)"
 )
 
-# Context overflow as the servers word it (read from their sources and error pages):
-# vLLM/OpenAI "maximum context length is N tokens", SGLang "longer than the model's context
-# length" / "exceeds the maximum allowed length", llama.cpp "exceeds the available context
-# size" / exceed_context_size_error, TGI "Input validation error: `inputs` tokens +
-# `max_new_tokens` must be <= N", litellm ContextWindowExceededError.
+# Context overflow as the servers word it: vLLM/OpenAI "maximum context length is N tokens"
+# (the phrase the Harbor reference §5.2 quotes), SGLang "longer than the model's context
+# length" / "exceeds the maximum allowed length", TGI "Input validation error: `inputs` tokens
+# + `max_new_tokens` must be <= N", litellm ContextWindowExceededError.
 _CONTEXT = re.compile(
     r"(?i)(?:maximum context length|context length exceeded|context_length_exceeded|"
-    r"longer than the model'?s context length|exceeds? the (?:available|maximum) context|"
-    r"exceed_context_size|ContextWindowExceeded|`?inputs`? tokens \+ `?max_new_tokens`? must be"
+    r"longer than the model'?s context length|exceeds? the maximum context|"
+    r"ContextWindowExceeded|`?inputs`? tokens \+ `?max_new_tokens`? must be"
     r" <=|prompt is too long|input is too long|too many tokens|exceeds the maximum allowed length"
     r"|context window)"
 )
+# llama.cpp's own words for it ("request (N tokens) exceeds the available context size (M
+# tokens)", `exceed_context_size_error`, `n_ctx`): a refinement first met on the dev set
+# (audit/detectors/endpoint.py CONTEXT_WORDS). Without it such a 400 is still the request's.
+_CONTEXT_LLAMA = re.compile(r"(?i)(?:exceeds? the available context|exceed_context_size)")
 _SERVED_CTX = re.compile(
-    r"(?i)(?:maximum context length is|context (?:size|length)[^\d]{0,20}|n_ctx'?:\s*|"
-    r"must be <=\s*)(\d{3,7})"
+    r"(?i)(?:maximum context length is|context length[^\d]{0,20}|must be <=\s*)(\d{3,7})"
 )
+_SERVED_CTX_LLAMA = re.compile(r"(?i)(?:context size[^\d]{0,20}|n_ctx'?:\s*)(\d{3,7})")
 _STATUS = re.compile(
     r"(?i)(?:error code|status(?:_code)?|HTTP|API Error|['\"]code['\"])[:= ]+\s*(\d{3})\b"
 )
@@ -177,30 +180,35 @@ _FRAME_LINE = re.compile(r'(?m)^\s*File "[^"]*", line \d+, in .*$')
 
 
 def classify(
-    message: str, traceback: str, phrases: bool = True, generation: bool = True
+    message: str,
+    traceback: str,
+    phrases: bool = True,
+    generation: bool = True,
+    context_words: bool = True,
 ) -> EndpointFailure | None:
     """Judge by the exception's own words first; the traceback's only when they say nothing.
 
-    `phrases=False` leaves out the servers' own words for an unparseable generation (knowledge
-    first met on the dev set; audit/learned.py switches it off to measure generalization);
-    `generation=False` leaves out the general reading that a 5xx failing to parse a tool call
-    or its arguments is the model's (the `blind` view): such a 5xx is then content_rejected."""
-    return classify_text(message, phrases, generation) or classify_text(
-        _FRAME_LINE.sub("", traceback), phrases, generation
+    `phrases=False` leaves out the servers' own words for an unparseable generation and
+    `context_words=False` llama.cpp's for a request past its window (knowledge first met on the
+    dev set; audit/learned.py switches it off to measure generalization); `generation=False`
+    leaves out the general reading that a 5xx failing to parse a tool call or its arguments is
+    the model's: such a 5xx is then content_rejected."""
+    return classify_text(message, phrases, generation, context_words) or classify_text(
+        _FRAME_LINE.sub("", traceback), phrases, generation, context_words
     )
 
 
 def classify_text(
-    text: str, phrases: bool = True, generation: bool = True
+    text: str, phrases: bool = True, generation: bool = True, context_words: bool = True
 ) -> EndpointFailure | None:
     """The kind of model-endpoint failure an exception's type + message show."""
     if not text or not from_client(text):
         return None
-    return classify_words(text, phrases, generation)
+    return classify_words(text, phrases, generation, context_words)
 
 
 def classify_words(
-    text: str, phrases: bool = True, generation: bool = True
+    text: str, phrases: bool = True, generation: bool = True, context_words: bool = True
 ) -> EndpointFailure | None:
     """The kind of failure the words show, without asking that a model client said them (for
     text already known to be about a model call: an agent's own log of it, its model-call
@@ -216,8 +224,10 @@ def classify_words(
         return None
     m = _STATUS.search(text)
     status = int(m.group(1)) if m else None
-    if _CONTEXT.search(text):
-        ctx = _SERVED_CTX.search(text)
+    if _CONTEXT.search(text) or (context_words and _CONTEXT_LLAMA.search(text)):
+        ctx = _SERVED_CTX.search(text) or (
+            _SERVED_CTX_LLAMA.search(text) if context_words else None
+        )
         return EndpointFailure("context_overflow", status, int(ctx.group(1)) if ctx else None)
     if phrases and _PARSE_OUTPUT.search(text):
         return EndpointFailure("unparseable_output", status, None)

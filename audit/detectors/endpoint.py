@@ -64,12 +64,27 @@ UNPARSEABLE = register(
         "text its grammar cannot place (llama.cpp issue 20650)",
     )
 )
+# llama.cpp's own words for a request past its window ("exceeds the available context size",
+# `n_ctx`, `n_prompt_tokens`). A refinement: without it such a 400 is still the request the
+# agent built (the general 4xx reading), and no served window is read from it.
+CONTEXT_WORDS = register(
+    Knowledge(
+        "endpoint:context_size_words",
+        learned_from=("gemma-harness-tb2",),
+        grounded_in=("docs",),
+        why="llama.cpp's server: 'request (N tokens) exceeds the available context size (M "
+        "tokens)', exceed_context_size_error with n_prompt_tokens and n_ctx",
+    )
+)
 # The error body quotes chat-template control tokens: the server was reading the model's
-# raw generation, so the failure is about what the model wrote.
+# raw generation, so the failure is about what the model wrote. A refinement of the general
+# reading (a parse failure naming the model's generation): the token forms, Gemma's
+# `<|channel>` / `<channel|>` / `<|tool_call>` among them, were met in the dev set.
 _GENERATED_MARKUP = re.compile(r"<\|[a-z_]+\|?>|<[a-z_]+\|>|</?tool_call>|</?think>")
 MARKUP = register(
     Knowledge(
         "endpoint:generated_markup",
+        learned_from=("gemma-harness-tb2",),
         grounded_in=("docs",),
         why="chat templates mark turns, channels and tool calls with control tokens (Qwen "
         "<|im_start|>, harmony <|channel|>, Gemma <|channel>, <tool_call>, <think>); an error "
@@ -414,7 +429,11 @@ KIND_WORDS = {
 
 def _known(ctx: JobContext) -> dict[str, bool]:
     """Which readings of an endpoint's words are switched on (audit/learned.py)."""
-    return {"phrases": ctx.knows(UNPARSEABLE.name), "generation": ctx.knows(GENERATION.name)}
+    return {
+        "phrases": ctx.knows(UNPARSEABLE.name),
+        "generation": ctx.knows(GENERATION.name),
+        "context_words": ctx.knows(CONTEXT_WORDS.name),
+    }
 
 
 def _quotes_generation(ctx: JobContext, text: str) -> bool:
@@ -426,7 +445,7 @@ def _context(
     ev: TrialEvidence, ctx: JobContext, error: str, where: str, head: list[str]
 ) -> Classification | None:
     told = list(ctx.told) + _trial_told(ev)
-    j = CW.judge(error, where, told)
+    j = CW.judge(error, where, told, llama_words=ctx.knows(CONTEXT_WORDS.name))
     host = ", ".join(sorted(ctx.model_hosts)) or None
     at = f" ({host})" if host else ""
     if j.misconfigured and j.told is not None:

@@ -137,6 +137,25 @@ def test_a_custom_agents_own_kwarg_and_llama_cpps_words(tmp_path):
     # Without the kwarg it is the agent's overflow again: graded 0, the grade stands.
     set_agent_kwargs(job, trial, {})
     assert _audit(job).category == "agent_error"
+    # llama.cpp's words are a refinement (audit/learned.py): switched off, no served window is
+    # read from them, so nothing is excused; the 400 is the request's, the grade stands.
+    set_agent_kwargs(job, trial, {"max_context_tokens": 262144})
+    (row,) = build_report(
+        JobLayout.local(job), disabled=frozenset({"endpoint:context_size_words"})
+    ).trials
+    assert row.category == "agent_error", row.evidence
+
+
+def test_llama_cpps_words_are_read_only_when_switched_on():
+    text = (
+        "request (150211 tokens) exceeds the available context size (131072 tokens), "
+        "'n_prompt_tokens': 150211, 'n_ctx': 131072"
+    )
+    assert (CW.served_in(text), CW.request_in(text)) == (131072, 150211)
+    assert (CW.served_in(text, False), CW.request_in(text, False)) == (None, None)
+    # Another server's words are read either way.
+    vllm = VLLM.format(n=140000)
+    assert (CW.served_in(vllm, False), CW.request_in(vllm, False)) == (131072, 140000)
 
 
 @pytest.mark.parametrize(
