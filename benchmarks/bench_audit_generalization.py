@@ -7,44 +7,36 @@ servers and hosts: `glm5-openclaw-tb20` (GLM-5, the openclaw agent, Docker Deskt
 every non-passing trial.
 
 Design. The audit's knowledge is its rules (rules.yaml), its detectors and a few phrase tables,
-each tagged with where it came from (audit/learned.py). Two kinds matter here:
-- a *refinement* is `learned_from` the dev-set sources it was written or tuned on (a tool's
-  wording such as llama.cpp's "Failed to parse input", a failure first met there such as a
-  reply cut off without usage, Rosetta's unimplemented syscall, a SIGKILL under the trial);
-- a *general rule* is learned from no source: it is written from what a status class, a
-  traceback or a trial's own record means (a 4xx is the request's, the innermost frame raised,
-  a 500 on one request is no outage, a network failure the same trial contradicts is no proof)
-  and names nothing of any source. Those a source's trials prompted say so (`prompted_by`).
-  Those that only withhold an excuse are the *proof standard* (`standard`) and are never off.
+each tagged with where it came from (audit/learned.py): a *refinement* is `learned_from` the
+dev-set sources in which it was first met; a *general rule* is learned from no source (what a
+status class, a traceback or a trial's own record means); the *proof standard* only ever
+withholds an excuse and is never off. And each has a record, RESTS_ON, of the provenance this
+machine can check: issue #20's lines (audit/RULES.md §0, written from the held-out jobs), the
+seed, the Harbor 0.21 reference (by section), the captures (by file), or a general rule already
+written in audit/RULES.md §1-2; each quote is checked against its file
+(tests/audit/test_knowledge_provenance.py). Documents cited from memory do not count.
 
 A fold holds one source out, audits its jobs with knowledge switched off, and scores them
 against its expert. Three views:
-- `strict` (THE FIGURE, the one tests/audit/test_generalization.py asserts): every refinement
-  learned from the held-out source is off, grounded in a document elsewhere or not. That is
-  what the audit would have said had the source never been seen, but for the general rules;
-- `lenient` (an UPPER BOUND): only what was learned from the held-out source and grounded
-  nowhere else is off. A document found because the source was seen counts as known, so this
-  is a fit, not a held-out measure;
-- `blind` (a LOWER BOUND): also the general blame rules the held-out source prompted are off
-  (the proof standard stays: without it the audit would only be laxer). It shows how much of a
-  fold's agreement rests on rules written after its trials were read, and that without them
-  nothing more is excused.
-Then `dev`: the whole dev set with nothing off (what tests/audit/test_dev_set.py asserts).
-
-Why strict is still not blind: the general rules were written by people who had read the dev
-set. What makes them general is that they hold as stated on any source (each is tested on
-hand-built trials of other agents' formats, tests/audit/test_general_rules.py) and that none
-can excuse: they assign a failure to the agent or withhold an excuse. A refinement that excuses
-is always off in its own fold, so an excuse the strict view makes rests on knowledge the fold
-did not learn from its own trials.
+- `checked` (THE FIGURE, the one tests/audit/test_generalization.py asserts): a piece stays on
+  only if it rests on a checked provenance. What was first met in the held-out source stays on
+  only when independent words say the same (a reply without `usage` is in issue #20's list);
+  what rests only on a dev-set source or on memory is off, in every fold;
+- `strict` (a LOWER BOUND): everything first met in the held-out source is off, whatever else
+  justifies it;
+- `lenient` (an UPPER BOUND): only what was first met in the held-out source and names no
+  document at all, checkable or not, is off.
+Then `dev`: the whole dev set with nothing off (a fit; what tests/audit/test_dev_set.py asserts).
 
 For each view: per source (and, within gemma-harness-tb2, per agent: the custom GemmaAgent,
 oracle, nop) and overall: agreement with the expert, model failures excused (the expert says
 agent_error/agent_timeout, the audit says infra, cancelled or verifier_timeout), and the
-insufficient_evidence share; then what each fold switched off, what it kept though its own
-trials prompted it, and every disagreement.
+insufficient_evidence share; then what each fold switched off, what it kept though it was first
+met in the held-out source (and what that rests on), the general rules a source's trials
+prompted, and every disagreement. Last, what every piece rests on.
 
-Prints the headline, the tables, then one JSON line. Does not assert (the test does).
+Prints the headline (the three held-out views, then the dev set), the tables, then one JSON
+line. Does not assert (the test does).
 Run: .venv/bin/python benchmarks/bench_audit_generalization.py
 """
 
@@ -70,13 +62,14 @@ from tests.audit.dev_set import (  # noqa: E402
     source_of,
 )
 
-# In the order they are reported: the figure first.
-MODES = ("strict", "lenient", "blind", "dev")
+# In the order they are reported: the figure first, then its bounds, then the fit.
+MODES = ("checked", "strict", "lenient", "dev")
 TITLES = {
-    "strict": "strict leave-one-source-out: THE FIGURE (every refinement learned from the "
-    "held-out source off)",
-    "lenient": "lenient: an UPPER BOUND (only what is documented nowhere else is off)",
-    "blind": "blind: a LOWER BOUND (also the general rules the held-out source prompted)",
+    "checked": "provenance-checked leave-one-source-out: THE FIGURE (on only what rests on "
+    "issue #20, the seed, the Harbor reference, the captures or a general rule)",
+    "strict": "strict: a LOWER BOUND (everything first met in the held-out source off)",
+    "lenient": "lenient: an UPPER BOUND (off only what was first met there and names no "
+    "document, checkable or not)",
     "dev": "dev set, nothing held out (a fit)",
 }
 
@@ -86,7 +79,8 @@ def knowledge() -> list[Knowledge]:
 
 
 def evaluate(mode: str) -> dict:
-    """{"folds": {source: {"score", "by_agent", "disabled", "prompted"}}, "overall": Score}."""
+    """{"folds": {source: {"score", "by_agent", "disabled", "kept", "prompted"}},
+    "overall": Score}."""
     if mode not in MODES:
         raise ValueError(f"mode {mode!r}: one of {MODES}")
     expert = labels()
@@ -105,12 +99,20 @@ def evaluate(mode: str) -> dict:
             prefix = f"{source}/{job.name}/"
             part = score(rows, expert, [k for k in keys if k.startswith(prefix)])
             by_agent.setdefault(agent_of(job), Score()).merge(part)
-        kept = [k.name for k in prompted_rules(items, source) if k.name not in off]
+        prompted = [k.name for k in prompted_rules(items, source) if k.name not in off]
+        kept = sorted(
+            (k for k in items if source in k.learned_from and k.name not in off),
+            key=lambda k: k.name,
+        )
         folds[source] = {
             "score": fold,
             "by_agent": by_agent,
             "disabled": sorted(off),
-            "prompted": kept,
+            "kept": {
+                k.name: [str(c) for c in k.rests_on] or [f"nothing checkable (docs: {k.why})"]
+                for k in kept
+            },
+            "prompted": prompted,
         }
         overall.merge(fold)
     return {"folds": folds, "overall": overall}
@@ -131,10 +133,21 @@ def _line(name: str, s: Score) -> str:
 
 
 def headline(results: dict[str, dict]) -> list[str]:
+    """One line per view (overall), then its folds: the three held-out views, then the fit."""
     out = []
     for mode in MODES:
-        if mode in results:
-            out.append(f"{mode:>8}: {_figure(results[mode]['overall'])}  -- {TITLES[mode]}")
+        if mode not in results:
+            continue
+        out.append(f"{mode:>8}: {_figure(results[mode]['overall'])}  -- {TITLES[mode]}")
+        folds = results[mode]["folds"]
+        out.append(
+            " " * 10
+            + "; ".join(
+                f"{src} {f['score'].agree}/{f['score'].labelled} "
+                f"({100 * f['score'].agreement:.1f}%), excused {len(f['score'].excused)}"
+                for src, f in folds.items()
+            )
+        )
     return out
 
 
@@ -152,6 +165,9 @@ def report(mode: str, result: dict) -> list[str]:
     if mode != "dev":
         for source, fold in result["folds"].items():
             out.append(f"  switched off for {source}: {', '.join(fold['disabled']) or 'nothing'}")
+            for name, cites in fold["kept"].items():
+                out.append(f"  kept for {source} though first met there: {name}, resting on")
+                out.extend(f"      {c}" for c in cites)
             if fold["prompted"]:
                 out.append(
                     f"  kept for {source} though its trials prompted them (general rules): "
@@ -180,6 +196,21 @@ def _summary(result: dict) -> dict:
     }
 
 
+def provenance() -> list[str]:
+    """What every piece rests on (audit/learned.py RESTS_ON), one line each."""
+    out = ["== what each piece rests on (checked here; `docs` from memory does not count) =="]
+    for k in sorted(knowledge(), key=lambda k: k.name):
+        kinds = sorted({c.on for c in k.rests_on})
+        tags = []
+        if k.learned_from:
+            tags.append("first met in " + ", ".join(k.learned_from))
+        if k.standard:
+            tags.append("proof standard")
+        rest = ", ".join(kinds) if kinds else "nothing checkable"
+        out.append(f"  {k.name:<42} {rest}" + (f"  ({'; '.join(tags)})" if tags else ""))
+    return out
+
+
 def main() -> None:
     results: dict[str, dict] = {}
     seconds: dict[str, float] = {}
@@ -191,6 +222,7 @@ def main() -> None:
     for mode in MODES:
         print("\n".join(report(mode, results[mode])))
         print(f"  ({seconds[mode]:.1f} s)\n")
+    print("\n".join(provenance()) + "\n")
     print(json.dumps({mode: _summary(results[mode]) for mode in MODES}))
 
 

@@ -41,7 +41,7 @@ class Detector:
 _ENDPOINT = register(
     Knowledge(
         "model_endpoint",
-        grounded_in=("harbor", "docs"),
+        grounded_in=("issue-20", "harbor", "docs"),
         why="litellm/openai exceptions (Harbor's terminus2-dead-endpoint sample); vLLM, SGLang, "
         "llama.cpp and TGI error texts from their docs and sources (model-endpoint rules "
         "predate the dev set)",

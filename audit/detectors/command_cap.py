@@ -34,7 +34,7 @@ from audit.verdict import Classification, Proof, exception_line, excuse, short
 CAP = register(
     Knowledge(
         "command_cap",
-        grounded_in=("harbor", "issue-20", "docs"),
+        grounded_in=("issue-20", "harbor", "general", "docs"),
         why="Harbor's docker exec 'Command timed out after N seconds'; issue #20: read the "
         "command the agent sent; shell semantics of the commands (audit/commands.py)",
     )

@@ -95,9 +95,9 @@ MARKUP = register(
 CONTEXT_AGENTS = register(
     Knowledge(
         "endpoint:context_overflow_is_agents",
-        grounded_in=("seed", "issue-20"),
-        why="the seed's pitfall and issue #20: only a server window shorter than the one the "
-        "agent was told excuses an overflow; Terminus-2 summarizes against its told window",
+        grounded_in=("issue-20", "harbor", "general"),
+        why="issue #20: only a server window shorter than the one the agent was told excuses an "
+        "overflow; Terminus-2 summarizes on the server's context-length errors (reference §5.2)",
         prompted_by=("gemma-harness-tb2",),
         standard=True,
     )
@@ -105,10 +105,10 @@ CONTEXT_AGENTS = register(
 ONE_REQUEST = register(
     Knowledge(
         "endpoint:one_request_5xx",
-        grounded_in=("docs", "issue-20"),
+        grounded_in=("general", "docs"),
         why="RFC 9110 §15.6.1: a 500 is the server failing to fulfil THE request; 502/503/504 "
-        "(and 529 overloaded) are the service unavailable. Issue #20: an outage needs evidence "
-        "the endpoint was down, i.e. failing whatever it was asked (other trials' requests)",
+        "(and 529 overloaded) are the service unavailable. An outage shows as the endpoint "
+        "failing whatever it was asked (other trials' requests)",
         prompted_by=("gemma-harness-tb2",),
         standard=True,
     )
@@ -116,19 +116,18 @@ ONE_REQUEST = register(
 PARSE_5XX = register(
     Knowledge(
         "endpoint:parse_failure_5xx",
-        grounded_in=("docs",),
+        grounded_in=("general", "docs"),
         why="a server that says it failed to parse failed on its input, not for want of "
         "capacity: no outage, whatever the status",
         prompted_by=("gemma-harness-tb2",),
         standard=True,
     )
 )
-# General blame readings (kept in every fold; `blind` switches them off for the source that
-# prompted them).
+# General blame readings (kept in every fold: each rests on a general rule of audit/RULES.md §1).
 GENERATION = register(
     Knowledge(
         "endpoint:parse_names_the_generation",
-        grounded_in=("docs",),
+        grounded_in=("general", "docs"),
         why="a parse failure that names a tool call, its arguments or the generation was about "
         "the model's output (OpenAI tool calls: `arguments` is model-generated JSON)",
         prompted_by=("gemma-harness-tb2",),
@@ -137,7 +136,7 @@ GENERATION = register(
 BAD_REQUEST_AGENTS = register(
     Knowledge(
         "endpoint:bad_request_is_agents",
-        grounded_in=("docs",),
+        grounded_in=("general", "docs"),
         why="HTTP 4xx is a client error (RFC 9110 §15.5): the request the agent's harness built",
         prompted_by=("gemma-harness-tb2",),
     )
@@ -546,7 +545,7 @@ CUT_OFF = register(
     Knowledge(
         "model_reply_cut_off",
         learned_from=("glm5-openclaw-tb20",),
-        grounded_in=("docs", "issue-20"),
+        grounded_in=("issue-20", "harbor", "docs"),
         why="a complete chat completion carries `usage` (OpenAI API; streamed, in its final "
         "chunk with include_usage); issue #20: a response without usage is the endpoint's",
     )

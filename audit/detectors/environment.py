@@ -34,8 +34,12 @@ KILLED = register(
     Knowledge(
         "container_killed",
         learned_from=("glm5-openclaw-tb20",),
-        grounded_in=("docs", "issue-20"),
-        why="exit 137 is 128+SIGKILL (Docker docs); issue #20: the container gone is infra",
+        grounded_in=("docs",),
+        # Issue #20 names "the container or daemon gone" as evidence the environment failed;
+        # that an agent command's exit 137 and an empty verifier show it gone is this
+        # detector's own reading, first made on that source: the issue's words do not say it.
+        why="exit 137 is 128+SIGKILL (Docker docs); an empty verifier after it: the container "
+        "killed under the trial",
     )
 )
 DISK = register(Knowledge("disk_full", grounded_in=("docs",), why="ENOSPC, errno 28"))
@@ -88,7 +92,7 @@ _UNBOUNDED_BUILD = re.compile(
 OWN_BUILD = register(
     Knowledge(
         "container_killed:own_build",
-        grounded_in=("docs",),
+        grounded_in=("general", "docs"),
         why="GNU make: -j with no number runs unlimited jobs; nproc jobs of a C++ build can "
         "exceed a container's memory (the kernel's OOM killer then SIGKILLs)",
         prompted_by=("glm5-openclaw-tb20",),

@@ -16,7 +16,7 @@ from audit.verdict import Classification, exception_line, short
 CRASH = register(
     Knowledge(
         "agent_harness_crash",
-        grounded_in=("docs",),
+        grounded_in=("general", "docs"),
         why="a Python traceback's innermost frame is where the exception was raised: there, "
         "the agent's own code (not Harbor's, not the model client's)",
         prompted_by=("gemma-harness-tb2",),

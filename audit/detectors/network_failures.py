@@ -81,7 +81,7 @@ def verifier_network(ev: TrialEvidence, ctx: JobContext) -> Classification | Non
 REWIRED = register(
     Knowledge(
         "network:agent_rewired",
-        grounded_in=("harbor", "docs"),
+        grounded_in=("general", "harbor", "seed", "docs"),
         why="TB tasks share one container between agent and verifier (reference §4.4, the seed); "
         "resolv.conf, /etc/hosts and *_proxy variables decide where requests from it go",
         standard=True,
@@ -103,8 +103,8 @@ AGENT_MIN_FAILURES = 2
 ANSWERED = register(
     Knowledge(
         "agent_network:contradicted",
-        grounded_in=("issue-20", "docs"),
-        why="issue #20's standard (an outage needs evidence the endpoint was down): one that "
+        grounded_in=("general", "docs"),
+        why="an outage needs evidence the endpoint was down: one that "
         "answered this trial before or after was up, its error intermittent or the request's; "
         "a name that does not resolve while other names did is a wrong name (getaddrinfo "
         "EAI_NONAME), not a network down; a failure after the agent rewired resolv.conf, "
