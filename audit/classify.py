@@ -1,16 +1,22 @@
 """Classify one trial: what happened, which signature explains it, and the evidence lines.
 
 The order is the seed's audit procedure made explicit:
-1. no result.json: `cancelled` when the job never finished (the trial was killed with it);
-   otherwise the trial is judged from what it left (reward file, exception.txt, trial.log);
+1. no result.json: `cancelled` when the job's own files show it was stopped while the trial ran
+   (audit/job_state.py); otherwise the trial is judged from what it left (reward file,
+   exception.txt, trial.log);
 2. CancelledError / KeyboardInterrupt: cancelled (`harbor job resume` re-runs it);
 3. reward 1: passed, or agent_timeout when the agent timed out and the verifier still passed it
    (the reward stands);
 4. the first-stage signature rules (rules.yaml: Harbor's environment and tmux errors), then the
-   built-in detectors (audit/detectors.py: model endpoint, harness crash, container, network
-   with endpoint ownership), then the last-stage rules (verifier timeouts, reward files);
+   built-in detectors (audit/detectors/: model endpoint, harness crash, container, commands
+   past their cap, setup, network with endpoint ownership), then the last-stage rules (verifier
+   timeouts, reward files);
 5. otherwise: AgentTimeoutError is agent_timeout (its reward stands), a graded 0 is the agent's
    error, and anything else is insufficient_evidence, with the exception named.
+
+Every verdict passes `admit()` (audit/verdict.py) on its way out: one that puts the trial up
+for rerun without proof of an outside cause becomes insufficient_evidence. Rules and detectors
+the caller switched off (`ctx.disabled`, the generalization benchmark) are skipped.
 """
 
 from __future__ import annotations
@@ -20,8 +26,19 @@ import re
 from audit import layout as L
 from audit.detectors import DETECTORS, JobContext
 from audit.evidence import TrialEvidence
+from audit.job_state import trial_left_mid_phase
 from audit.rules import CompiledRule, Match
-from audit.verdict import CATEGORIES, PASS_REWARD, Classification, exception_line
+from audit.verdict import (
+    CATEGORIES,
+    PASS_REWARD,
+    Classification,
+    Proof,
+    admit,
+    exception_line,
+    exception_quote,
+    exception_where,
+    excuse,
+)
 from components.jobdir import never_ran
 
 __all__ = ["CATEGORIES", "PASS_REWARD", "Classification", "classify"]
@@ -32,19 +49,15 @@ _STOPPED = ("CancelledError", "KeyboardInterrupt")
 def classify(
     ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext | None = None
 ) -> Classification:
-    ctx = ctx or JobContext()
+    return admit(_classify(ev, rules, ctx or JobContext()))
+
+
+def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> Classification:
     result = ev.result
-    if ev.result_missing and ctx.job_interrupted:
-        return Classification(
-            "cancelled",
-            "interrupted_no_result",
-            None,
-            "The trial has no result.json and the job never finished (job result.json "
-            "finished_at is null): it was killed together with the run (SIGKILL, an outer "
-            "runner's stop, a host crash). `harbor job resume -p <job dir>` deletes and re-runs "
-            "such trials.",
-            list(ev.problems),
-        )
+    if ev.result_missing:
+        stopped = _stopped_with_the_job(ev, ctx)
+        if stopped is not None:
+            return stopped
     if result is None:
         missing = not any("corrupt" in p for p in ev.problems)
         return Classification(
@@ -60,14 +73,20 @@ def classify(
     etype = info.exception_type if info else None
     reward = result.reward
 
-    if etype in _STOPPED or _stopped_by_runner(ev, etype):
-        return Classification(
+    if etype in _STOPPED or (stop := _stopped_by_runner(ev, etype)) is not None:
+        proof = (
+            [Proof("job_stopped", exception_where(ev), exception_quote(ev), "Harbor recorded it")]
+            if etype in _STOPPED
+            else stop or []
+        )
+        return excuse(
             "cancelled",
             "cancelled",
             None,
             "The job was interrupted (SIGTERM/SIGINT, or an outer runner stopped it) while this "
             "trial ran. `harbor job resume -p <job dir>` re-runs cancelled trials.",
-            exception_line(ev),
+            proof,
+            lead=exception_line(ev),
         )
     if reward is not None and reward >= PASS_REWARD:
         if etype == "AgentTimeoutError":
@@ -82,15 +101,49 @@ def classify(
         return Classification("passed", None, None, "Passed the verifier.", [])
 
     for rule in (r for r in rules if r.rule.stage == "first"):
-        if (found := _by_rule(ev, rule, etype, reward)) is not None:
+        if ctx.knows(rule.rule.name) and (found := _by_rule(ev, rule, etype, reward)) is not None:
             return found
     for detector in DETECTORS:
-        if (found := detector(ev, ctx)) is not None:
+        if ctx.knows(detector.name) and (found := detector.fn(ev, ctx)) is not None:
             return found
     for rule in (r for r in rules if r.rule.stage == "last"):
-        if (found := _by_rule(ev, rule, etype, reward)) is not None:
+        if ctx.knows(rule.rule.name) and (found := _by_rule(ev, rule, etype, reward)) is not None:
             return found
     return _fallback(ev, etype, reward)
+
+
+def _stopped_with_the_job(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """No result.json, and the job's files show it was stopped while this trial ran."""
+    run = ctx.job_run
+    if run.finished is True:
+        return None
+    mid = trial_left_mid_phase(
+        [f[len(ev.trial_dir) + 1 :] for f in ev.layout.files_under(ev.trial_dir)],
+        ev.text(L.TRIAL_LOG),
+    )
+    if run.finished is None and (run.result_present or mid is None):
+        return None  # the job's files say nothing either way: judged from what it left
+    proof = list(run.proof)
+    if mid is not None:
+        proof.append(mid)
+    job_says = (
+        "the job never finished (job result.json finished_at is null)"
+        if run.result_present and run.finished is False
+        else "the job's own files show it was stopped while it ran"
+        if run.finished is False
+        else "the job has no result.json at all and this trial was left mid-phase"
+    )
+    return excuse(
+        "cancelled",
+        "interrupted_no_result",
+        None,
+        f"The trial has no result.json and {job_says}: it was killed together with the run "
+        "(SIGKILL, an outer runner's timeout, a Ctrl-C, a lost machine). Harbor writes "
+        "result.json for every trial that ends, by error or cancellation too. "
+        "`harbor job resume -p <job dir>` deletes and re-runs such trials.",
+        proof,
+        more=list(ev.problems),
+    )
 
 
 _RUNNER_STOP = re.compile(
@@ -99,17 +152,30 @@ _RUNNER_STOP = re.compile(
 )
 
 
-def _stopped_by_runner(ev: TrialEvidence, etype: str | None) -> bool:
+def _stopped_by_runner(ev: TrialEvidence, etype: str | None) -> list[Proof] | None:
     """An ungraded trial whose own log says an outer runner stopped it, or that never ran at
     all: no exception, no agent run, no verifier. Harbor 0.21 saves a trial that a SIGTERM
     cancels during its environment setup that way (seen in this repo's e2e run), and its
-    `job resume` then skips it."""
+    `job resume` then skips it. Returns the proof, or None when neither holds."""
     result = ev.result
     if etype is not None or (result and result.reward is not None):
-        return False
+        return None
     if result and never_ran(result.model_dump()):
-        return True
-    return any(_RUNNER_STOP.search(c.text) for c in ev.source("trial_log"))
+        return [
+            Proof(
+                "job_stopped",
+                L.TRIAL_RESULT,
+                "agent_execution: null",
+                "saved with no exception, no agent run and no verifier: stopped during setup",
+            )
+        ]
+    for chunk in ev.source("trial_log"):
+        m = _RUNNER_STOP.search(chunk.text)
+        if m:
+            line = chunk.text.count("\n", 0, m.start()) + 1
+            text = chunk.text.splitlines()[line - 1].strip()
+            return [Proof("job_stopped", chunk.where(line), text, "an outer runner stopped it")]
+    return None
 
 
 def _by_rule(ev, rule: CompiledRule, etype, reward) -> Classification | None:
@@ -121,8 +187,18 @@ def _by_rule(ev, rule: CompiledRule, etype, reward) -> Classification | None:
     lines = [str(m) for m in matches if not (head and m.text in head[0])]
     if rule.rule.category == "verifier_timeout":
         lines += _pytest_progress(ev)
+    proof = [
+        Proof(rule.rule.proof, m.where, m.text)  # type: ignore[arg-type]
+        for m in matches
+        if rule.rule.proof
+    ]
     return Classification(
-        rule.rule.category, rule.rule.name, rule.rule.phase, rule.rule.explanation, head + lines
+        rule.rule.category,
+        rule.rule.name,
+        rule.rule.phase,
+        rule.rule.explanation,
+        head + lines,
+        proof=proof,
     )
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from audit import layout as L
+from audit.agent_logs import AgentLog, read_all
 from audit.models import ExceptionInfo, TrialResult, VerifierResult
 
 SOURCES = (
@@ -40,8 +41,12 @@ class Chunk:
     file: str
     text: str
     step: int | None = None
+    # A place that is not a line of a text file (an event of an agent's JSON log).
+    label: str | None = None
 
     def where(self, line: int) -> str:
+        if self.label is not None:
+            return self.label
         if self.step is not None:
             return f"{self.file} step {self.step}"
         return f"{self.file}:{line}"
@@ -70,6 +75,9 @@ class TrialEvidence:
     _exchanges: list[Exchange] = field(default_factory=list, repr=False)
     _written: list[str] = field(default_factory=list, repr=False)
     _llm_steps: list[dict] = field(default_factory=list, repr=False)
+    _logs: list[AgentLog] | None = field(default=None, repr=False)
+    _json: dict[str, object] = field(default_factory=dict, repr=False)
+    _log_exchanges: list[Exchange] | None = field(default=None, repr=False)
     # result.json was absent (result may then be rebuilt from the other files).
     result_missing: bool = False
     # Where the exception was read from when it is not result.json's exception_info.
@@ -140,6 +148,16 @@ class TrialEvidence:
     def text(self, rel: str) -> str | None:
         return self._read(rel)
 
+    def json(self, rel: str) -> object | None:
+        """The JSON in a file, parsed once (None when it is absent or not JSON)."""
+        if rel not in self._json:
+            raw = self._read(rel)
+            try:
+                self._json[rel] = json.loads(raw) if raw else None
+            except ValueError:
+                self._json[rel] = None
+        return self._json[rel]
+
     def source(self, name: str) -> list[Chunk]:
         if name not in self._sources:
             loader = getattr(self, f"_load_{name}", None)
@@ -153,10 +171,12 @@ class TrialEvidence:
         chunks = []
         info = self.result.exception_info if self.result else None
         if info:
+            # A result rebuilt from exception.txt (no result.json) is quoted from that file.
+            where = self.exception_source or f"{L.TRIAL_RESULT} exception_info"
             head = f"{info.exception_type or ''}: {info.exception_message or ''}"
-            chunks.append(Chunk(f"{L.TRIAL_RESULT} exception_info", head))
+            chunks.append(Chunk(where, head))
             if info.exception_traceback:
-                chunks.append(Chunk(f"{L.TRIAL_RESULT} exception_info", info.exception_traceback))
+                chunks.append(Chunk(where, info.exception_traceback))
         if info or self.result is None:
             text = self._read(L.TRIAL_EXCEPTION)
             if text:
@@ -180,7 +200,7 @@ class TrialEvidence:
     def _load_agent_commands(self) -> list[Chunk]:
         commands, _ = self._trajectory()
         chunks = list(commands or [])
-        for ex in self._command_dirs():
+        for ex in self._command_dirs() + self._other_agent_exchanges():
             if ex.command:
                 chunks.append(ex.command)
         if not chunks:
@@ -192,6 +212,7 @@ class TrialEvidence:
         _, observations = self._trajectory()
         chunks = list(observations) if observations is not None else []
         chunks.extend(ex.output for ex in self._command_dirs() if ex.output)
+        chunks.extend(ex.output for ex in self._other_agent_exchanges() if ex.output)
         if observations is None:
             pane = self._read(L.AGENT_PANE)
             if pane:
@@ -248,12 +269,56 @@ class TrialEvidence:
     def exchanges(self) -> list[Exchange]:
         """Every (command, its output) pair the agent left: trajectory steps, command dirs."""
         self._trajectory()
-        return list(self._exchanges) + self._command_dirs()
+        return list(self._exchanges) + self._command_dirs() + self._other_agent_exchanges()
 
     def written_by_agent(self) -> list[str]:
         """Contents the agent passed to file-writing tools (write/edit/create calls)."""
         self._trajectory()
         return self._written
+
+    def result_metadata(self) -> dict | None:
+        """result.json's `agent_result.metadata`, where custom agents keep their own record
+        (the typed model drops it: it is read only when an agent-log reader asks)."""
+        data = self.json(L.TRIAL_RESULT)
+        agent = data.get("agent_result") if isinstance(data, dict) else None
+        metadata = agent.get("metadata") if isinstance(agent, dict) else None
+        return metadata if isinstance(metadata, dict) else None
+
+    def agent_logs(self) -> list[AgentLog]:
+        """Every agent log of the trial, in one shape (audit/agent_logs), read once."""
+        if self._logs is None:
+            try:
+                self._logs = read_all(self)
+            except (ValueError, TypeError, AttributeError, KeyError) as exc:
+                # A log of a format version the readers do not know: noted, never fatal.
+                self.problems.append(f"{self.trial_dir}: an agent log could not be read ({exc})")
+                self._logs = []
+        return self._logs
+
+    def _other_agent_exchanges(self) -> list[Exchange]:
+        """Commands and outputs from agent logs other than ATIF and command dirs (read
+        already): Claude Code, OpenHands, mini-swe-agent, episode dirs, custom messages."""
+        if self._log_exchanges is None:
+            out: list[Exchange] = []
+            for log in self.agent_logs():
+                if log.source == "atif":
+                    continue
+                for a in log.actions:
+                    out.append(
+                        Exchange(
+                            Chunk(a.where.split(":")[0].split(" ")[0], a.command, label=a.where),
+                            Chunk(
+                                (a.output_where or a.where).split(":")[0].split(" ")[0],
+                                _ANSI.sub("", a.output),
+                                label=a.output_where,
+                            )
+                            if a.output
+                            else None,
+                            str(a.exit_code) if a.exit_code is not None else None,
+                        )
+                    )
+            self._log_exchanges = out
+        return self._log_exchanges
 
     def llm_steps(self) -> list[dict]:
         """Trajectory steps that are model calls (they carry a model name or token metrics)."""
@@ -270,6 +335,7 @@ class TrialEvidence:
         if raw is not None:
             try:
                 data = json.loads(raw)
+                self._json[L.AGENT_TRAJECTORY] = data  # the ATIF reader uses it too
                 steps = data.get("steps") if isinstance(data, dict) else None
                 if not isinstance(steps, list):
                     raise ValueError("no steps list")

@@ -4,14 +4,25 @@ An agent talks to the model through an OpenAI-compatible client (litellm, openai
 its own code); the server behind it may be SGLang, vLLM, llama.cpp, TGI or a hosted API. Who
 is to blame depends on the kind, not on the exception class:
 
-- the server failed or refused service (5xx, 429, 402/quota, auth, no answer, a body that is
-  not JSON): infra, the model never got to answer;
+- the endpoint was unavailable whatever the request (502, 503, 504, Anthropic's 529, a
+  provider's status body such as "overloaded" or "no healthy upstream"), refused service for
+  the account (429, 402/quota, 401/403), could not be connected to, or answered outside the
+  protocol (a body that is not JSON, a reply outside the API's schema): infra, the model never
+  got to answer;
+- a 500 (an InternalServerError without a status) is the server failing on ONE request: no
+  proof of an outage by itself (RFC 9110 §15.6.1: the server "encountered an unexpected
+  condition that prevented it from fulfilling the request"; the request may be what it choked
+  on). It excuses only when repeated across requests or trials (audit/detectors/endpoint.py);
+- a 5xx whose body says the server failed to parse something was caused by what it was given,
+  not by an outage: when the body names the model's generation (its tool call, the call's
+  arguments, the chat template's markup), the model's failure; otherwise nobody's proof;
+- the call timed out: not proof of either side. A client's own limit also ends a runaway
+  generation (the model's doing), so it is insufficient_evidence unless the connection itself
+  never opened (a connect timeout: unreachable);
 - the request did not fit the context window: the agent's own doing (it let its prompt grow
   past the served context) unless the job told the agent a larger limit than the server has,
   which is a stack misconfiguration;
-- the server could not parse what the model generated (llama.cpp "Failed to parse input",
-  a tool-call parser error) or rejected a malformed request the agent's harness built (400):
-  the model's or the agent's failure, not an outage.
+- any other 4xx is a client error (RFC 9110 §15.5): the request the agent's harness built.
 """
 
 from __future__ import annotations
@@ -25,31 +36,38 @@ _CLIENT = re.compile(
     r"APITimeoutError|InternalServerError|ServiceUnavailableError|BadGatewayError|"
     r"RateLimitError|BadRequestError|AuthenticationError|PermissionDeniedError|"
     r"ContextWindowExceededError|NotFoundError|UnprocessableEntityError|OpenAIException|"
-    r"Error code: \d{3})"
+    r"Error code: \d{3}|API Error:?\s*\d{3}|validation errors? for ChatCompletion)"
 )
 
-# Context overflow as the servers word it (read from their sources and error pages):
-# vLLM/OpenAI "maximum context length is N tokens", SGLang "longer than the model's context
-# length" / "exceeds the maximum allowed length", llama.cpp "exceeds the available context
-# size" / exceed_context_size_error, TGI "Input validation error: `inputs` tokens +
-# `max_new_tokens` must be <= N", litellm ContextWindowExceededError.
+# Context overflow as the servers word it: vLLM/OpenAI "maximum context length is N tokens"
+# (the phrase the Harbor reference §5.2 quotes), SGLang "longer than the model's context
+# length" / "exceeds the maximum allowed length", TGI "Input validation error: `inputs` tokens
+# + `max_new_tokens` must be <= N", litellm ContextWindowExceededError.
 _CONTEXT = re.compile(
     r"(?i)(?:maximum context length|context length exceeded|context_length_exceeded|"
-    r"longer than the model'?s context length|exceeds? the (?:available|maximum) context|"
-    r"exceed_context_size|ContextWindowExceeded|`?inputs`? tokens \+ `?max_new_tokens`? must be"
+    r"longer than the model'?s context length|exceeds? the maximum context|"
+    r"ContextWindowExceeded|`?inputs`? tokens \+ `?max_new_tokens`? must be"
     r" <=|prompt is too long|input is too long|too many tokens|exceeds the maximum allowed length"
     r"|context window)"
 )
+# llama.cpp's own words for it ("request (N tokens) exceeds the available context size (M
+# tokens)", `exceed_context_size_error`, `n_ctx`): a refinement first met on the dev set
+# (audit/detectors/endpoint.py CONTEXT_WORDS). Without it such a 400 is still the request's.
+_CONTEXT_LLAMA = re.compile(r"(?i)(?:exceeds? the available context|exceed_context_size)")
 _SERVED_CTX = re.compile(
-    r"(?i)(?:maximum context length is|context (?:size|length)[^\d]{0,20}|n_ctx'?:\s*|"
-    r"must be <=\s*)(\d{3,7})"
+    r"(?i)(?:maximum context length is|context length[^\d]{0,20}|must be <=\s*)(\d{3,7})"
 )
-_PARSE_OUTPUT = re.compile(
-    r"(?i)(?:failed to parse (?:input|tool call|the model output|generated)|"
-    r"tool[_ ]call[^\n]{0,40}pars(?:e|ing) (?:error|failed)|could not parse tool call|"
-    r"invalid tool call)"
+_SERVED_CTX_LLAMA = re.compile(r"(?i)(?:context size[^\d]{0,20}|n_ctx'?:\s*)(\d{3,7})")
+_STATUS = re.compile(
+    r"(?i)(?:error code|status(?:_code)?|HTTP|API Error|['\"]code['\"])[:= ]+\s*(\d{3})\b"
 )
-_STATUS = re.compile(r"(?i)(?:error code|status(?:_code)?|HTTP)[:= ]+\s*(\d{3})\b")
+_UNREACHABLE = re.compile(
+    r"(?i)(?:APIConnectionError|Connection error|ConnectTimeout|connect timeout|"
+    r"timed out while connecting|connection refused|ConnectError|"
+    r"Failed to establish a new connection|Name or service not known|"
+    r"Temporary failure in name resolution|RemoteProtocolError|Server disconnected)"
+)
+# The account refused service, tried in this order.
 _KINDS: list[tuple[str, re.Pattern[str]]] = [
     (
         "quota",
@@ -66,6 +84,9 @@ _KINDS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     ("rate_limit", re.compile(r"(?i)(?:RateLimitError|\b429\b|rate limit|too many requests)")),
+]
+# What the client observed of the reply, tried in this order.
+_OBSERVED: list[tuple[str, re.Pattern[str]]] = [
     (
         "not_json",
         re.compile(
@@ -74,44 +95,79 @@ _KINDS: list[tuple[str, re.Pattern[str]]] = [
         ),
     ),
     (
+        # The client library could not read the reply as the API's schema (pydantic's
+        # "validation error for ChatCompletion": `choices` or `usage` missing, an error object).
+        "malformed_reply",
+        re.compile(
+            r"(?i)validation errors? for (?:ChatCompletion\w*|Message|Completion|ModelResponse|"
+            r"CreateChatCompletionResponse)\b"
+        ),
+    ),
+    ("unreachable", _UNREACHABLE),
+    (
         "timeout",
         re.compile(
             r"(?i)(?:APITimeoutError|Request timed out|ReadTimeout|timed out waiting for|"
             r"litellm\.Timeout|Timeout: )"
         ),
     ),
-    (
-        "unreachable",
-        re.compile(
-            r"(?i)(?:APIConnectionError|Connection error|connection refused|ConnectError|"
-            r"Failed to establish a new connection|Name or service not known|"
-            r"Temporary failure in name resolution|RemoteProtocolError|Server disconnected)"
-        ),
-    ),
-    (
-        "server_error",
-        re.compile(
-            r"(?i)(?:InternalServerError|ServiceUnavailableError|BadGatewayError|"
-            r"\b50[0-4]\b|overloaded|No available workers|Service Unavailable|Bad Gateway)"
-        ),
-    ),
 ]
+# The endpoint unavailable whatever the request (RFC 9110 §15.6.3-5; Anthropic's 529
+# overloaded_error; gateways' and providers' status bodies).
+_UNAVAILABLE = re.compile(
+    r"(?i)(?:ServiceUnavailableError|BadGatewayError|GatewayTimeout|\b50[234]\b|\b529\b|"
+    r"overloaded|No available workers|Service Unavailable|Bad Gateway|Gateway Time-?out|"
+    r"upstream connect error|no healthy upstream)"
+)
+# A server error on one request: a 500 or a 5xx class name without a status.
+_INTERNAL = re.compile(
+    r"(?i)(?:InternalServerError|\b500\b|Internal Server Error|The server had an error|"
+    r"Provider returned error)"
+)
+# A server's own words that it failed to parse something (any server, any parser).
+_PARSE_FAILED = re.compile(
+    r"(?i)(?:(?:failed|unable|could ?not|cannot|can't) (?:to )?parse|pars(?:e|ing) error|"
+    r"error (?:while )?parsing|syntax error|unterminated string|invalid (?:tool|function)[ _]call"
+    r"|malformed (?:tool|function|json|output))"
+)
+# ... of what the model generated: its tool call, the call's arguments, its output.
+_GENERATION = re.compile(
+    r"(?i)(?:tool[ _-]?calls?|function[ _-]?calls?|\barguments\b|generat(?:ed|ion)|"
+    r"model(?:'s)? output|completion text)"
+)
+# Servers' own wording for a generation they could not parse, whatever the status (llama.cpp's
+# "Failed to parse input at pos N" names neither a tool call nor its arguments). A refinement
+# first met on the dev set (audit/detectors/endpoint.py UNPARSEABLE): without it such a 5xx is
+# still no outage (_PARSE_FAILED), only nobody's proof.
+_PARSE_OUTPUT = re.compile(
+    r"(?i)(?:failed to parse (?:input|tool call|the model output|generated)|"
+    r"tool[_ ]call[^\n]{0,40}pars(?:e|ing) (?:error|failed)|could not parse tool call|"
+    r"invalid tool call)"
+)
 KIND_TEXT = {
     "quota": "the model API refused for quota or billing (402)",
     "auth": "the model API rejected the credentials (401/403)",
     "rate_limit": "the model endpoint rate-limited the agent (429) until its retries ran out",
     "not_json": "the model endpoint answered with a body that is not JSON (an HTML error page, "
     "an empty or cut-off reply)",
+    "malformed_reply": "the model endpoint's reply did not follow the API's schema (a field "
+    "such as `choices` or `usage` missing: an error object or a cut-off reply)",
     "timeout": "the model endpoint did not answer in time",
     "unreachable": "the agent could not connect to the model endpoint",
-    "server_error": "the model endpoint answered with a server error (5xx)",
+    "server_error": "the model endpoint was unavailable (a 502, 503, 504 or 529, or its "
+    "status body)",
+    "internal_error": "the model endpoint failed on a request (500)",
 }
-INFRA_KINDS = tuple(KIND_TEXT)
+# A timeout proves nothing by itself, a single 500 only when repeated (see the module
+# docstring): neither is an excuse on its own.
+INFRA_KINDS = tuple(k for k in KIND_TEXT if k not in ("timeout", "internal_error"))
 
 
 @dataclass(frozen=True)
 class EndpointFailure:
-    kind: str  # one of INFRA_KINDS, or context_overflow / bad_request / unparseable_output
+    # one of KIND_TEXT, or context_overflow / bad_request / unparseable_output /
+    # content_rejected (a 5xx whose body says the server failed to parse what it was given)
+    kind: str
     status: int | None
     served_context: int | None
 
@@ -123,27 +179,87 @@ def from_client(text: str) -> bool:
 _FRAME_LINE = re.compile(r'(?m)^\s*File "[^"]*", line \d+, in .*$')
 
 
-def classify(message: str, traceback: str) -> EndpointFailure | None:
-    """Judge by the exception's own words first; the traceback's only when they say nothing."""
-    return classify_text(message) or classify_text(_FRAME_LINE.sub("", traceback))
+def classify(
+    message: str,
+    traceback: str,
+    phrases: bool = True,
+    generation: bool = True,
+    context_words: bool = True,
+) -> EndpointFailure | None:
+    """Judge by the exception's own words first; the traceback's only when they say nothing.
+
+    `phrases=False` leaves out the servers' own words for an unparseable generation and
+    `context_words=False` llama.cpp's for a request past its window (knowledge first met on the
+    dev set; audit/learned.py switches it off to measure generalization); `generation=False`
+    leaves out the general reading that a 5xx failing to parse a tool call or its arguments is
+    the model's: such a 5xx is then content_rejected."""
+    return classify_text(message, phrases, generation, context_words) or classify_text(
+        _FRAME_LINE.sub("", traceback), phrases, generation, context_words
+    )
 
 
-def classify_text(text: str) -> EndpointFailure | None:
+def classify_text(
+    text: str, phrases: bool = True, generation: bool = True, context_words: bool = True
+) -> EndpointFailure | None:
     """The kind of model-endpoint failure an exception's type + message show."""
     if not text or not from_client(text):
         return None
+    return classify_words(text, phrases, generation, context_words)
+
+
+def classify_words(
+    text: str, phrases: bool = True, generation: bool = True, context_words: bool = True
+) -> EndpointFailure | None:
+    """The kind of failure the words show, without asking that a model client said them (for
+    text already known to be about a model call: an agent's own log of it, its model-call
+    code in the traceback).
+
+    The order is the reasoning: a request past the context window first (whatever its status),
+    then the account refused (quota, auth, rate), then the status class (any other 4xx is the
+    request's), then a 5xx that says what it failed to parse (caused by its input, not an
+    outage), then a 5xx by its status and body (unavailable, or one request failed), then what
+    the client observed without a status (no JSON, no schema, no connection, no answer in
+    time), last the 5xx words without a status."""
+    if not text:
+        return None
     m = _STATUS.search(text)
     status = int(m.group(1)) if m else None
-    if _CONTEXT.search(text):
-        ctx = _SERVED_CTX.search(text)
+    if _CONTEXT.search(text) or (context_words and _CONTEXT_LLAMA.search(text)):
+        ctx = _SERVED_CTX.search(text) or (
+            _SERVED_CTX_LLAMA.search(text) if context_words else None
+        )
         return EndpointFailure("context_overflow", status, int(ctx.group(1)) if ctx else None)
-    if _PARSE_OUTPUT.search(text):
+    if phrases and _PARSE_OUTPUT.search(text):
         return EndpointFailure("unparseable_output", status, None)
     for kind, pattern in _KINDS:
         if pattern.search(text):
             return EndpointFailure(kind, status, None)
     if status is not None and 400 <= status < 500:
         return EndpointFailure("bad_request", status, None)
+    server = status is not None and status >= 500
+    if (server or _INTERNAL.search(text) or _UNAVAILABLE.search(text)) and _PARSE_FAILED.search(
+        text
+    ):
+        named = generation and _GENERATION.search(text)
+        kind = "unparseable_output" if named else "content_rejected"
+        return EndpointFailure(kind, status, None)
+    if server:
+        unavailable = status in (502, 503, 504, 529) or _UNAVAILABLE.search(text)
+        if unavailable or _UNREACHABLE.search(text):
+            return EndpointFailure("server_error", status, None)
+        return EndpointFailure("internal_error", status, None)
+    for kind, pattern in _OBSERVED:
+        if pattern.search(text):
+            return EndpointFailure(kind, status, None)
+    if _UNAVAILABLE.search(text):
+        return EndpointFailure("server_error", status, None)
+    if _INTERNAL.search(text):
+        return EndpointFailure("internal_error", status, None)
     if "BadRequestError" in text or "UnprocessableEntityError" in text:
         return EndpointFailure("bad_request", status, None)
     return None
+
+
+def parse_failure_named(text: str) -> bool:
+    """The text says a parse failed (any parser's wording): used with the generated markup."""
+    return bool(_PARSE_FAILED.search(text))

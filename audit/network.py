@@ -14,6 +14,7 @@ own files are the agent's: a 502 from the nginx it started on localhost is its o
 
 from __future__ import annotations
 
+import bisect
 import ipaddress
 import re
 from dataclasses import dataclass, replace
@@ -47,6 +48,8 @@ _PATTERNS: dict[str, list[str]] = {
         rf"\b{_STATUS} (?:Server|Client) Error: [^\n]*? for url: (?P<url>\S+)",  # requests
         rf"too many {_STATUS} error responses",  # urllib3 retries exhausted
         rf"\bHTTP/[\d.]+ {_STATUS}\b",
+        rf"status code: {_STATUS}, reason phrase",  # maven (Apache HttpClient)
+        rf"CondaHTTPError: HTTP {_STATUS}\b[^\n]*? for url <(?P<url>[^>]+)>",
     ],
     "dns": [
         r"Could not resolve host:? '?(?P<host>[\w.-]+)",
@@ -61,6 +64,9 @@ _PATTERNS: dict[str, list[str]] = {
         r"failed to lookup address information",
         r"dial tcp: lookup (?P<host>[\w.-]+)[^\n]*no such host",
         r"Could not resolve hostname",
+        r"java\.net\.UnknownHostException: (?P<host>[\w.-]+)",  # JVM tools (maven, gradle)
+        r"No such host is known",  # .NET
+        r"\bEAI_AGAIN\b",
     ],
     "tls": [
         r"SSL certificate problem",
@@ -95,6 +101,9 @@ _PATTERNS: dict[str, list[str]] = {
         r"connection closed before message completed",
         r"IncompleteRead",
         r"\bConnection failed \[IP: ",  # apt
+        r"\bsocket hang up\b",  # node
+        r"ServerDisconnectedError",  # aiohttp
+        r"java\.net\.SocketException: Connection reset",
     ],
     "timeout": [
         r"curl: \(28\)",
@@ -109,12 +118,17 @@ _PATTERNS: dict[str, list[str]] = {
         r"Timeout was reached",
         r"'timed out' thrown while requesting \w+ (?P<url>\S+)",
         r"\bETIMEDOUT\b",
+        r"\bESOCKETTIMEDOUT\b",  # node's request/yarn
+        r"java\.net\.SocketTimeoutException",
+        r"dial tcp [^\n]*: i/o timeout",  # Go (go get, docker)
+        r"Client\.Timeout exceeded while awaiting headers",  # Go's net/http
     ],
     "refused": [
         r"Connection refused",
         r"\bECONNREFUSED\b",
         r"Failed to connect to (?P<host>[\w.:-]+) port \d+",
         r"Couldn't connect to server",
+        r"Cannot connect to host (?P<host>[\w.-]+):\d+",  # aiohttp
     ],
     # A tool's summary that a download failed, when the cause is not on the same line: uv's
     # `Failed to fetch: url`, cargo's `failed to download from url`, npm's `network request to
@@ -125,10 +139,98 @@ _PATTERNS: dict[str, list[str]] = {
         r"network request to (?P<url>\S+) failed",
         r"Could not fetch URL (?P<url>\S+?):",
         r"error: Request failed after \d+ retr",
+        r"CondaHTTPError: HTTP 000 CONNECTION FAILED for url <(?P<url>[^>]+)>",
     ],
 }
 
 _COMPILED = {family: [re.compile(p) for p in patterns] for family, patterns in _PATTERNS.items()}
+# Words at least one of which every pattern above needs (lower case). Checked with plain
+# substring search before any regex runs: agents' outputs can be megabytes without a single
+# failure, and the combined pattern below scans at a few MB/s. tests/audit/test_network_words.py
+# proves every pattern's example lines pass this filter.
+_WORDS = (
+    "proxy",
+    "tunnel",
+    "returned error",
+    "error 4",
+    "error 5",
+    "awaiting response",
+    "bad gateway",
+    "service unavailable",
+    "gateway time",
+    "too many requests",
+    "internal server error",
+    "http response",
+    "http status",
+    "npm err",
+    "npm error",
+    "for url",
+    "http error",
+    "server error",
+    "client error",
+    "error responses",
+    "http/",
+    "resolv",
+    "name or service",
+    "nodename",
+    "getaddrinfo",
+    "lookup",
+    "ssl",
+    "certificat",
+    "curl: (",
+    "handshake",
+    "tls",
+    "issuer",
+    "cert_",
+    "self-signed",
+    "self signed",
+    "reset",
+    "recv failure",
+    "aborted",
+    "remotedisconnected",
+    "receiving data",
+    "closed before",
+    "incompleteread",
+    "connection failed",
+    "timed out",
+    "timeout",
+    "too slow",
+    "etimedout",
+    "refused",
+    "failed to connect",
+    "couldn't connect",
+    "failed to fetch",
+    "failed to download",
+    "network request",
+    "could not fetch",
+    "request failed after",
+    "timeout was reached",
+    "name resolution",
+    "unexpected_eof",
+    "self_signed",
+    "unable_to_",
+    "unknownhost",
+    "no such host",
+    "eai_again",
+    "timedout",
+    "sockettimeout",
+    "i/o timeout",
+    "client.timeout",
+    "socket hang up",
+    "serverdisconnected",
+    "connection reset",
+    "cannot connect to host",
+    "status code:",
+    "condahttperror",
+)
+
+
+def might_fail(text: str) -> bool:
+    """False when `text` cannot hold a network failure (none of the words is in it)."""
+    low = text.lower()
+    return any(w in low for w in _WORDS)
+
+
 # One prefilter over every pattern: most lines of a log are not network failures.
 _ANY = re.compile(
     "|".join(f"(?:{re.sub(r'[?]P<[a-z]+>', '', p)})" for ps in _PATTERNS.values() for p in ps)
@@ -222,11 +324,12 @@ def classify_line(line: str) -> tuple[str, int | None, str | None, bool] | None:
 def failures_in(text: str, where, context_host: str | None = None, limit: int = 50):
     """Every failing line of `text` as NetFailure; `where(line_no)` names its place."""
     out: list[NetFailure] = []
-    if not text or not _ANY.search(text):
+    if not text or not might_fail(text):
         return out
     last_command_host = context_host
     lines = text.splitlines()
-    for n, line in enumerate(lines, 1):
+    for n in _candidates(text, lines):
+        line = lines[n - 1]
         if line.startswith("+ ") or line.startswith("$ "):
             # A shell trace (`set -x`) or a prompt: the command the next lines belong to.
             last_command_host = host_in(line) or last_command_host
@@ -262,6 +365,33 @@ def failures_in(text: str, where, context_host: str | None = None, limit: int = 
         (only,) = named
         out = [f if f.host else replace(f, host=only) for f in out]
     return out
+
+
+_PROMPT_LINE = re.compile(r"(?m)^[+$] ")
+
+
+def _candidates(text: str, lines: list[str]) -> list[int]:
+    """Line numbers that can matter: those holding one of the words, and shell prompt lines.
+
+    Found with plain substring search over the whole text, then only those lines go through
+    the patterns: agents' outputs can be megabytes of which a handful of lines are failures.
+    """
+    low = text.lower()
+    starts = [m.start() for m in _PROMPT_LINE.finditer(low)]
+    for word in _WORDS:
+        i = low.find(word)
+        while i != -1 and len(starts) <= len(lines):
+            starts.append(i)
+            i = low.find(word, i + len(word))
+    if len(starts) > len(lines) // 4:
+        return list(range(1, len(lines) + 1))  # dense: a plain walk is as cheap
+    offsets: list[int] = []
+    pos = 0
+    for line in low.splitlines(keepends=True):
+        offsets.append(pos)
+        pos += len(line)
+    found = {bisect.bisect_right(offsets, s) for s in starts}
+    return sorted(n for n in found if 1 <= n <= len(lines))
 
 
 _APT_IP = re.compile(r"\[IP: (?P<ip>[0-9a-fA-F.:]+) (?P<port>\d+)\]")
@@ -328,7 +458,8 @@ def hosts_written_by_agent(commands: list[str], written: list[str]) -> set[str]:
 
 
 def owner(failure: NetFailure, agent_hosts: set[str]) -> str:
-    """`agent` (its own server or a host it configured), `external`, or `unknown`."""
+    """`agent` (its own server or a host it configured), `external`, or `unknown` (a service
+    of the task's own network, or no host and a refused connection)."""
     if failure.via_proxy:
         return "external"
     host = failure.host
@@ -339,6 +470,10 @@ def owner(failure: NetFailure, agent_hosts: set[str]) -> str:
         return "unknown" if failure.family == "refused" else "external"
     if is_loopback(host) or host in agent_hosts:
         return "agent"
+    if "." not in host and ":" not in host:
+        # A single-label name (`db`, `redis`, `main`) is a service of the task's own compose
+        # network or the container itself, not an endpoint outside it.
+        return "unknown"
     return "external"
 
 

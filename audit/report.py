@@ -19,8 +19,9 @@ from audit.attempts import Attempts, attempts_of
 from audit.classify import CATEGORIES, PASS_REWARD, Classification, classify
 from audit.conformance import Conformance
 from audit.conformance import check as check_conformance
-from audit.detectors import JobContext
 from audit.evidence import TrialEvidence
+from audit.job_context import JobContext
+from audit.job_state import read_job_run
 from audit.merge import Merge
 from audit.models import PHASES, JobConfig, JobResult, parse_time
 from audit.rules import CompiledRule, load_rules
@@ -70,6 +71,15 @@ class AdjudicationOut(_Out):
     raw_outcome: list[str]
 
 
+class ProofOut(_Out):
+    """One quoted line that shows an outside cause (audit/verdict.py Proof)."""
+
+    cause: str
+    where: str
+    quote: str
+    reading: str = ""
+
+
 class TrialRow(_Out):
     task: str
     task_name: str | None
@@ -91,6 +101,8 @@ class TrialRow(_Out):
     finished_at: str | None
     durations: dict[str, float | None]
     tokens: Tokens
+    # What proves an outside cause, for the verdicts listed for rerun (empty otherwise).
+    proof: list[ProofOut] = []
 
 
 class JobInfo(_Out):
@@ -136,11 +148,14 @@ def build_report(
     dataset_tasks: int | None = None,
     official_dataset_commit: str | None = None,
     provenance: dict | None = None,
+    disabled: frozenset[str] = frozenset(),
 ) -> Report:
     """Read, classify and score a whole job. Raises ValueError only for unusable inputs.
 
     `dataset_tasks` and `official_dataset_commit` are what the leaderboard conformance compares
-    with; `provenance` is the run's manifest (audit/provenance.py), shown as it is."""
+    with; `provenance` is the run's manifest (audit/provenance.py), shown as it is.
+    `disabled` names rules and detectors to skip (audit/learned.py; the generalization
+    benchmark only)."""
     layout.check_is_job()
     rules = rules if rules is not None else load_rules()
     problems: list[str] = []
@@ -152,7 +167,6 @@ def build_report(
         problems.append(f"{other}/ is not a trial dir (<task>__<id>); ignored")
 
     job_rewards = job_result.listed_rewards() if job_result else {}
-    interrupted = job_result is not None and job_result.finished_at is None
 
     def load(trial_dir: str) -> TrialEvidence:
         return TrialEvidence.load(layout, trial_dir, job_rewards)
@@ -163,14 +177,27 @@ def build_report(
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
+
+        def context(evidences: list[TrialEvidence]) -> JobContext:
+            finalized = sum(1 for ev in evidences if not ev.result_missing)
+            present = job_result is not None or f"{L.JOB_RESULT} is missing" not in problems
+            run = read_job_run(layout, job_result, present, finalized)
+            return JobContext.from_trials(
+                evidences,
+                layout.read_text(L.JOB_CONFIG),
+                run,
+                layout.read_text(L.JOB_LOG),
+                disabled,
+            )
+
         if workers > 1 and len(trial_dirs) > 1:
             with ThreadPoolExecutor(max_workers=workers) as pool:
                 evidences = list(pool.map(load, trial_dirs))
-                ctx = JobContext.from_trials(evidences, layout.read_text(L.JOB_CONFIG), interrupted)
+                ctx = context(evidences)
                 rows = list(pool.map(lambda ev: _row(ev, classify(ev, rules, ctx)), evidences))
         else:
             evidences = [load(d) for d in trial_dirs]
-            ctx = JobContext.from_trials(evidences, layout.read_text(L.JOB_CONFIG), interrupted)
+            ctx = context(evidences)
             rows = [_row(ev, classify(ev, rules, ctx)) for ev in evidences]
         del evidences
     finally:
@@ -327,6 +354,10 @@ def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
         started_at=result.started_at if result else None,
         finished_at=result.finished_at if result else None,
         durations=result.phase_seconds() if result else {p: None for p in PHASES},
+        proof=[
+            ProofOut(cause=p.cause, where=p.where, quote=p.quote, reading=p.reading)
+            for p in c.proof
+        ],
         tokens=Tokens(
             input=(agent.n_input_tokens or 0) if agent else 0,
             cache=(agent.n_cache_tokens or 0) if agent else 0,

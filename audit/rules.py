@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from audit.evidence import SOURCES, TrialEvidence
+from audit.learned import DEV_SOURCES, GROUNDS, Knowledge
+from audit.verdict import OUTSIDE_CAUSES
 
 RULES_FILE = Path(__file__).with_name("rules.yaml")
 MAX_EVIDENCE_LINES = 3
@@ -60,8 +62,49 @@ class Rule(BaseModel):
     all: list[Condition] = Field(default_factory=list)
     none: list[Condition] = Field(default_factory=list)
     explanation: str = Field(min_length=10)
-    # `first`: tried before the built-in detectors (audit/detectors.py); `last`: after them.
+    # `first`: tried before the built-in detectors (audit/detectors/); `last`: after them.
     stage: Literal["first", "last"] = "first"
+    # What the matched lines prove for an infra rule (audit/verdict.py OUTSIDE_CAUSES): an
+    # infra verdict without it would be dropped to insufficient_evidence by admit().
+    proof: str | None = None
+    # Where the rule's knowledge came from (audit/learned.py).
+    learned_from: list[str] = Field(default_factory=list)
+    grounded_in: list[str] = Field(default_factory=list)
+    prompted_by: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _proof_and_provenance(self) -> Rule:
+        if self.category == "infra":
+            if self.proof not in OUTSIDE_CAUSES:
+                raise ValueError(
+                    f"an infra rule must name what its lines prove (proof: one of "
+                    f"{sorted(OUTSIDE_CAUSES)}), got {self.proof!r}"
+                )
+            if not self.all:
+                raise ValueError(
+                    "an infra rule needs `all` conditions: its proof is what they match"
+                )
+        unknown = [s for s in self.learned_from + self.prompted_by if s not in DEV_SOURCES]
+        unknown += [g for g in self.grounded_in if g not in GROUNDS]
+        if unknown:
+            raise ValueError(f"unknown provenance tag(s) {unknown}")
+        if not self.learned_from and not self.grounded_in:
+            raise ValueError("say where the rule came from (learned_from / grounded_in)")
+        if self.prompted_by and (self.learned_from or not self.grounded_in):
+            raise ValueError(
+                "a general rule (prompted_by) is grounded in a document and learned from no "
+                "source; a refinement says learned_from"
+            )
+        return self
+
+    def knowledge(self) -> Knowledge:
+        return Knowledge(
+            self.name,
+            tuple(self.learned_from),
+            tuple(self.grounded_in),
+            self.explanation[:80],
+            tuple(self.prompted_by),
+        )
 
 
 class RuleFile(BaseModel):
@@ -158,8 +201,27 @@ def _compile(cond: Condition) -> _Compiled:
     return _Compiled(cond, re.compile(joined, re.MULTILINE))
 
 
+_CACHE: dict[tuple[str, int], list[CompiledRule]] = {}
+
+
 def load_rules(path: Path = RULES_FILE) -> list[CompiledRule]:
-    """Load and compile a rules file; errors name the file and the offending rule."""
+    """Load and compile a rules file; errors name the file and the offending rule.
+
+    Compiled rules are immutable, so a file is parsed once per process (per modification):
+    an audit of many jobs would otherwise spend more time in YAML than in its trials."""
+    try:
+        key = (str(Path(path).resolve()), Path(path).stat().st_mtime_ns)
+    except OSError:
+        key = None
+    if key is not None and key in _CACHE:
+        return list(_CACHE[key])
+    rules = _load(path)
+    if key is not None:
+        _CACHE[key] = rules
+    return list(rules)
+
+
+def _load(path: Path) -> list[CompiledRule]:
     try:
         data = yaml.safe_load(Path(path).read_text())
     except (OSError, yaml.YAMLError) as exc:

@@ -1,4 +1,4 @@
-"""The built-in detectors (audit/detectors.py), each proved on a trial as Harbor writes it.
+"""The built-in detectors (audit/detectors/), each proved on a trial as Harbor writes it.
 
 The network snippets in CASES are the former rules.yaml cases; what changed and why:
 - context overflow is the agent's failure (it let its prompt outgrow the served window), not
@@ -6,7 +6,9 @@ The network snippets in CASES are the former rules.yaml cases; what changed and 
 - network signatures name the failure FAMILY (`*_network_timeout`, `*_connection_reset`...),
   not the tool (`agent_curl_timeout`), because the same family reads the same from any tool;
 - pip's `Could not find a version ... (from versions: none)` is no longer network evidence: the
-  captures show pip prints exactly that for a 5xx index and for a package that does not exist.
+  captures show pip prints exactly that for a 5xx index and for a package that does not exist;
+- a model call that timed out is insufficient_evidence, not infra: a runaway generation past
+  the client's own limit ends the same way, so the timeout proves no outside cause.
 """
 
 from __future__ import annotations
@@ -124,13 +126,23 @@ CASES: dict[str, tuple[TrialSpec, tuple[str, str], str]] = {
         ("infra", "model_endpoint_auth"),
         "401",
     ),
+    # A read timeout is no proof: a runaway generation past the client's limit ends the same
+    # way (issue #20: excuse only with proof). A connection that never opened is.
     "endpoint_timeout": (
         _endpoint(
             "Timeout",
             "litellm.Timeout: APITimeoutError - Request timed out. error_str: Request timed out.",
         ),
-        ("infra", "model_endpoint_timeout"),
+        ("insufficient_evidence", "model_call_timed_out"),
         "timed out",
+    ),
+    "endpoint_connect_timeout": (
+        _endpoint(
+            "APIConnectionError",
+            "litellm.APIConnectionError: OpenAIException - httpx.ConnectTimeout: timed out",
+        ),
+        ("infra", "model_endpoint_unreachable"),
+        "ConnectTimeout",
     ),
     "endpoint_not_json": (
         _endpoint(
@@ -437,6 +449,97 @@ CASES: dict[str, tuple[TrialSpec, tuple[str, str], str]] = {
         ("agent_timeout", "agent_timeout"),
         "",
     ),
+    "a_service_of_the_tasks_own_network_is_no_outside_endpoint": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["psql -h db -U app -c 'select 1'\n", "curl -s http://db:8080/health\n"],
+            observations=[
+                "curl: (7) Failed to connect to db port 5432 after 3 ms: Couldn't connect\n",
+                "curl: (7) Failed to connect to db port 8080 after 2 ms: Couldn't connect\n",
+            ],
+            verifier_stdout=PYTEST_FAIL,
+        ),
+        ("agent_error", "graded_fail"),
+        "",
+    ),
+    # The verifier runs in the container the agent left: what the agent rewired is its own.
+    "verifier_dns_after_the_agent_rewrote_resolv_conf": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["echo 'nameserver 10.255.0.1' > /etc/resolv.conf\n"],
+            observations=[""],
+            verifier_stdout="+ curl -LsSf https://astral.mirror.example/uv/install.sh | sh\n"
+            "curl: (6) Could not resolve host: astral.mirror.example\n"
+            "/tests/test.sh: line 11: uv: command not found\n",
+        ),
+        ("agent_error", "graded_fail"),
+        "",
+    ),
+    "verifier_against_the_agents_own_mirror": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=[
+                "cat > /etc/pip.conf << 'EOF'\n[global]\nindex-url = "
+                "https://my-mirror.example/simple\nEOF\n"
+            ],
+            observations=[""],
+            verifier_stdout="+ pip install pytest\n"
+            "ERROR: Could not fetch URL https://my-mirror.example/simple/pytest/: There was a "
+            "problem confirming the ssl certificate\n",
+        ),
+        ("agent_error", "graded_fail"),
+        "",
+    ),
+    # --- other tools' wording of the same failure families ----------------------------------
+    "jvm_dns": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["mvn -q package\n", "mvn -q package\n"],
+            observations=[
+                "[ERROR] Could not transfer artifact org.x:y:pom:1.0 from/to central "
+                "(https://repo.maven.example/maven2): java.net.UnknownHostException: "
+                "repo.maven.example\n"
+            ]
+            * 2,
+            verifier_stdout=PYTEST_FAIL,
+        ),
+        ("infra", "agent_dns_failure"),
+        "repo.maven.example",
+    ),
+    "go_io_timeout": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["go mod download\n", "go mod download\n"],
+            observations=[
+                "go: github.example/x/y@v1.2.0: Get \"https://proxy.golang.example/github.example/"
+                "x/y/@v/v1.2.0.mod\": dial tcp 10.9.8.7:443: i/o timeout\n"
+            ]
+            * 2,
+            verifier_stdout=PYTEST_FAIL,
+        ),
+        ("infra", "agent_network_timeout"),
+        "proxy.golang.example",
+    ),
+    "node_socket_hang_up": (
+        _spec(
+            "fix-git",
+            reward=0.0,
+            commands=["npx -y create-thing app\n", "npx -y create-thing app\n"],
+            observations=[
+                "npm error network request to https://registry.npm.example/create-thing failed, "
+                "reason: socket hang up\n"
+            ]
+            * 2,
+            verifier_stdout=PYTEST_FAIL,
+        ),
+        ("infra", "agent_connection_reset"),
+        "registry.npm.example",
+    ),
     # --- the environment -----------------------------------------------------------------------
     "disk_full": (
         _spec(
@@ -491,7 +594,8 @@ CASES: dict[str, tuple[TrialSpec, tuple[str, str], str]] = {
             exception_type="AgentTimeoutError",
             exception_message="Agent execution timed out after 900.0 seconds",
             commands=["make -j4\n", "ls /app\n"],
-            observations=["done\n", ""],
+            # make finished: its output ends on the shell's prompt.
+            observations=["done\nroot@c0ffee:/app# \n", ""],
             verifier_stdout=PYTEST_FAIL,
         ),
         ("infra", "container_exec_hung"),
@@ -618,6 +722,11 @@ def test_a_reply_cut_off_by_the_server_is_infra(tmp_path):
     (trial,) = build_report(JobLayout.local(job)).trials
     assert (trial.category, trial.signature) == ("infra", "model_reply_cut_off")
     steps[-1]["metrics"]["prompt_tokens"] = 1200  # a real, complete reply: the agent's stop
+    (trial_dir / "agent" / "trajectory.json").write_text(json.dumps({"steps": steps}))
+    (trial,) = build_report(JobLayout.local(job)).trials
+    assert trial.category == "agent_error"
+    # No uncached prompt tokens, but the prompt was read from the cache: it was counted.
+    steps[-1]["metrics"] = {"prompt_tokens": 0, "completion_tokens": 196, "cached_tokens": 1100}
     (trial_dir / "agent" / "trajectory.json").write_text(json.dumps({"steps": steps}))
     (trial,) = build_report(JobLayout.local(job)).trials
     assert trial.category == "agent_error"

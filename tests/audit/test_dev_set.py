@@ -13,26 +13,14 @@ trial for another shows which.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
-from audit.layout import JobLayout
-from audit.report import TrialRow, build_report
-from tests.conftest import ROOT
+from audit.report import TrialRow
+from tests.audit import dev_set
+from tests.audit.dev_set import DEV_SET, EXCUSES, LABELS, MODEL_FAILURES
+from tests.audit.proof_check import quoted_in_file
 
-DEV_SET = ROOT.parent / "shared" / "data" / "real-jobs"
-LABELS = DEV_SET / "expert-labels.json"
 MIN_AGREEMENT = 0.95
-MODEL_FAILURES = {"agent_error", "agent_timeout"}
-EXCUSES = {"infra", "verifier_timeout", "cancelled"}
-
-
-def _job_dirs(root: Path) -> list[Path]:
-    return sorted(
-        job for repo in root.iterdir() if repo.is_dir() for job in repo.iterdir() if job.is_dir()
-    )
 
 
 @pytest.fixture(scope="module")
@@ -42,17 +30,12 @@ def audited() -> dict[str, TrialRow]:
             f"the dev set is missing: {DEV_SET} (expected beside the repository, with "
             "expert-labels.json); it is test data, not optional"
         )
-    rows: dict[str, TrialRow] = {}
-    for job in _job_dirs(DEV_SET):
-        report = build_report(JobLayout.local(job))
-        for row in report.trials:
-            rows[f"{job.parent.name}/{job.name}/{row.trial}"] = row
-    return rows
+    return dev_set.audit_jobs(dev_set.job_dirs())
 
 
 @pytest.fixture(scope="module")
 def labels() -> dict[str, dict[str, str]]:
-    return json.loads(LABELS.read_text())
+    return dev_set.labels()
 
 
 def test_agreement_with_the_expert(audited, labels):
@@ -93,3 +76,8 @@ def test_every_labelled_trial_is_audited_and_every_infra_names_its_evidence(audi
             assert row.evidence, f"{key}: {row.signature} without evidence"
             # The decisive lines carry the file they were read from.
             assert all(":" in line for line in row.evidence), (key, row.evidence)
+            # And the proof quotes what really is in that file.
+            repo, job, trial = key.split("/")
+            assert row.proof, key
+            for p in row.proof:
+                assert quoted_in_file(DEV_SET / repo / job, trial, p.where, p.quote), (key, p)
