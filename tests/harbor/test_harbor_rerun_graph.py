@@ -86,7 +86,7 @@ def test_waits_while_the_main_job_is_not_finished():
             assert inputs.get("delete") in (None, ""), f"{name} would delete while waiting"
         assert inputs_of(run, "rerun-launch")["triggers"] == ["", "waiting"]
         assert run.exports[keys.RERUN_JOB_DIRS] == []
-        assert run.exports[keys.RERUN_WAITING].startswith("waits for the main job local-oracle-")
+        assert run.exports[keys.RERUN_WAITING].startswith("waits for the main job local-terminus2-")
 
 
 def test_once_the_main_job_finished_the_listed_tasks_run_as_their_own_job():
@@ -209,7 +209,7 @@ def test_from_audit_on_a_remote_harbor_host_copies_the_job_over_ssh():
 def test_earlier_reruns_on_the_host_stay_in_the_outputs_oldest_first():
     """Another task list is another rerun; the earlier round stays in the merge."""
     jobs_dir = "/var/lib/benchstack/local/results"
-    earlier = f"{jobs_dir}/local-oracle-0123456789-rerun-aaaaaaaa"
+    earlier = f"{jobs_dir}/local-terminus2-0123456789-rerun-aaaaaaaa"
     waiting = run_program("local", overrides=harbor_with(["hello-file"]),
                           mocks=HostAnswers("running", history=[earlier]))
     assert waiting.exports[keys.RERUN_JOB_DIRS] == [earlier]
