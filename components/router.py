@@ -136,6 +136,7 @@ class Router(pulumi.ComponentResource):
         # requests get to finish.
         container = serving_container(
             name,
+            host=host,
             container_name=args.container_name,
             image_id=image_id,
             command=worker_urls.apply(lambda urls: router_argv(args.router, urls)),

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_docker as docker
 
-from components.host import Host, ScriptRun, host_script
+from components.host import Host, ScriptRun, host_script, probe_host
 
 # The seed ran both with Docker's json-file logs, capped: hours of request logs must not fill /.
 LOG_DRIVER = "json-file"
@@ -91,9 +91,14 @@ def probe_env(
     return env
 
 
+# The label a serving container's run token lives in (components/scripts/container_status.sh).
+RUN_TOKEN_LABEL = "benchstack.run-token"
+
+
 def serving_container(
     name: str,
     *,
+    host: Host,
     container_name: str,
     image_id: pulumi.Input[str],
     command: pulumi.Input[Sequence[pulumi.Input[str]]],
@@ -105,7 +110,15 @@ def serving_container(
 ) -> docker.Container:
     """A serving container on the host's network (it listens where Harbor and the router reach
     it; "host" reads back unchanged, so no ignore_changes), with capped logs, that must keep
-    running. `options`: the role's own docker.Container arguments (ulimits, user, volumes...)."""
+    running. `options`: the role's own docker.Container arguments (ulimits, user, volumes...).
+
+    Keeping it running: the engine learns that a container stopped only on a refresh, so a
+    read-only probe (at every preview and up) returns the run token the running container
+    carries, or a new one when it stopped; the token is a label, so a stopped worker or router
+    is replaced (started again, and proven ready) by the next `up`, as the Harbor job is resumed.
+    """
+    status = probe_host(host, "container_status.sh", {"CONTAINER": container_name})
+    token = status.apply(lambda s: str(s.get("token") or "start"))
     return docker.Container(
         f"{name}-container",
         name=container_name,
@@ -120,6 +133,7 @@ def serving_container(
         log_driver=LOG_DRIVER,
         log_opts=LOG_OPTS,
         must_run=True,
+        labels=[docker.ContainerLabelArgs(label=RUN_TOKEN_LABEL, value=token)],
         opts=pulumi.ResourceOptions(
             parent=parent,
             provider=provider,

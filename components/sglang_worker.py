@@ -191,6 +191,7 @@ class SGLangWorker(pulumi.ComponentResource):
         # and none of those is used here. The seed's `docker stop --time 30`.
         container = serving_container(
             name,
+            host=host,
             container_name=args.container_name,
             image_id=image_id,
             command=argv,
