@@ -103,3 +103,18 @@ def test_the_real_captures_are_read_whole():
         every = [n for n, line in enumerate(text.splitlines(), 1) if N.classify_line(line)]
         found = [f.where for f in N.failures_in(text, lambda n: n, limit=10_000)]
         assert found == every, path
+
+
+def test_bash_dev_tcp_names_its_endpoint():
+    """bash's own redirection error names the host it could not reach in the /dev/tcp path: an
+    outside endpoint (not `unknown`, which a refused connection with no host would be)."""
+    from audit import network as N
+
+    line = "/tests/test.sh: line 16: /dev/tcp/host.docker.internal/27891: Connection refused"
+    (failure,) = N.failures_in(line, lambda n: f"verifier/test-stdout.txt:{n}")
+    assert (failure.family, failure.host) == ("refused", "host.docker.internal")
+    assert N.owner(failure, set()) == "external"
+    assert N.owner(failure, {"host.docker.internal"}) == "agent"
+    local = "bash: /dev/tcp/127.0.0.1/8080: Connection refused"
+    (mine,) = N.failures_in(local, lambda n: f"x:{n}")
+    assert N.owner(mine, set()) == "agent"  # the container's own loopback
