@@ -18,7 +18,7 @@ import pytest
 from components.config import load_stack_file
 from components.sglang_worker import STACK_BYTES, SGLangWorkerArgs, serve_argv
 from tests.conftest import ROOT, SSHD_DIR, SSHD_PORT, docker
-from tests.engine.conftest import Engine, changed, copy_project, ok, pulumi
+from tests.engine.conftest import Engine, changed, copy_project, ok, pulumi, set_config
 
 pytestmark = pytest.mark.real
 
@@ -40,11 +40,11 @@ def serving(engine: Engine, tmp_path: Path, docker_engine: None):
         return pulumi(engine, project, *args, "--stack", STACK, **kw)
 
     ok(pulumi(engine, project, "stack", "select", "--create", STACK))
-    for name, value in (("workspace", tmp_path / "local-ws"), ("loopWorkspace", tmp_path / "loop-ws"),
-                        ("knownHosts", known_hosts), ("keyPath", key),
-                        ("loopPort", SSHD_PORT)):
+    settings = {"workspace": tmp_path / "local-ws", "loopWorkspace": tmp_path / "loop-ws",
+                "knownHosts": known_hosts, "keyPath": key, "loopPort": SSHD_PORT}
+    for name, value in settings.items():
         ok(cli("config", "set", f"test:{name}", str(value)))
-    ok(cli("config", "set", "--secret", "test:sshKey", "--", stdin=key.read_text()))
+    set_config(engine, project, STACK, "--secret", "test:sshKey", "--", stdin=key.read_text())
     try:
         yield cli, project, tmp_path, known_hosts
     finally:
