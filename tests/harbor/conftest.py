@@ -22,7 +22,7 @@ import pytest
 
 from components.harbor_config import DatasetSpec, JobSettings
 from components.harbor_job import Rendered, render_plan
-from components.host import secret_stdin
+from components.host import render, secret_stdin
 from tests.conftest import ROOT, STATE, ScriptResult, docker, seam_command
 
 DEMO_TASKS = ROOT / "demo" / "tasks"
@@ -133,7 +133,11 @@ class Job:
         }, secret_env=("OPENAI_API_KEY",))
 
     def status(self) -> dict:
-        result = seam("harbor_status.sh", self.base_env())
+        # A probe, run as probe_host runs it: rendered with its includes inlined, not a call of
+        # the shipped code (it runs at program time, before HostCode has copied anything).
+        command = render("harbor_status.sh", self.base_env())
+        proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
+        result = ScriptResult(proc.returncode, proc.stdout, proc.stderr)
         assert result.returncode == 0, result.stderr
         return result.outputs
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import SCRIPTS, ScriptResult
+from tests.conftest import CODE, SCRIPTS, ScriptResult
 
 HERE = Path(__file__).resolve().parent
 ENGINE_HELPER = HERE / "testengine.sh"
@@ -144,7 +144,8 @@ class SecondEngine:
         """Run a host script the way the seam does, inside the engine's network namespace."""
         proc = subprocess.run(
             ["nsenter", f"--net=/run/netns/{self.ns}", "bash", str(SCRIPTS / script)],
-            env={**self.env, **env}, capture_output=True, text=True, timeout=timeout,
+            env={**self.env, "BENCHSTACK_CODE": CODE, **env},
+            capture_output=True, text=True, timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
         return ScriptResult(proc.returncode, proc.stdout, proc.stderr)

@@ -179,9 +179,11 @@ def test_scripted_terminus_turns_through_the_router(stack: Stack) -> None:
     wrong = [{"role": "user", "content": terminus_prompt("hello-file-wrong")}]
     first = json.loads(chat(stack.router_url, wrong)["choices"][0]["message"]["content"])
     assert first["task_complete"] is False
-    assert first["commands"] == [{
-        "keystrokes": "sleep 6; mkdir -p /app && printf 'goodbye\\n' > /app/hello.txt\n",
-        "duration": 8}]
+    # The wrong episode's first reply, as the demo model's episodes file scripts it.
+    episodes = json.loads((DEMO_MODEL / "standin-episodes.json").read_text())["episodes"]
+    (scripted,) = [e for e in episodes if "answers this one wrongly" in e["when"]]
+    assert first["commands"] == scripted["replies"][0]["commands"]
+    assert "printf 'goodbye" in first["commands"][0]["keystrokes"]
     # Turn 1 (one assistant message so far): done; turn 2 (the confirmation): the same again.
     history = wrong + [{"role": "assistant", "content": json.dumps(first)},
                        {"role": "user", "content": "New Terminal Output:\nroot@demo:/app# "}]
