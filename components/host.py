@@ -24,12 +24,13 @@ parses it.
 
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import json
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -140,7 +141,8 @@ class Host:
 def code_files() -> list[str]:
     """What HostCode copies to a host: paths under components/, sorted."""
     scripts = sorted(str(p.relative_to(CODE_ROOT)) for p in SCRIPTS_DIR.rglob("*.sh"))
-    return scripts + list(HOST_MODULES)
+    package = sorted(str(p.relative_to(CODE_ROOT)) for p in (CODE_ROOT / "hostside").glob("*.py"))
+    return scripts + list(HOST_MODULES) + package
 
 
 def code_digest(files: Sequence[str]) -> str:
@@ -226,6 +228,49 @@ def render_call(
     return f"bash -c {shlex.quote(prelude + call)} benchstack-{name} # code {digest}"
 
 
+HOSTSIDE = "hostside"
+# What every module of the host package runs besides itself.
+HOSTSIDE_SHARED = ("__init__", "__main__", "step")
+
+
+@functools.cache
+def module_closure(module: str) -> tuple[str, ...]:
+    """The files (paths under components/) that `python3 -m hostside MODULE` runs: the package's
+    shared files, the module, and, transitively, the package modules it imports."""
+    seen: set[str] = set()
+    todo = [module, *HOSTSIDE_SHARED]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        path = CODE_ROOT / HOSTSIDE / f"{name}.py"
+        if not path.is_file():
+            raise ValueError(f"host module {name!r} not found in {CODE_ROOT / HOSTSIDE}")
+        seen.add(name)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                todo += [node.module] if node.module else [a.name for a in node.names]
+    return tuple(sorted(f"{HOSTSIDE}/{name}.py" for name in seen))
+
+
+def render_step(
+    module: str, verb: str, inputs: Mapping[str, Any], code_dir: str,
+    secret_inputs: Sequence[str] = (),
+) -> str:
+    """The command line of one host step: `python3 -m hostside MODULE VERB` from the host code in
+    `code_dir`, its inputs one JSON object (those in `secret_inputs` left out: they come on
+    standard input). It ends with the digest of the files the module runs."""
+    plain = {k: v for k, v in inputs.items() if k not in secret_inputs}
+    env = {"BENCHSTACK_CODE": code_dir, "PYTHONPATH": code_dir,
+           "BENCHSTACK_INPUTS": json.dumps(plain, sort_keys=True, separators=(",", ":"))}
+    if secret_inputs:
+        env["BENCHSTACK_SECRETS_ON_STDIN"] = "1"
+    call = f"exec python3 -m {HOSTSIDE} {module} {verb}"
+    digest = code_digest(module_closure(module))
+    return (f"bash -c {shlex.quote(_exports(env) + call)} benchstack-{module}-{verb}"
+            f" # code {digest}")
+
+
 def secret_stdin(env: Mapping[str, str], secret_env: Sequence[str]) -> str:
     """The secret inputs as `export` lines, fed to the script's standard input."""
     return _exports({k: v for k, v in env.items() if k in secret_env})
@@ -243,6 +288,15 @@ def _resolved(env: Mapping[str, pulumi.Input[str]], to_text) -> pulumi.Output[st
     keys = list(env)
     values = [env[key] for key in keys]
     return pulumi.Output.all(*values).apply(
+        lambda resolved: to_text(dict(zip(keys, resolved, strict=True)))
+    )
+
+
+def _resolved_any(
+    values: Mapping[str, pulumi.Input[Any]], to_text: Callable[[dict], str]
+) -> pulumi.Output[str]:
+    keys = list(values)
+    return pulumi.Output.all(*[values[k] for k in keys]).apply(
         lambda resolved: to_text(dict(zip(keys, resolved, strict=True)))
     )
 
@@ -314,7 +368,6 @@ def probe_host(host: Host, script: str, env: pulumi.Input[dict]) -> pulumi.Outpu
 
 
 KNOWN_HOST_KEY_SCRIPT = "known_host_key.sh"
-WAITING_SCRIPT = "waiting.sh"
 
 
 def known_host_key(host: Host) -> pulumi.Output[str]:
@@ -368,6 +421,69 @@ class ScriptRun:
     outputs: pulumi.Output[dict]
 
 
+def _code_of(host: Host, resource_name: str) -> ShippedCode:
+    if host.code is None:
+        raise ValueError(
+            f"{resource_name}: host {host.name} has no code shipped: declare its HostCode first"
+        )
+    return host.code
+
+
+def _declare(
+    resource_name: str,
+    *,
+    host: Host,
+    create: pulumi.Output[str],
+    delete: pulumi.Output[Any] | None,
+    triggers: Sequence[pulumi.Input],
+    stdin: pulumi.Output[str] | None,
+    waiting: pulumi.Input[str] | None,
+    waiting_create: Callable[[str], str],
+    opts: pulumi.ResourceOptions | None,
+) -> ScriptRun:
+    """The command resource of one step, local or over SSH: the seam's one decision."""
+    code = _code_of(host, resource_name)
+    if waiting is not None:
+        reason = pulumi.Output.from_input(waiting)
+        create = pulumi.Output.all(reason, create).apply(
+            lambda v: waiting_create(v[0]) if v[0] else v[1]
+        )
+        if delete is not None:
+            delete = pulumi.Output.all(reason, delete).apply(lambda v: None if v[0] else v[1])
+    # pulumi-command replaces only when `triggers` change, creating the new resource first and
+    # deleting the old one after. So the code's text is no trigger: an edited script or module
+    # (any upgrade of benchstack) is an update, which runs the idempotent create again and
+    # deletes nothing. Where a trigger does replace, the old delete would remove the fixed
+    # paths, unit or config the new create just made: it runs first.
+    # The code is copied before the first create and removed after the last delete.
+    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[code.resource]))
+    if delete is not None:
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(delete_before_replace=True)
+        )
+    extra: dict = {}
+    if stdin is not None:
+        extra["stdin"] = pulumi.Output.secret(stdin)
+        # Whatever a step that holds a secret prints stays out of the logs and the plain state.
+        logging = command.local.Logging.NONE if host.is_local else command.remote.Logging.NONE
+        extra["logging"] = logging
+        opts = pulumi.ResourceOptions.merge(
+            opts, pulumi.ResourceOptions(additional_secret_outputs=["stdout", "stderr"])
+        )
+    resource: command.local.Command | command.remote.Command
+    if host.is_local:
+        resource = command.local.Command(
+            resource_name, create=create, delete=delete, triggers=list(triggers), opts=opts,
+            **extra,
+        )
+    else:
+        resource = command.remote.Command(
+            resource_name, connection=remote_connection(host), create=create, delete=delete,
+            triggers=list(triggers), opts=opts, **extra,
+        )
+    return ScriptRun(command=resource, outputs=resource.stdout.apply(parse_outputs))
+
+
 def host_script(
     resource_name: str,
     *,
@@ -381,17 +497,9 @@ def host_script(
     waiting: pulumi.Input[str] | None = None,
     opts: pulumi.ResourceOptions | None = None,
 ) -> ScriptRun:
-    """Declare one script run on `host`; see the module docstring for the contract.
-
-    `waiting`: while it resolves to a non-empty reason, the step runs `waiting.sh` instead
-    (it says why and changes nothing) and has nothing to delete. The step's triggers must
-    change when the reason goes, so that the next `up` replaces it with the real step.
-    """
-    if host.code is None:
-        raise ValueError(
-            f"{resource_name}: host {host.name} has no code shipped: declare its HostCode first"
-        )
-    code = host.code
+    """Declare one run of a bash script of `components/scripts/` on `host`; see the module
+    docstring. `waiting`: see `host_step`."""
+    code = _code_of(host, resource_name)
     env = dict(env or {})
     secret_keys = tuple(k for k in secret_env if k in env)
     # The command holds no secret (they travel on standard input), so it is built without them:
@@ -410,57 +518,60 @@ def host_script(
         if delete_script
         else None
     )
-    if waiting is not None:
-        reason = pulumi.Output.from_input(waiting)
-        create = pulumi.Output.all(reason, create).apply(
-            lambda v: render_call(WAITING_SCRIPT, {"WAITING": v[0], "STEP": resource_name},
-                                  code.path)
-            if v[0] else v[1]
-        )
-        if delete is not None:
-            delete = pulumi.Output.all(reason, delete).apply(lambda v: None if v[0] else v[1])
-    # pulumi-command replaces only when `triggers` change, creating the new resource first and
-    # deleting the old one after. So the script text is no trigger: an edited script (any
-    # upgrade of benchstack) is an update, which runs the idempotent create again and deletes
-    # nothing. Where a trigger does replace, the old delete would remove the fixed paths, unit
-    # or config the new create just made: it runs first.
-    all_triggers = list(triggers)
-    # The code is copied before the first create and removed after the last delete.
-    opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[code.resource]))
-    if delete_script:
-        opts = pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(delete_before_replace=True)
-        )
-    has_secret = bool(secret_keys)
-    extra: dict = {}
-    if has_secret:
-        extra["stdin"] = pulumi.Output.secret(
-            _resolved(env, lambda values: secret_stdin(values, secret_keys))
-        )
-        # Whatever a step that holds a secret prints stays out of the logs and the plain state.
-        logging = command.local.Logging.NONE if host.is_local else command.remote.Logging.NONE
-        extra["logging"] = logging
-        opts = pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(additional_secret_outputs=["stdout", "stderr"])
-        )
-    resource: command.local.Command | command.remote.Command
-    if host.is_local:
-        resource = command.local.Command(
-            resource_name,
-            create=create,
-            delete=delete,
-            triggers=all_triggers,
-            opts=opts,
-            **extra,
-        )
-    else:
-        resource = command.remote.Command(
-            resource_name,
-            connection=remote_connection(host),
-            create=create,
-            delete=delete,
-            triggers=all_triggers,
-            opts=opts,
-            **extra,
-        )
-    return ScriptRun(command=resource, outputs=resource.stdout.apply(parse_outputs))
+    stdin = (
+        _resolved(env, lambda values: secret_stdin(values, secret_keys)) if secret_keys else None
+    )
+    return _declare(
+        resource_name, host=host, create=create, delete=delete, triggers=triggers, stdin=stdin,
+        waiting=waiting,
+        waiting_create=lambda why: render_step(
+            "waiting", "create", {"waiting": why, "step": resource_name}, code.path),
+        opts=opts,
+    )
+
+
+def host_step(
+    resource_name: str,
+    *,
+    host: Host,
+    module: str,
+    inputs: Mapping[str, pulumi.Input[Any]],
+    delete_inputs: Mapping[str, pulumi.Input[Any]] | None = None,
+    has_delete: bool = False,
+    triggers: Sequence[pulumi.Input] = (),
+    secret_inputs: Sequence[str] = (),
+    waiting: pulumi.Input[str] | None = None,
+    opts: pulumi.ResourceOptions | None = None,
+) -> ScriptRun:
+    """Declare one step on `host`: `python3 -m hostside MODULE create` from the host code, its
+    `inputs` one JSON object (components/hostside). With `has_delete` (or `delete_inputs`),
+    destroy runs `MODULE delete` with `delete_inputs` (default: the same inputs but secrets).
+    `secret_inputs` travel as JSON on the step's standard input, never in its command.
+
+    `waiting`: while it resolves to a non-empty reason, the step only says why it does not run
+    (hostside/waiting.py) and has nothing to delete; its triggers must change when the reason
+    goes, so that the next `up` replaces it with the real step.
+    """
+    code = _code_of(host, resource_name)
+    values = dict(inputs)
+    secret_keys = tuple(k for k in secret_inputs if k in values)
+    plain = {k: v for k, v in values.items() if k not in secret_keys}
+    create = _resolved_any(
+        plain, lambda v: render_step(module, "create", v, code.path, secret_keys))
+    delete: pulumi.Output[Any] | None = None
+    if has_delete or delete_inputs is not None:
+        gone = {k: v for k, v in (delete_inputs if delete_inputs is not None else plain).items()
+                if k not in secret_keys}
+        delete = _resolved_any(gone, lambda v: render_step(module, "delete", v, code.path))
+    stdin = (
+        _resolved_any({k: values[k] for k in secret_keys},
+                      lambda v: json.dumps(v, sort_keys=True))
+        if secret_keys else None
+    )
+    return _declare(
+        resource_name, host=host, create=create, delete=delete, triggers=triggers, stdin=stdin,
+        waiting=waiting,
+        waiting_create=lambda why: render_step(
+            "waiting", "create", {"waiting": why, "step": resource_name}, code.path),
+        opts=opts,
+    )

@@ -1,0 +1,67 @@
+"""What every host module shares: its inputs, its outputs, its progress and its one-line failure.
+
+A module declares its inputs as a frozen dataclass without defaults and reads them with
+`read(Inputs)`: a missing or unknown input is the program's bug, refused at once with the key
+named. Optional inputs are typed `... | None` and still passed (as null), so that no module
+decides a value the config model already owns.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from typing import Any, TypeVar
+
+INPUTS_VAR = "BENCHSTACK_INPUTS"
+# Set when the step's secrets arrive as a JSON object on standard input.
+SECRETS_VAR = "BENCHSTACK_SECRETS_ON_STDIN"
+
+T = TypeVar("T")
+
+
+class HostError(Exception):
+    """Why a step failed: the one line the user reads (the module's name is put before it)."""
+
+
+def raw_inputs() -> dict[str, Any]:
+    text = os.environ.get(INPUTS_VAR)
+    if text is None:
+        raise HostError(f"{INPUTS_VAR} is not set: run this through the host seam")
+    try:
+        values = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise HostError(f"{INPUTS_VAR} is not JSON ({exc})") from None
+    if not isinstance(values, dict):
+        raise HostError(f"{INPUTS_VAR} must be a JSON object")
+    if os.environ.get(SECRETS_VAR) == "1":
+        secrets = json.loads(sys.stdin.read() or "{}")
+        if not isinstance(secrets, dict):
+            raise HostError("the secrets on standard input must be a JSON object")
+        values.update(secrets)
+    return values
+
+
+def read(cls: type[T], values: dict[str, Any] | None = None) -> T:
+    """`cls` (a dataclass) from the step's inputs: every field given, nothing else."""
+    values = raw_inputs() if values is None else values
+    fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    missing = sorted(fields - values.keys())
+    unknown = sorted(values.keys() - fields)
+    if missing:
+        raise HostError(f"input {', '.join(missing)} missing: the program must pass it")
+    if unknown:
+        raise HostError(
+            f"unknown input {', '.join(unknown)}: this host code is older than the program"
+        )
+    return cls(**values)
+
+
+def log(module: str, message: str) -> None:
+    print(f"[{module}] {message}", file=sys.stderr, flush=True)
+
+
+def emit(outputs: dict[str, Any]) -> None:
+    """The step's outputs: one JSON object, the last stdout line."""
+    print(json.dumps(outputs, sort_keys=True, separators=(",", ":")), flush=True)

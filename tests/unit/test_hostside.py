@@ -1,0 +1,101 @@
+"""The host package (components/hostside): how a step's inputs reach it, how it answers and
+fails, and the rule that a host module decides no value the program owns."""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import importlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from components.host import CODE_ROOT, code_digest, code_files, module_closure, render_step
+
+HOSTSIDE = CODE_ROOT / "hostside"
+
+
+def run(command: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run(["/bin/sh", "-c", command], input=stdin, capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.fixture
+def probe_module():
+    """A throwaway module in the package (the seam only runs modules from there)."""
+    path = HOSTSIDE / "_seam_probe.py"
+    path.write_text(
+        "from dataclasses import dataclass\n"
+        "from .step import emit, log, read\n\n"
+        "@dataclass(frozen=True)\nclass Inputs:\n    plain: str\n    token: str\n\n"
+        "def create():\n    i = read(Inputs)\n    log('probe', 'got both')\n"
+        "    emit({'plain': i.plain, 'token': i.token})\n"
+    )
+    module_closure.cache_clear()
+    yield "_seam_probe"
+    path.unlink()
+    module_closure.cache_clear()
+
+
+def test_a_step_gets_its_inputs_as_json_and_its_secrets_on_stdin(probe_module):
+    inputs = {"plain": "it's $HOME; `x` \"q\"", "token": "s3cr3t-value"}
+    command = render_step(probe_module, "create", inputs, str(CODE_ROOT), ("token",))
+    assert "s3cr3t-value" not in command and len(command) < 500
+    proc = run(command, json.dumps({"token": "s3cr3t-value"}))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1]) == inputs
+    assert proc.stderr.strip() == "[probe] got both"
+    assert command.endswith(f"# code {code_digest(module_closure(probe_module))}")
+
+
+def test_a_missing_or_unknown_input_is_the_programs_bug_named_in_one_line():
+    proc = run(render_step("waiting", "create", {"waiting": "because"}, str(CODE_ROOT)))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == "waiting: input step missing: the program must pass it"
+    proc = run(render_step("waiting", "create",
+                           {"waiting": "w", "step": "s", "extra": 1}, str(CODE_ROOT)))
+    assert proc.stderr.strip().startswith("waiting: unknown input extra")
+
+
+def test_the_waiting_step_says_why_and_does_nothing():
+    proc = run(render_step("waiting", "create", {"waiting": "the main job runs", "step": "rerun-x"},
+                           str(CODE_ROOT)))
+    assert proc.returncode == 0
+    assert json.loads(proc.stdout) == {"waiting": "the main job runs"}
+    assert proc.stderr.strip() == "[rerun-x] not run yet: the main job runs"
+
+
+def test_unknown_modules_and_verbs_are_refused():
+    assert run(render_step("waiting", "delete", {}, str(CODE_ROOT))).returncode == 2
+    with pytest.raises(ValueError, match="nope"):
+        module_closure("nope")
+
+
+def test_the_digest_covers_the_package_files_a_module_runs(probe_module):
+    assert module_closure("waiting") == (
+        "hostside/__init__.py", "hostside/__main__.py", "hostside/step.py", "hostside/waiting.py")
+    assert set(module_closure("waiting")) <= set(code_files())
+
+
+def modules() -> list[str]:
+    return sorted(p.stem for p in HOSTSIDE.glob("*.py")
+                  if not p.stem.startswith("_") and p.stem not in ("step",))
+
+
+@pytest.mark.parametrize("name", modules())
+def test_a_host_module_decides_no_value_the_program_owns(name):
+    """Its inputs have no defaults, and it reads no environment variable of its own: every value
+    comes from the program (the config model owns the defaults), once."""
+    module = importlib.import_module(f"components.hostside.{name}")
+    inputs = getattr(module, "Inputs", None)
+    if inputs is not None:
+        defaulted = [f.name for f in dataclasses.fields(inputs)
+                     if f.default is not dataclasses.MISSING
+                     or f.default_factory is not dataclasses.MISSING]
+        assert defaulted == [], f"{name}.Inputs has defaults: {defaulted}"
+    tree = ast.parse(Path(module.__file__).read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"):
+            pytest.fail(f"{name} reads the environment at line {node.lineno}: take an input")
