@@ -62,8 +62,11 @@ class Inputs:
 
 
 def _run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=timeout)
+    try:
+        return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HostError(f"`{' '.join(cmd[:3])}` did not answer within {timeout:g}s") from None
 
 
 class Docker:
@@ -81,7 +84,7 @@ class Docker:
     def answers(self) -> bool:
         try:
             return self("info", "--format", "{{.ID}}").returncode == 0
-        except subprocess.TimeoutExpired:
+        except HostError:  # no answer in time
             return False
 
     def require(self) -> None:
@@ -139,7 +142,7 @@ def as_root(inputs: Inputs, verb: str) -> None:
         return
     try:
         allowed = _run(["sudo", "-n", "true"], timeout=30).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, HostError):
         allowed = False
     if not allowed:
         raise HostError("this needs root for docker.daemon_json and the restart: run as root "
@@ -173,7 +176,8 @@ def restart_engine(docker: Docker, inputs: Inputs) -> str | None:
     answer after it)."""
     if inputs.restart_command:
         proc = subprocess.run(["bash", "-c", inputs.restart_command], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              errors="replace")
         if proc.returncode != 0:
             last = (proc.stdout.strip().splitlines() or [""])[-1]
             return f"'{inputs.restart_command}' failed (exit {proc.returncode}): {last}"

@@ -92,8 +92,11 @@ class DeleteInputs:
 def _run(cmd: list[str], timeout: float = 120, input: str | None = None
          ) -> subprocess.CompletedProcess:
     stdin = None if input is not None else subprocess.DEVNULL
-    return subprocess.run(cmd, input=input, stdin=stdin, capture_output=True, text=True,
-                          timeout=timeout)
+    try:
+        return subprocess.run(cmd, input=input, stdin=stdin, capture_output=True, text=True,
+                              errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HostError(f"`{' '.join(cmd[:3])}` did not answer within {timeout:g}s") from None
 
 
 def as_root(cmd: list[str]) -> list[str]:
@@ -226,7 +229,7 @@ class Bridge:
                              "--entrypoint", "bash", image, "-c", CONTAINER_FETCH],
                             timeout=60)
                 out = proc.stdout + proc.stderr
-            except subprocess.TimeoutExpired:
+            except HostError:
                 out = "no answer within 60s"
             if not re.search(r"HTTP/1\.[01] [23][0-9][0-9]", out):
                 got = (out.strip().splitlines() or [""])[-1].replace("\r", "")

@@ -179,8 +179,11 @@ tmux kill-server
 
 
 def _run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                          timeout=timeout)
+    try:
+        return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                              errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HostError(f"`{' '.join(cmd[:3])}` did not answer within {timeout:g}s") from None
 
 
 def _last_line(text: str) -> str:
@@ -272,7 +275,7 @@ def find_host(inputs: Inputs) -> Sources:
         info = _run([python, "-c", "import sys, sysconfig; "
                      "print(f'python{sys.version_info[0]}.{sys.version_info[1]}'); "
                      "print(sysconfig.get_paths()['stdlib'])"], timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
+    except (OSError, HostError):
         info = None
     if info is None or info.returncode != 0 or len(info.stdout.split("\n")) < 2:
         raise HostError(f"host_python={python} does not run: point host_python at a working "
