@@ -27,7 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import CANARY_IMAGE, docker, run_script  # noqa: E402
+from tests.conftest import CANARY_IMAGE, docker  # noqa: E402
+from tests.hostplane.steps import build_tool_bundle  # noqa: E402
 
 FIRST_TMUX = (
     "export TERM=xterm-256color; tmux new-session -x 160 -y 40 -d -s terminus-2 'bash --login' "
@@ -67,10 +68,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-tools-") as work:
         tools = Path(work) / "harbor-tools"
         start = time.perf_counter()
-        built = run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": ""})
+        built = build_tool_bundle(tools)
         build_s = time.perf_counter() - start
         if built.returncode != 0:
-            raise SystemExit(f"tool_bundle.sh failed: {built.reason}")
+            raise SystemExit(f"the tool bundle's step failed: {built.reason}")
         mounts = [
             "-v", f"{tools}:/opt/harbor-tools:ro",
             "-v", f"{tools}/bin/tmux:/usr/bin/tmux:ro",

@@ -167,8 +167,8 @@ class AddressPool(Model):
 class DockerConfig(Model):
     address_pools: list[AddressPool] = Field(min_length=1)
     daemon_json: str = "/etc/docker/daemon.json"
-    # Empty: decided on the host (components/dockerd_restart.py): systemd's docker unit, else
-    # /etc/init.d/docker, else the running dockerd restarted with its own command line.
+    # Empty: decided on the host (components/hostside/dockerd_restart.py): systemd's docker unit,
+    # else /etc/init.d/docker, else the running dockerd restarted with its own command line.
     restart_command: str = ""
     # Restarting dockerd kills running containers (an SGLang worker loses minutes of loading).
     allow_restart_with_running_containers: bool = False

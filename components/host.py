@@ -43,8 +43,7 @@ SCRIPTS_DIR = CODE_ROOT / "scripts"
 LOCAL_ADDRESS = "local"
 # The standalone Python modules the scripts run (standard library only, but readiness.py: httpx).
 HOST_MODULES = (
-    "daemon_json.py", "dockerd_restart.py", "image_pull.py", "jobdir.py", "preflight.py",
-    "readiness.py",
+    "image_pull.py", "jobdir.py", "preflight.py", "readiness.py",
 )
 # How a script names a file of the host's code: "$BENCHSTACK_CODE/<path under components/>".
 CODE_REFERENCE = re.compile(r"\$\{?BENCHSTACK_CODE\}?/([A-Za-z0-9_./-]+)")

@@ -9,7 +9,7 @@ dies.
 Coming back: socat itself is restarted by its supervisor (a systemd unit, else a restart loop).
 When the supervisor is gone too (a reboot, a kill), nothing on the host brings it back, and a
 Command re-runs only when its inputs change. So, as for the Harbor job's launch, a read-only
-probe (`proxy_status.sh`, at every preview and up) returns the token the running bridge
+probe (hostside/proxy_status.py, at every preview and up) returns the token the running bridge
 recorded, or a new one when it is down; the token is the step's trigger, and the next `up`
 replaces the step: the bridge is started again.
 """
@@ -17,11 +17,12 @@ replaces the step: the bridge is started again.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 
 from components.config import ProxyConfig
-from components.host import Host, host_script, probe_host
+from components.host import Host, host_step, probe_host
 
 # The supervisor's unit and state files are named after it.
 BRIDGE_NAME = "benchstack-proxy-bridge"
@@ -35,6 +36,26 @@ class ProxyBridgeArgs:
     # Prove a request from inside a container: an image with bash (with proxy.check_url).
     # Without either, the listener and the upstream are still checked.
     check_image: pulumi.Input[str] | None = None
+
+
+def step_inputs(
+    proxy: ProxyConfig, state_dir: str, token: pulumi.Input[str],
+    check_image: pulumi.Input[str] | None,
+) -> dict[str, Any]:
+    """The inputs of hostside/proxy_bridge.py create, from the config. The container check needs
+    both an image and proxy.check_url; without either, only the listener and the upstream are
+    checked."""
+    checked = check_image is not None and proxy.check_url is not None
+    return {
+        "name": BRIDGE_NAME,
+        "token": token,
+        "upstream": proxy.upstream,
+        "bridge_port": proxy.bridge_port,
+        "state_dir": state_dir,
+        "bind_address": proxy.bind_address,
+        "check_image": check_image if checked else None,
+        "check_url": proxy.check_url if checked else None,
+    }
 
 
 class ProxyBridge(pulumi.ComponentResource):
@@ -54,25 +75,12 @@ class ProxyBridge(pulumi.ComponentResource):
              "BRIDGE_PORT": str(proxy.bridge_port)},
         )
         token = status.apply(lambda s: str(s.get("token") or "start"))
-        env: dict[str, pulumi.Input[str]] = {
-            "NAME": BRIDGE_NAME,
-            "PROXY_TOKEN": token,
-            "UPSTREAM": proxy.upstream,
-            "BRIDGE_PORT": str(proxy.bridge_port),
-            "STATE_DIR": args.state_dir,
-            # Empty: the gateway of Docker's `bridge` network, read on the host.
-            "BIND_ADDRESS": proxy.bind_address or "",
-        }
-        if args.check_image is not None and proxy.check_url:
-            env["CHECK_IMAGE"] = args.check_image
-            env["CHECK_URL"] = proxy.check_url
-        run = host_script(
+        run = host_step(
             f"{name}-socat",
             host=args.host,
-            script="proxy_bridge.sh",
-            env=env,
-            delete_script="proxy_bridge.delete.sh",
-            delete_env={"STATE_DIR": args.state_dir, "NAME": BRIDGE_NAME},
+            module="proxy_bridge",
+            inputs=step_inputs(proxy, args.state_dir, token, args.check_image),
+            delete_inputs={"state_dir": args.state_dir, "name": BRIDGE_NAME},
             triggers=[token],
             opts=pulumi.ResourceOptions(parent=self),
         )
@@ -84,7 +92,6 @@ class ProxyBridge(pulumi.ComponentResource):
         self.bind_address = run.outputs.apply(lambda o: str(o.get("bind_address", "")))
         self.pid_file = run.outputs.apply(lambda o: str(o.get("pid_file", "")))
         self.log_file = run.outputs.apply(lambda o: str(o.get("log_file", "")))
-        self.ready = run.command
         self.register_outputs(
             {
                 "proxy_url": self.proxy_url,

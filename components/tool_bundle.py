@@ -12,11 +12,12 @@ an input changes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pulumi
 
 from components.config import ToolBundleConfig
-from components.host import Host, host_script
+from components.host import Host, host_step
 
 # Where the Harbor compose override mounts the bundle inside task containers.
 BUNDLE_ROOT = "/opt/harbor-tools"
@@ -31,6 +32,23 @@ class ToolBundleArgs:
     canary_image: pulumi.Input[str] | None = None
 
 
+def step_inputs(
+    tools: ToolBundleConfig, tools_dir: str, canary_image: pulumi.Input[str] | None
+) -> dict[str, Any]:
+    """The inputs of hostside/tool_bundle.py create, from the config. What the bundle is made of
+    is found on the host (its tmux, its python, glibc's C.utf8 locale; the wheel from pip)."""
+    return {
+        "tools_dir": tools_dir,
+        "asciinema_sha256": tools.asciinema_sha256,
+        "bundle_root": BUNDLE_ROOT,
+        "canary_image": canary_image,
+        "host_tmux": None,
+        "host_python": None,
+        "host_locale": None,
+        "asciinema_wheel": None,
+    }
+
+
 class ToolBundle(pulumi.ComponentResource):
     tools_dir: pulumi.Output[str]
     bundle_root: pulumi.Output[str]
@@ -42,20 +60,12 @@ class ToolBundle(pulumi.ComponentResource):
         super().__init__("benchstack:components:ToolBundle", name, None, opts)
         if not args.tools_dir.startswith("/"):
             raise ValueError(f"ToolBundleArgs.tools_dir must be absolute, got {args.tools_dir!r}")
-        env: dict[str, pulumi.Input[str]] = {
-            "TOOLS_DIR": args.tools_dir,
-            "ASCIINEMA_SHA256": args.tools.asciinema_sha256,
-            "BUNDLE_ROOT": BUNDLE_ROOT,
-        }
-        if args.canary_image is not None:
-            env["CANARY_IMAGE"] = args.canary_image
-        run = host_script(
+        run = host_step(
             f"{name}-build",
             host=args.host,
-            script="tool_bundle.sh",
-            env=env,
-            delete_script="tool_bundle.delete.sh",
-            delete_env={"TOOLS_DIR": args.tools_dir},
+            module="tool_bundle",
+            inputs=step_inputs(args.tools, args.tools_dir, args.canary_image),
+            delete_inputs={"tools_dir": args.tools_dir},
             opts=pulumi.ResourceOptions(parent=self),
         )
         # Known from the config (tied to the step, so users wait for it), not read from its
@@ -66,7 +76,6 @@ class ToolBundle(pulumi.ComponentResource):
         self.tmux_version = run.outputs.apply(lambda o: str(o.get("tmux_version", "")))
         self.asciinema_version = run.outputs.apply(lambda o: str(o.get("asciinema_version", "")))
         self.input_hash = run.outputs.apply(lambda o: str(o.get("input_hash", "")))
-        self.ready = run.command
         self.register_outputs(
             {
                 "tools_dir": self.tools_dir,

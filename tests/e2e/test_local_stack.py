@@ -271,11 +271,12 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
         "--max-running-requests") + 1] == "3"
     local.preview("--expect-no-changes")
 
-    # --- an upgrade of benchstack edits host scripts: exactly their steps re-run in place --
-    edited = {"daemon_config.sh": "local-docker-daemon-apply", "tool_bundle.sh": "tools-build",
-              "proxy_bridge.sh": "proxy-socat", "harbor_install.sh": "job-install"}
-    for script in edited:
-        path = local.project / "components" / "scripts" / script
+    # --- an upgrade of benchstack edits host code: exactly the steps that run it re-run in place
+    edited = {"hostside/daemon_config.py": "local-docker-daemon-apply",
+              "hostside/tool_bundle.py": "tools-build", "hostside/proxy_bridge.py": "proxy-socat",
+              "scripts/harbor_install.sh": "job-install"}
+    for rel in edited:
+        path = local.project / "components" / rel
         path.write_text(path.read_text() + "\n# benchstack upgrade\n")
     expected = {**{step: "update" for step in edited.values()}, "local-code-copy": "update"}
     assert changed(local.preview()) == expected
@@ -286,7 +287,7 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     assert bridge_listening(), "the proxy bridge is gone"
     harbor = local.workspace / "harbor-0.21.0" / "bin" / "harbor"
     assert subprocess.run([str(harbor), "--version"], capture_output=True).returncode == 0
-    shipped = local.workspace / ".benchstack" / "code" / "scripts" / "tool_bundle.sh"
+    shipped = local.workspace / ".benchstack" / "code" / "hostside" / "tool_bundle.py"
     assert shipped.read_text().endswith("# benchstack upgrade\n")
 
     # --- refresh reads the state back and finds nothing to change -------------------------

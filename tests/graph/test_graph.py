@@ -8,6 +8,8 @@ stack outputs, and that secrets stay out of plain outputs.
 from __future__ import annotations
 
 import functools
+import json
+import shlex
 
 import pytest
 
@@ -172,10 +174,20 @@ def test_gpu_stacks_prove_the_proxy_from_a_task_image(stack):
     cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     run = program(stack)
     (socat,) = [r for r in run.registrations if r.name == "proxy-socat"]
-    create = str(socat.inputs["create"])
-    assert f"export CHECK_URL={cfg.proxy.check_url}" in create
+    inputs = step_inputs(socat.inputs["create"])
+    assert inputs["check_url"] == cfg.proxy.check_url
     canary = load_manifest(ROOT / cfg.dataset.manifest_path).images[0].image
-    assert f"export CHECK_IMAGE={canary}" in create
+    assert inputs["check_image"] == canary
+
+
+def step_inputs(create) -> dict:
+    """The inputs a host step's command gives its module (components/host.py, render_step)."""
+    text = create["value"] if isinstance(create, dict) else create
+    inner = shlex.split(text)[2]
+    for line in inner.splitlines():
+        if line.startswith("export BENCHSTACK_INPUTS="):
+            return json.loads(shlex.split(line)[1].partition("=")[2])
+    raise AssertionError(f"not a host step: {text[:200]}")
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -196,3 +208,36 @@ def test_commands_are_safe_under_replacement_and_upgrade(stack):
             opts = options[reg.name]
             assert opts is not None and opts.delete_before_replace, reg.name
         assert not script_hashes & set(map(str, reg.inputs.get("triggers") or [])), reg.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_host_plane_steps_take_their_inputs_from_the_config(stack):
+    """The daemon config, tool bundle and proxy bridge steps: their modules' inputs are the
+    config's values, and each delete gets what it needs (the daemon config: the same inputs)."""
+    cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    run = program(stack)
+    for host in cfg.hosts:
+        step = run.named(f"{host.name}-docker-daemon-apply").inputs
+        assert step_inputs(step["create"]) == {
+            "daemon_json": cfg.docker.daemon_json,
+            "address_pools": [p.model_dump() for p in cfg.docker.address_pools],
+            "restart_command": cfg.docker.restart_command,
+            "allow_restart_with_running": cfg.docker.allow_restart_with_running_containers,
+            "proof_networks": cfg.docker.proof_networks, "docker_host": "",
+        }
+        assert step_inputs(step["delete"]) == step_inputs(step["create"])
+        assert "hostside daemon_config delete" in str(step["delete"])
+    tools = run.named("tools-build").inputs
+    built = step_inputs(tools["create"])
+    assert built["asciinema_sha256"] == cfg.tools.asciinema_sha256
+    assert built["canary_image"] == (cfg.tools.canary_image
+                                     or load_manifest(ROOT / cfg.dataset.manifest_path)
+                                     .images[0].image)
+    assert step_inputs(tools["delete"]) == {"tools_dir": built["tools_dir"]}
+    if cfg.proxy:
+        socat = run.named("proxy-socat").inputs
+        bridge = step_inputs(socat["create"])
+        assert (bridge["upstream"], bridge["bridge_port"], bridge["bind_address"]) == (
+            cfg.proxy.upstream, cfg.proxy.bridge_port, cfg.proxy.bind_address)
+        assert step_inputs(socat["delete"]) == {"name": bridge["name"],
+                                                "state_dir": bridge["state_dir"]}

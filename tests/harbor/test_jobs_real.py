@@ -2,7 +2,7 @@
 preflight, launch, stop and resume scripts, exactly as the component runs them.
 
 The oracle job goes through the rendered compose override with a real tool bundle
-(components/scripts/tool_bundle.sh) and the proxy variables; the stop tests interrupt a running
+(components/hostside/tool_bundle.py) and the proxy variables; the stop tests interrupt a running
 job with SIGTERM (through the stop script) and with SIGKILL, and check what is left.
 """
 
@@ -18,7 +18,8 @@ import pytest
 
 from components.harbor_config import JobSettings
 from tests.conftest import CANARY_IMAGE, docker
-from tests.harbor.conftest import API_KEY, NOFILE, JobFactory, seam
+from tests.harbor.conftest import API_KEY, NOFILE, JobFactory
+from tests.hostplane.steps import build_tool_bundle
 
 PROXY_URL = "http://host.docker.internal:27891"
 
@@ -27,7 +28,7 @@ PROXY_URL = "http://host.docker.internal:27891"
 def tool_bundle(tmp_path_factory: pytest.TempPathFactory, canary_image: str) -> str:
     """A real tool bundle, built and checked in the canary by the host plane's script."""
     tools = tmp_path_factory.mktemp("tools") / "harbor-tools-amd64"
-    result = seam("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": canary_image})
+    result = build_tool_bundle(tools, canary_image)
     assert result.returncode == 0, result.stderr[-2000:]
     return str(tools)
 

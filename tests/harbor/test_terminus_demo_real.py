@@ -16,8 +16,9 @@ import pytest
 
 from components.harbor_config import JobSettings
 from tests.conftest import ROOT
-from tests.harbor.conftest import JobFactory, seam
+from tests.harbor.conftest import JobFactory
 from tests.harbor.test_terminus_real import free_port, wait_http
+from tests.hostplane.steps import build_tool_bundle
 
 STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
 DEMO_MODEL = ROOT / "demo" / "model"
@@ -62,7 +63,7 @@ def test_terminus2_on_the_demo_tasks_with_the_scripted_model(
 ) -> None:
     url, requests = demo_router
     tools = tmp_path / "harbor-tools-amd64"
-    built = seam("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": canary_image})
+    built = build_tool_bundle(tools, canary_image)
     assert built.returncode == 0, built.stderr[-2000:]
     settings = JobSettings(
         agent="terminus-2", n_concurrent_trials=3, n_concurrent_agents=3,

@@ -19,7 +19,8 @@ import pytest
 
 from components.harbor_config import JobSettings
 from tests.conftest import ROOT, docker
-from tests.harbor.conftest import JobFactory, seam
+from tests.harbor.conftest import JobFactory
+from tests.hostplane.steps import build_tool_bundle
 
 STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
 MODEL = "bench/stand-in"
@@ -94,7 +95,7 @@ def test_terminus2_uses_the_mounted_bundle_in_an_offline_container(
                        check=False)
         assert probe.returncode != 0, f"the canary image must not have {tool}"
     tools = tmp_path / "harbor-tools-amd64"
-    built = seam("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": canary_image})
+    built = build_tool_bundle(tools, canary_image)
     assert built.returncode == 0, built.stderr[-2000:]
 
     settings = JobSettings(

@@ -1,9 +1,9 @@
-"""Fixtures of the host-plane tests: a throwaway second Docker engine, and script runners.
+"""Fixtures of the host-plane tests: a throwaway second Docker engine, and how steps run in it.
 
 The daemon-config tests restart an engine and rewrite its config file, which must never happen
 to the main engine (other tests use it at the same time). So they get their own dockerd in its own
 network namespace (own routes, own docker0), with its own config file, data root, exec root,
-pidfile and socket. The script under test runs inside that namespace too, so its `ip route`
+pidfile and socket. The step under test runs inside that namespace too, so its `ip route`
 check sees the namespace's routes, and the routes other tests' networks add on the host cannot
 make these tests flaky.
 """
@@ -21,10 +21,12 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import CODE, SCRIPTS, ScriptResult
+from tests.conftest import ScriptResult
+from tests.hostplane.steps import run_step
 
 HERE = Path(__file__).resolve().parent
 ENGINE_HELPER = HERE / "testengine.sh"
@@ -140,15 +142,10 @@ class SecondEngine:
         self.helper("start")
         self.wait_ready()
 
-    def run(self, script: str, env: dict[str, str], timeout: float = 300) -> ScriptResult:
-        """Run a host script the way the seam does, inside the engine's network namespace."""
-        proc = subprocess.run(
-            ["nsenter", f"--net=/run/netns/{self.ns}", "bash", str(SCRIPTS / script)],
-            env={**self.env, "BENCHSTACK_CODE": CODE, **env},
-            capture_output=True, text=True, timeout=timeout,
-            stdin=subprocess.DEVNULL,
-        )
-        return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
+    def step(self, verb: str, inputs: dict[str, Any], timeout: float = 300) -> ScriptResult:
+        """Run the daemon_config step the way the seam does, inside the engine's namespace."""
+        return run_step("daemon_config", verb, inputs, timeout=timeout,
+                        wrap=["nsenter", f"--net=/run/netns/{self.ns}"])
 
 
 def _tiny_image_tar(dest: Path) -> Path:

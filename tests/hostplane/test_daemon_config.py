@@ -1,4 +1,5 @@
-"""DockerDaemonConfig host scripts, for real, against a second dockerd in its own namespace.
+"""DockerDaemonConfig's host step (hostside/daemon_config.py), for real, against a second dockerd
+in its own namespace, with the inputs the component renders from the config.
 
 Every fault test checks the one-line reason and that the host is as it was: the config file's
 bytes, no new backup, the same engine process, the same networks.
@@ -9,9 +10,12 @@ from __future__ import annotations
 import ipaddress
 import json
 import subprocess
+from typing import Any
 
 import pytest
 
+from components.config import DockerConfig
+from components.docker_daemon import step_inputs
 from tests.hostplane.conftest import BASE_CONFIG, TINY_IMAGE, SecondEngine
 
 pytestmark = pytest.mark.real
@@ -19,14 +23,12 @@ pytestmark = pytest.mark.real
 POOLS = [{"base": "172.18.0.0/15", "size": 24}]
 
 
-def env_for(engine: SecondEngine, **extra: str) -> dict[str, str]:
-    return {
-        "DAEMON_JSON": str(engine.config),
-        "ADDRESS_POOLS_JSON": json.dumps(POOLS),
-        "RESTART_CMD": engine.restart_cmd,
-        "READY_TIMEOUT": "60",
-        **extra,
-    }
+def inputs_for(engine: SecondEngine, **over: Any) -> dict[str, Any]:
+    """The step's inputs for this engine, from the config's defaults; `over` replaces some (the
+    pools raw, to get past the config model's own checks)."""
+    docker = DockerConfig(address_pools=POOLS, daemon_json=str(engine.config),
+                          restart_command=engine.restart_cmd)
+    return {**step_inputs(docker, docker_host=engine.socket), **over}
 
 
 def snapshot(engine: SecondEngine) -> dict:
@@ -48,7 +50,7 @@ def test_merge_backup_restart_proof_then_noop_then_restore(test_engine: SecondEn
     test_engine.reset()
     pid_before = test_engine.pid()
 
-    res = test_engine.run("daemon_config.sh", env_for(test_engine))
+    res = test_engine.step("create", inputs_for(test_engine))
     assert res.returncode == 0, res.stderr
     out = res.outputs
     assert out["changed"] is True and out["restarted"] is True and out["original"] == "file"
@@ -74,7 +76,7 @@ def test_merge_backup_restart_proof_then_noop_then_restore(test_engine: SecondEn
 
     # Same pools again: nothing written, no restart, no new backup; the same outputs.
     before = snapshot(test_engine)
-    again = test_engine.run("daemon_config.sh", env_for(test_engine))
+    again = test_engine.step("create", inputs_for(test_engine))
     assert again.returncode == 0, again.stderr
     assert again.outputs["changed"] is False and again.outputs["restarted"] is False
     assert {k: again.outputs[k] for k in ("original", "backup", "record")} == {
@@ -84,8 +86,8 @@ def test_merge_backup_restart_proof_then_noop_then_restore(test_engine: SecondEn
 
     # Destroy, with only the create's inputs (as Pulumi runs it from stored state), puts the
     # original back byte for byte and restarts; a second destroy is a no-op.
-    delete_env = env_for(test_engine)
-    gone = test_engine.run("daemon_config.delete.sh", delete_env)
+    delete_env = inputs_for(test_engine)
+    gone = test_engine.step("delete", delete_env)
     assert gone.returncode == 0, gone.stderr
     assert gone.outputs == {
         "restored": True, "restarted": True, "daemon_json": str(test_engine.config),
@@ -95,14 +97,14 @@ def test_merge_backup_restart_proof_then_noop_then_restore(test_engine: SecondEn
     assert test_engine.pools() == []
     assert not (test_engine.dir / "daemon.json.benchstack.json").exists()
     before = snapshot(test_engine)
-    twice = test_engine.run("daemon_config.delete.sh", delete_env)
+    twice = test_engine.step("delete", delete_env)
     assert twice.returncode == 0 and twice.outputs["restored"] is False
     assert snapshot(test_engine) == before
 
 
 def test_absent_config_is_created_and_destroy_removes_it(test_engine: SecondEngine) -> None:
     test_engine.reset(None)
-    res = test_engine.run("daemon_config.sh", env_for(test_engine, PROOF_NETWORKS="4"))
+    res = test_engine.step("create", inputs_for(test_engine, proof_networks=4))
     assert res.returncode == 0, res.stderr
     assert res.outputs["original"] == "absent" and res.outputs["backup"] == ""
     written = json.loads(test_engine.config.read_text())
@@ -116,7 +118,7 @@ def test_absent_config_is_created_and_destroy_removes_it(test_engine: SecondEngi
     assert str(bip.ip) == gateway and not in_pool(str(bip.network))
     assert not list(test_engine.dir.glob("daemon.json.backup-*"))
 
-    gone = test_engine.run("daemon_config.delete.sh", env_for(test_engine))
+    gone = test_engine.step("delete", inputs_for(test_engine))
     assert gone.returncode == 0, gone.stderr
     assert not test_engine.config.exists(), "destroy must restore 'no daemon.json'"
     assert test_engine.pools() == []
@@ -131,14 +133,14 @@ def test_fresh_engine_keeps_docker0_through_create_and_destroy(test_engine: Seco
     before = test_engine.docker0()
     assert not in_pool(str(ipaddress.ip_interface(before).network))
 
-    res = test_engine.run("daemon_config.sh", env_for(test_engine, PROOF_NETWORKS="4"))
+    res = test_engine.step("create", inputs_for(test_engine, proof_networks=4))
     assert res.returncode == 0, res.stderr
     assert json.loads(test_engine.config.read_text())["bip"] == before
     assert test_engine.docker0() == before
     record = json.loads(test_engine.config.with_name("daemon.json.benchstack.json").read_text())
     assert record["docker0"] == before
 
-    gone = test_engine.run("daemon_config.delete.sh", env_for(test_engine))
+    gone = test_engine.step("delete", inputs_for(test_engine))
     assert gone.returncode == 0, gone.stderr
     assert not test_engine.config.exists()
     assert test_engine.docker0() == before
@@ -152,7 +154,7 @@ def test_destroy_moves_a_moved_docker0_back(test_engine: SecondEngine) -> None:
     the pin): destroy puts it back where the record says it was, and it stays there."""
     test_engine.pristine()
     before = test_engine.docker0()
-    res = test_engine.run("daemon_config.sh", env_for(test_engine, PROOF_NETWORKS="1"))
+    res = test_engine.step("create", inputs_for(test_engine, proof_networks=1))
     assert res.returncode == 0, res.stderr
     unpinned = json.loads(test_engine.config.read_text())
     del unpinned["bip"]
@@ -162,7 +164,7 @@ def test_destroy_moves_a_moved_docker0_back(test_engine: SecondEngine) -> None:
     moved = test_engine.docker0()
     assert moved != before and in_pool(str(ipaddress.ip_interface(moved).network))
 
-    gone = test_engine.run("daemon_config.delete.sh", env_for(test_engine))
+    gone = test_engine.step("delete", inputs_for(test_engine))
     assert gone.returncode == 0, gone.stderr
     assert "pinning it back" in gone.stderr
     assert not test_engine.config.exists()
@@ -176,21 +178,21 @@ def test_changed_pools_keep_the_first_original(test_engine: SecondEngine) -> Non
     """Pools changed by a later run (a replace, create before delete): the old delete is a
     no-op, and destroy still restores the config from before benchstack."""
     test_engine.reset()
-    first = test_engine.run("daemon_config.sh", env_for(test_engine, PROOF_NETWORKS="2"))
+    first = test_engine.step("create", inputs_for(test_engine, proof_networks=2))
     assert first.returncode == 0, first.stderr
     other = [{"base": "172.20.0.0/16", "size": 24}]
-    other_env = env_for(test_engine, ADDRESS_POOLS_JSON=json.dumps(other), PROOF_NETWORKS="2")
-    second = test_engine.run("daemon_config.sh", other_env)
+    other_env = inputs_for(test_engine, address_pools=other, proof_networks=2)
+    second = test_engine.step("create", other_env)
     assert second.returncode == 0, second.stderr
     assert second.outputs["changed"] is True and second.outputs["original"] == "file"
     assert second.outputs["backup"] == first.outputs["backup"]
     assert test_engine.pools() == [{"Base": "172.20.0.0/16", "Size": 24}]
 
-    stale = test_engine.run("daemon_config.delete.sh", env_for(test_engine))
+    stale = test_engine.step("delete", inputs_for(test_engine))
     assert stale.returncode == 0 and stale.outputs["restored"] is False
     assert json.loads(test_engine.config.read_text())["default-address-pools"] == other
 
-    gone = test_engine.run("daemon_config.delete.sh", other_env)
+    gone = test_engine.step("delete", other_env)
     assert gone.returncode == 0 and gone.outputs["restored"] is True, gone.stderr
     assert test_engine.config.read_text() == BASE_CONFIG
     assert test_engine.pools() == []
@@ -202,14 +204,13 @@ def test_exhausted_pools_fail_the_proof_and_its_networks_are_removed(
     """The seed's pitfall: leftover networks use up the pools. The proof fails, names the cause,
     and removes every network it created; the leftover stays."""
     test_engine.reset()
-    small = env_for(
-        test_engine, ADDRESS_POOLS_JSON=json.dumps([{"base": "172.18.0.0/22", "size": 24}]),
-        PROOF_NETWORKS="2",
+    small = inputs_for(
+        test_engine, address_pools=[{"base": "172.18.0.0/22", "size": 24}], proof_networks=2,
     )
-    assert test_engine.run("daemon_config.sh", small).returncode == 0
+    assert test_engine.step("create", small).returncode == 0
     test_engine.docker("network", "create", "bste-leftover")
     before = snapshot(test_engine)
-    res = test_engine.run("daemon_config.sh", {**small, "PROOF_NETWORKS": "4"})
+    res = test_engine.step("create", {**small, "proof_networks": 4})
     assert res.returncode != 0
     assert res.reason.startswith("daemon_config: network 4 of 4 could not be created (")
     assert "the pools are exhausted or clash" in res.reason
@@ -222,11 +223,11 @@ def test_pool_overlapping_a_docker_network_fails_and_changes_nothing(
     test_engine.reset()
     test_engine.docker("network", "create", "--subnet", "172.19.7.0/24", "bste-squatter")
     before = snapshot(test_engine)
-    res = test_engine.run("daemon_config.sh", env_for(test_engine))
+    res = test_engine.step("create", inputs_for(test_engine))
     assert res.returncode != 0
     assert res.reason.startswith("daemon_config: ")
     assert "Docker network 'bste-squatter' (172.19.7.0/24)" in res.reason
-    assert "ADDRESS_POOLS_JSON" in res.reason
+    assert "docker.address_pools" in res.reason
     assert snapshot(test_engine) == before
 
 
@@ -241,8 +242,8 @@ def test_pool_overlapping_a_host_route_fails_and_changes_nothing(test_engine: Se
         )
         subprocess.run([*netns, "ip", "link", "set", "bste-vpn0", "up"], check=True)
         before = snapshot(test_engine)
-        pools = json.dumps([{"base": "10.77.0.0/16", "size": 24}])
-        res = test_engine.run("daemon_config.sh", env_for(test_engine, ADDRESS_POOLS_JSON=pools))
+        pools = [{"base": "10.77.0.0/16", "size": 24}]
+        res = test_engine.step("create", inputs_for(test_engine, address_pools=pools))
         assert res.returncode != 0
         assert "pool 10.77.0.0/16 overlaps host route '10.77.3.0/24 dev bste-vpn0" in res.reason
         assert snapshot(test_engine) == before
@@ -257,14 +258,14 @@ def test_running_containers_block_the_restart_unless_allowed(test_engine: Second
         TINY_IMAGE, "/bin/sleep", "600",
     )
     before = snapshot(test_engine)
-    res = test_engine.run("daemon_config.sh", env_for(test_engine))
+    res = test_engine.step("create", inputs_for(test_engine))
     assert res.returncode != 0
     assert "containers are running (bste-busy)" in res.reason
-    assert "ALLOW_RESTART_WITH_RUNNING=1" in res.reason
+    assert "set docker.allow_restart_with_running_containers" in res.reason
     assert snapshot(test_engine) == before
 
-    allowed = test_engine.run(
-        "daemon_config.sh", env_for(test_engine, ALLOW_RESTART_WITH_RUNNING="1", PROOF_NETWORKS="2")
+    allowed = test_engine.step(
+        "create", inputs_for(test_engine, allow_restart_with_running=True, proof_networks=2)
     )
     assert allowed.returncode == 0, allowed.stderr
     assert allowed.outputs["restarted"] is True
@@ -275,16 +276,16 @@ def test_daemon_json_that_is_not_json_fails_and_changes_nothing(test_engine: Sec
     test_engine.reset()
     test_engine.config.write_text('{"bip": "10.213.0.1/24",\n')  # as a botched hand edit leaves it
     before = snapshot(test_engine)
-    res = test_engine.run("daemon_config.sh", env_for(test_engine))
+    res = test_engine.step("create", inputs_for(test_engine))
     assert res.returncode != 0
-    assert f"DAEMON_JSON={test_engine.config} is not a JSON object" in res.reason
+    assert f"docker.daemon_json={test_engine.config} is not a JSON object" in res.reason
     assert snapshot(test_engine) == before
 
 
 def test_failed_restart_puts_the_original_back(test_engine: SecondEngine) -> None:
     test_engine.reset()
     before = snapshot(test_engine)
-    res = test_engine.run("daemon_config.sh", env_for(test_engine, RESTART_CMD="false"))
+    res = test_engine.step("create", inputs_for(test_engine, restart_command="false"))
     assert res.returncode != 0
     assert "original restored" in res.reason
     after = snapshot(test_engine)
@@ -300,16 +301,16 @@ def test_failed_restart_puts_the_original_back(test_engine: SecondEngine) -> Non
 @pytest.mark.parametrize(
     "pools, fragment",
     [
-        ("not json", "ADDRESS_POOLS_JSON must be a non-empty JSON list"),
-        ('[{"base": "172.18.0.0/15", "size": 12}]', "size 12 does not fit base 172.18.0.0/15"),
-        ('[{"base": "172.18.1.0/15", "size": 24}]', "has host bits set: use 172.18.0.0/15"),
-        ('[{"base": "172.18.0.0/22", "size": 24}]', "yields only 4 networks"),
+        ("not a list", "docker.address_pools must be a non-empty list"),
+        ([{"base": "172.18.0.0/15", "size": 12}], "size 12 does not fit base 172.18.0.0/15"),
+        ([{"base": "172.18.1.0/15", "size": 24}], "has host bits set: use 172.18.0.0/15"),
+        ([{"base": "172.18.0.0/22", "size": 24}], "yields only 4 networks"),
     ],
 )
 def test_bad_pools_are_rejected_before_anything(
-    test_engine: SecondEngine, pools: str, fragment: str
+    test_engine: SecondEngine, pools: Any, fragment: str
 ) -> None:
     before = snapshot(test_engine)
-    res = test_engine.run("daemon_config.sh", env_for(test_engine, ADDRESS_POOLS_JSON=pools))
+    res = test_engine.step("create", inputs_for(test_engine, address_pools=pools))
     assert res.returncode != 0 and fragment in res.reason
     assert snapshot(test_engine) == before

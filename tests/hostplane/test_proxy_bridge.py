@@ -1,13 +1,15 @@
-"""ProxyBridge host scripts, for real: socat on the main engine's docker0 gateway, forwarding to
-tinyproxy on 127.0.0.1, and a canary container fetching from a host-local HTTP server through it:
-container -> gateway:port (socat) -> tinyproxy -> 127.0.0.1:target. Never a public address.
+"""ProxyBridge's host step (hostside/proxy_bridge.py) and its status probe, for real: socat on the
+main engine's docker0 gateway, forwarding to tinyproxy on 127.0.0.1, and a canary container
+fetching from a host-local HTTP server through it: container -> gateway:port (socat) ->
+tinyproxy -> 127.0.0.1:target. Never a public address.
 
-Each test uses its own NAME, state dir and free port; the shared tinyproxy is only read, the
+Each test uses its own name, state dir and free port; the shared tinyproxy is only read, the
 "upstream down" test starts and kills a tinyproxy of its own.
 """
 
 from __future__ import annotations
 
+import hashlib
 import http.server
 import os
 import re
@@ -21,11 +23,16 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import PROXY, docker, run_script
+from components.config import ProxyConfig
+from components.host import parse_outputs, render
+from components.proxy_bridge import step_inputs
+from tests.conftest import PROXY, ScriptResult, docker
 from tests.hostplane.conftest import docker_gateway, free_port
+from tests.hostplane.steps import run_step, step_command
 
 pytestmark = pytest.mark.real
 
@@ -70,30 +77,49 @@ def target() -> Iterator[Target]:
 
 @dataclass
 class Bridge:
-    env: dict[str, str]
+    inputs: dict[str, Any]
     gateway: str
     port: int
     state: Path
 
+    @property
+    def name(self) -> str:
+        return self.inputs["name"]
+
     def pid(self, suffix: str = "") -> int:
-        return int((self.state / f"{self.env['NAME']}.pid{suffix}").read_text())
+        return int((self.state / f"{self.name}.pid{suffix}").read_text())
+
+    def create(self, **over: Any) -> ScriptResult:
+        return run_step("proxy_bridge", "create", {**self.inputs, **over}, timeout=120)
+
+    def delete(self) -> ScriptResult:
+        return run_step("proxy_bridge", "delete", self.delete_inputs, timeout=60)
+
+    @property
+    def delete_inputs(self) -> dict[str, Any]:
+        return {"name": self.name, "state_dir": self.inputs["state_dir"]}
+
+    def status(self) -> dict:
+        """The status probe's answer, rendered and run as the component's probe runs it."""
+        probe = render("proxy_status.sh", {"STATE_DIR": str(self.state), "NAME": self.name,
+                                           "BRIDGE_PORT": str(self.port)})
+        proc = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=30)
+        assert proc.returncode == 0, proc.stderr
+        return parse_outputs(proc.stdout)
 
 
 @pytest.fixture
 def bridge(tmp_path: Path, docker_engine: None) -> Iterator[Bridge]:
     gateway = docker_gateway()
     port = free_port(gateway)
-    env = {
-        "NAME": f"bste-bridge-{uuid.uuid4().hex[:8]}",
-        "STATE_DIR": str(tmp_path / "state"),
-        "BRIDGE_PORT": str(port),
-        "UPSTREAM": PROXY,
-    }
-    b = Bridge(env, gateway, port, tmp_path / "state")
+    proxy = ProxyConfig(upstream=PROXY, bridge_port=port)
+    inputs = {**step_inputs(proxy, str(tmp_path / "state"), "start", None),
+              "name": f"bste-bridge-{uuid.uuid4().hex[:8]}"}
+    b = Bridge(inputs, gateway, port, tmp_path / "state")
     try:
         yield b
     finally:
-        run_script("proxy_bridge.delete.sh", env)
+        b.delete()
         # Whatever the outcome, nothing of ours may keep listening.
         for line in subprocess.run(
             ["ss", "-ltnpH", f"sport = :{port}"], capture_output=True, text=True
@@ -143,15 +169,15 @@ def wait_for(predicate, timeout: float = 10.0) -> bool:
 def test_bridge_end_to_end_idempotent_and_self_healing(
     bridge: Bridge, target: Target, canary_image: str
 ) -> None:
-    env = {**bridge.env, "CHECK_IMAGE": canary_image, "CHECK_URL": target.url}
-    res = run_script("proxy_bridge.sh", env)
+    check = {"check_image": canary_image, "check_url": target.url}
+    res = bridge.create(**check)
     assert res.returncode == 0, res.stderr
     out = res.outputs
     assert out["proxy_url"] == f"http://host.docker.internal:{bridge.port}"
     assert out["bind_address"] == bridge.gateway and out["port"] == bridge.port
     assert out["supervisor"] == "loop" and out["started"] is True
     assert out["container_check"] is True
-    assert out["pid_file"] == str(bridge.state / f"{env['NAME']}.pid")
+    assert out["pid_file"] == str(bridge.state / f"{bridge.name}.pid")
     assert Path(out["log_file"]).is_file()
     # The script's own container check really reached the target through the proxy.
     assert target.paths == [f"/{target.token}"]
@@ -168,7 +194,7 @@ def test_bridge_end_to_end_idempotent_and_self_healing(
 
     # Second run: nothing restarted.
     loop_pid = bridge.pid()
-    again = run_script("proxy_bridge.sh", env)
+    again = bridge.create(**check)
     assert again.returncode == 0, again.stderr
     assert again.outputs["started"] is False
     assert bridge.pid() == loop_pid and listeners(bridge.port)[0][1] == socat_pid
@@ -182,23 +208,23 @@ def test_bridge_end_to_end_idempotent_and_self_healing(
     assert f"benchstack-target {target.token}" in reply
 
     # Destroy stops loop and socat; a second destroy tolerates the bridge being gone.
-    gone = run_script("proxy_bridge.delete.sh", bridge.env)
+    gone = bridge.delete()
     assert gone.returncode == 0, gone.stderr
     assert gone.outputs == {"stopped": True, "supervisor": "loop"}
     assert wait_for(lambda: not Path(f"/proc/{loop_pid}").exists())
     assert wait_for(lambda: listeners(bridge.port) == [])
-    assert not list(bridge.state.glob(f"{env['NAME']}.pid*"))
-    twice = run_script("proxy_bridge.delete.sh", bridge.env)
+    assert not list(bridge.state.glob(f"{bridge.name}.pid*"))
+    twice = bridge.delete()
     assert twice.returncode == 0 and twice.outputs["stopped"] is False
 
 
 def test_loop_survives_the_calling_session(bridge: Bridge) -> None:
     """Started on a terminal that then goes away (an SSH session ending), the bridge stays up."""
-    script = Path(__file__).resolve().parents[2] / "components/scripts/proxy_bridge.sh"
+    command = step_command("proxy_bridge", "create", bridge.inputs)
     # `script` gives the run its own pty and session; closing it hangs up that session.
     res = subprocess.run(
-        ["script", "-qec", f"bash {script}", "/dev/null"], env={**os.environ, **bridge.env},
-        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        ["script", "-qec", command, "/dev/null"], capture_output=True, text=True, timeout=60,
+        stdin=subprocess.DEVNULL,
     )
     assert res.returncode == 0, res.stdout + res.stderr
     loop_pid = bridge.pid()
@@ -219,23 +245,23 @@ def test_upstream_proxy_down_starts_nothing(bridge: Bridge, tmp_path: Path) -> N
     proc = subprocess.Popen([tinyproxy, "-d", "-c", str(conf)], stderr=subprocess.DEVNULL)
     try:
         assert wait_for(lambda: bool(listeners(port))), "own tinyproxy did not start"
-        env = {**bridge.env, "UPSTREAM": f"127.0.0.1:{port}"}
-        up = run_script("proxy_bridge.sh", env)  # proves this upstream works while it lives
+        upstream = f"127.0.0.1:{port}"
+        up = bridge.create(upstream=upstream)  # proves this upstream works while it lives
         assert up.returncode == 0, up.stderr
-        assert run_script("proxy_bridge.delete.sh", env).outputs["stopped"] is True
+        assert bridge.delete().outputs["stopped"] is True
     finally:
         proc.kill()
         proc.wait()
     assert wait_for(lambda: not listeners(port))
 
-    res = run_script("proxy_bridge.sh", env)
+    res = bridge.create(upstream=upstream)
     assert res.returncode != 0
     assert res.reason == (
         f"proxy_bridge: upstream proxy 127.0.0.1:{port} does not answer HTTP: "
-        "start it (or fix UPSTREAM) before the bridge"
+        "start it (or fix proxy.upstream) before the bridge"
     )
     assert listeners(bridge.port) == []
-    assert not list(bridge.state.glob(f"{env['NAME']}.*pid*"))
+    assert not list(bridge.state.glob(f"{bridge.name}.*pid*"))
 
 
 def test_bridge_port_already_taken(bridge: Bridge) -> None:
@@ -244,10 +270,10 @@ def test_bridge_port_already_taken(bridge: Bridge) -> None:
     squatter.bind((bridge.gateway, bridge.port))
     squatter.listen()
     try:
-        res = run_script("proxy_bridge.sh", bridge.env)
+        res = bridge.create()
         assert res.returncode != 0
         assert res.reason.startswith(f"proxy_bridge: port {bridge.port} is already taken (")
-        assert "python" in res.reason and "choose another BRIDGE_PORT" in res.reason
+        assert "python" in res.reason and "choose another proxy.bridge_port" in res.reason
         assert [pid for _, pid in listeners(bridge.port)] == [os.getpid()]
         assert not bridge.state.exists() or not list(bridge.state.glob("*.pid*"))
     finally:
@@ -259,32 +285,50 @@ def test_unreachable_target_stops_what_it_started(
 ) -> None:
     """The container check fails (nothing listens at the target): the new bridge is removed."""
     dead = f"http://127.0.0.1:{free_port()}/"
-    res = run_script(
-        "proxy_bridge.sh", {**bridge.env, "CHECK_IMAGE": canary_image, "CHECK_URL": dead}
-    )
+    res = bridge.create(check_image=canary_image, check_url=dead)
     assert res.returncode != 0
     assert f"could not fetch {dead} through http://host.docker.internal:{bridge.port}" in res.reason
-    assert res.reason.endswith(f"bridge stopped (log: {bridge.state}/{bridge.env['NAME']}.log)")
+    assert res.reason.endswith(f"bridge stopped (log: {bridge.state}/{bridge.name}.log)")
     assert wait_for(lambda: listeners(bridge.port) == [])
 
 
-def test_runs_through_the_host_seam(bridge: Bridge) -> None:
-    """Called as the component runs it (`sh -c` of `bash -c '<exports>exec bash <script>'`):
-    the call returns once the script is done, because the loop holds none of the caller's pipes."""
-    from components.host import parse_outputs
-    from tests.conftest import seam_command
-
+def test_the_step_returns_once_done(bridge: Bridge) -> None:
+    """Called as the component runs it (`sh -c` of `bash -c '<exports>exec python3 -m hostside
+    proxy_bridge create'`), with its output on pipes: the call returns once the step is done,
+    because the loop holds none of the caller's pipes."""
+    started = time.monotonic()
     proc = subprocess.run(
-        seam_command("proxy_bridge.sh", bridge.env), shell=True, capture_output=True, text=True,
-        timeout=60, stdin=subprocess.DEVNULL,
+        ["sh", "-c", step_command("proxy_bridge", "create", bridge.inputs)],
+        capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started < 30
     out = parse_outputs(proc.stdout)
     assert out["started"] is True and out["bind_address"] == bridge.gateway
     assert [addr for addr, _ in listeners(bridge.port)] == [f"{bridge.gateway}:{bridge.port}"]
-    gone = subprocess.run(
-        seam_command("proxy_bridge.delete.sh", bridge.env), shell=True, capture_output=True,
-        text=True, timeout=60, stdin=subprocess.DEVNULL,
-    )
-    assert gone.returncode == 0 and parse_outputs(gone.stdout)["stopped"] is True
+    gone = bridge.delete()
+    assert gone.returncode == 0 and gone.outputs["stopped"] is True
     assert wait_for(lambda: listeners(bridge.port) == [])
+
+
+def test_the_status_probe_follows_the_bridge(bridge: Bridge) -> None:
+    """Read-only, at every preview: no bridge yet gives `start`; a running one the token its
+    create recorded; one whose loop and socat were killed (a reboot) a repair token derived
+    from it, which replaces the step at the next up."""
+    assert bridge.status() == {"state": "absent", "token": "start"}
+    res = bridge.create(token="tok-1")
+    assert res.returncode == 0, res.stderr
+    assert bridge.status() == {"state": "running", "token": "tok-1"}
+    loop, socat = bridge.pid(), bridge.pid(".socat")
+    os.kill(loop, signal.SIGKILL)
+    os.kill(socat, signal.SIGKILL)
+    assert wait_for(lambda: listeners(bridge.port) == [])
+    repair = "repair-" + hashlib.sha256(b"tok-1").hexdigest()[:12]
+    assert bridge.status() == {"state": "down", "token": repair}
+    # The replacement: the old delete (nothing left to stop), then a create with the new token.
+    assert bridge.delete().outputs["stopped"] is False
+    again = bridge.create(token=repair)
+    assert again.returncode == 0 and again.outputs["started"] is True, again.stderr
+    assert bridge.status() == {"state": "running", "token": repair}
+    settings = (bridge.state / f"{bridge.name}.settings").read_text()
+    assert settings == f"{bridge.gateway}:{bridge.port} -> {PROXY} (loop)\n"

@@ -1,14 +1,18 @@
-"""ToolBundle host script, for real: built from this host's tmux and python, used in task images.
+"""ToolBundle's host step (hostside/tool_bundle.py), for real: built from this host's tmux and
+python, used in task images.
 
 Two images stand for the task images: the canary (debootstrap minbase: glibc, but neither tmux
 nor python) and a static one (bash and busybox, no glibc, no locale data: what musl-based and
-static images look like to the bundle). The bundle is mounted the way the Harbor compose override
-mounts it, and used under `bash --login` as Terminus-2's pane does.
+static images look like to the bundle). Both also come as images whose Dockerfile sets a
+non-root USER (tests/hostplane/user_images.py): a bare uid with no home, and a named user. The
+bundle is mounted the way the Harbor compose override mounts it, and used under `bash --login`
+as Terminus-2's pane does, as the image's own user.
 """
 
 from __future__ import annotations
 
 import shutil
+import stat
 import subprocess
 import tarfile
 from collections.abc import Iterator
@@ -17,8 +21,10 @@ from pathlib import Path
 import pytest
 
 from components.harbor_config import TOOLS_BIN_TARGET, TOOLS_MOUNT
-from tests.conftest import ScriptResult, docker, run_script
+from tests.conftest import ScriptResult, docker
 from tests.hostplane import static_image as static
+from tests.hostplane.steps import build_tool_bundle, run_step, tool_bundle_inputs
+from tests.hostplane.user_images import UIDS, user_image
 
 pytestmark = pytest.mark.real
 
@@ -46,7 +52,7 @@ def bundle_home(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def built(bundle_home: Path, canary_image: str) -> tuple[Path, ScriptResult]:
     """One real build (the wheel downloaded with pip, sha256-checked), validated in the canary."""
     tools = bundle_home / "harbor-tools"
-    res = run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": canary_image})
+    res = build_tool_bundle(tools, canary_image)
     assert res.returncode == 0, res.stderr
     return tools, res
 
@@ -55,6 +61,10 @@ def built(bundle_home: Path, canary_image: str) -> tuple[Path, ScriptResult]:
 def static_image(docker_engine: None) -> str:
     """An image with bash and no glibc, no locale data (built here, cached per machine)."""
     return static.static_image()
+
+
+def delete_bundle(tools: Path) -> ScriptResult:
+    return run_step("tool_bundle", "delete", {"tools_dir": str(tools)})
 
 
 def harbor_mounts(tools: Path) -> list[str]:
@@ -207,10 +217,10 @@ grep -o 'LOC=[^\]*' /tmp/r.cast
 def test_script_canary_check_passes_in_the_static_image(
     built: tuple[Path, ScriptResult], static_image: str, canary_image: str
 ) -> None:
-    """tool_bundle.sh's own canary check (UTF-8 marker included) holds in the static image."""
+    """The step's own canary check (UTF-8 marker included) holds in the static image."""
     tools = built[0]
     try:
-        res = run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": static_image})
+        res = build_tool_bundle(tools, static_image)
         assert res.returncode == 0, res.stderr
         assert res.outputs["rebuilt"] is False
         assert res.outputs["canary_image"] == static_image
@@ -222,7 +232,7 @@ def test_script_canary_check_passes_in_the_static_image(
 def test_second_run_rebuilds_nothing(built: tuple[Path, ScriptResult], canary_image: str) -> None:
     tools, first = built
     before = tree(tools)
-    res = run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": canary_image})
+    res = build_tool_bundle(tools, canary_image)
     assert res.returncode == 0, res.stderr
     assert res.outputs["rebuilt"] is False
     assert res.outputs["input_hash"] == first.outputs["input_hash"]
@@ -236,19 +246,19 @@ def test_input_change_rebuilds(tmp_path: Path) -> None:
     shutil.copy2(shutil.which("tmux") or "/usr/bin/tmux", tmux)
     locale = tmp_path / "C.utf8"
     shutil.copytree("/usr/lib/locale/C.utf8", locale)
-    env = {"TOOLS_DIR": str(tmp_path / "tools"), "HOST_TMUX": str(tmux), "HOST_LOCALE": str(locale)}
-    first = run_script("tool_bundle.sh", env)
+    sources = {"host_tmux": str(tmux), "host_locale": str(locale)}
+    first = build_tool_bundle(tmp_path / "tools", **sources)
     assert first.returncode == 0, first.stderr
     with tmux.open("ab") as f:
         f.write(b"\0")  # trailing bytes: still the same, runnable ELF
-    second = run_script("tool_bundle.sh", env)
+    second = build_tool_bundle(tmp_path / "tools", **sources)
     assert second.returncode == 0, second.stderr
     assert second.outputs["rebuilt"] is True
     assert second.outputs["input_hash"] != first.outputs["input_hash"]
     assert (tmp_path / "tools/bin/tmux.real").read_bytes() == tmux.read_bytes()
     with (locale / "LC_IDENTIFICATION").open("ab") as f:
         f.write(b"\0")
-    third = run_script("tool_bundle.sh", env)
+    third = build_tool_bundle(tmp_path / "tools", **sources)
     assert third.returncode == 0, third.stderr
     assert third.outputs["rebuilt"] is True
     assert third.outputs["input_hash"] not in (first.outputs["input_hash"],
@@ -258,41 +268,35 @@ def test_input_change_rebuilds(tmp_path: Path) -> None:
 
 
 def test_locale_missing_on_the_host(tmp_path: Path) -> None:
-    res = run_script(
-        "tool_bundle.sh", {"TOOLS_DIR": str(tmp_path / "tools"), "HOST_LOCALE": str(tmp_path)}
-    )
+    res = build_tool_bundle(tmp_path / "tools", host_locale=str(tmp_path))
     assert res.returncode != 0
     assert res.reason == (
-        f"tool_bundle: no glibc C.UTF-8 locale at HOST_LOCALE={tmp_path}: install libc-bin or "
-        "point HOST_LOCALE at a C.utf8 directory"
+        f"tool_bundle: no glibc C.UTF-8 locale at host_locale={tmp_path}: install libc-bin or "
+        "point host_locale at a C.utf8 directory"
     )
     assert list(tmp_path.iterdir()) == []
 
 
 def test_tmux_missing_on_the_host(tmp_path: Path) -> None:
     tools = tmp_path / "tools"
-    res = run_script(
-        "tool_bundle.sh", {"TOOLS_DIR": str(tools), "HOST_TMUX": str(tmp_path / "no/tmux")}
-    )
+    res = build_tool_bundle(tools, host_tmux=str(tmp_path / "no/tmux"))
     assert res.returncode != 0
-    assert res.reason.startswith("tool_bundle: ") and "HOST_TMUX=" in res.reason
+    assert res.reason.startswith("tool_bundle: ") and "host_tmux=" in res.reason
     assert "install tmux" in res.reason
     assert list(tmp_path.iterdir()) == []
 
 
 def test_tmux_missing_from_path(tmp_path: Path) -> None:
-    """No HOST_TMUX and no tmux on PATH (a fresh host): told to install it."""
+    """No tmux on PATH (a fresh host): told to install it."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash", "readlink", "head", "od", "tr", "dirname", "sed", "cat"):
-        (bin_dir / tool).symlink_to(shutil.which(tool) or f"/usr/bin/{tool}")
-    res = run_script(
-        "tool_bundle.sh", {"TOOLS_DIR": str(tmp_path / "tools"), "PATH": str(bin_dir)}
-    )
+    # The host's own python3 (a pyenv shim would need pyenv on PATH).
+    for tool in ("sh", "bash", "python3"):
+        (bin_dir / tool).symlink_to(f"/usr/bin/{tool}")
+    res = run_step("tool_bundle", "create", tool_bundle_inputs(tmp_path / "tools"),
+                   wrap=["env", f"PATH={bin_dir}"])
     assert res.returncode != 0
-    assert res.reason == (
-        "tool_bundle: tmux not found on this host: install tmux or set HOST_TMUX to its binary"
-    )
+    assert res.reason == "tool_bundle: tmux not found on this host: install tmux"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin"]
 
 
@@ -300,9 +304,7 @@ def test_python_shim_is_refused(tmp_path: Path) -> None:
     shim = tmp_path / "python3"
     shim.write_text('#!/usr/bin/env bash\nexec /usr/bin/python3 "$@"\n')
     shim.chmod(0o755)
-    res = run_script(
-        "tool_bundle.sh", {"TOOLS_DIR": str(tmp_path / "tools"), "HOST_PYTHON": str(shim)}
-    )
+    res = build_tool_bundle(tmp_path / "tools", host_python=str(shim))
     assert res.returncode != 0 and "not an ELF binary (a shim?)" in res.reason
     assert not (tmp_path / "tools").exists()
 
@@ -312,37 +314,36 @@ def test_wrong_asciinema_sha256_keeps_the_existing_bundle(
 ) -> None:
     tools = built[0]
     before = tree(tools.parent)
-    res = run_script(
-        "tool_bundle.sh",
-        {"TOOLS_DIR": str(tools), "ASCIINEMA_SHA256": "0" * 64, "FORCE_REBUILD": "1"},
-    )
+    # Another sha256 is another input hash: a rebuild, which fails at the wheel's check.
+    res = build_tool_bundle(tools, asciinema_sha256="0" * 64)
     assert res.returncode != 0
     assert res.reason.startswith("tool_bundle: asciinema wheel ")
-    assert f"has sha256 {ASCIINEMA_SHA256}, expected {'0' * 64} (ASCIINEMA_SHA256)" in res.reason
+    assert (f"has sha256 {ASCIINEMA_SHA256}, expected {'0' * 64} (tools.asciinema_sha256)"
+            in res.reason)
     assert tree(tools.parent) == before
 
 
 def test_destroy_removes_only_a_bundle(tmp_path: Path) -> None:
     tools = tmp_path / "tools"
-    assert run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools)}).returncode == 0
-    gone = run_script("tool_bundle.delete.sh", {"TOOLS_DIR": str(tools)})
+    assert build_tool_bundle(tools).returncode == 0
+    gone = delete_bundle(tools)
     assert gone.returncode == 0, gone.stderr
     assert gone.outputs == {"removed": True, "tools_dir": str(tools)}
     assert list(tmp_path.iterdir()) == []
-    again = run_script("tool_bundle.delete.sh", {"TOOLS_DIR": str(tools)})
+    again = delete_bundle(tools)
     assert again.returncode == 0 and again.outputs["removed"] is False
 
     # A directory that is not a bundle is neither replaced by create nor removed by delete.
     precious = tmp_path / "precious"
     precious.mkdir()
     (precious / "keep.txt").write_text("mine")
-    made = run_script("tool_bundle.sh", {"TOOLS_DIR": str(precious)})
+    made = build_tool_bundle(precious)
     assert made.returncode != 0
     assert made.reason == (
-        f"tool_bundle: TOOLS_DIR={precious} exists and is not a benchstack tool bundle: "
+        f"tool_bundle: tools_dir={precious} exists and is not a benchstack tool bundle: "
         "choose a new or empty directory"
     )
-    kept = run_script("tool_bundle.delete.sh", {"TOOLS_DIR": str(precious)})
+    kept = delete_bundle(precious)
     assert kept.returncode != 0 and "is not a benchstack tool bundle" in kept.reason
     assert (precious / "keep.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["precious"]
@@ -356,7 +357,7 @@ def test_new_canary_is_checked_without_a_rebuild(
     docker("tag", canary_image, other)
     try:
         stamp = (tools / ".benchstack-stamp").stat().st_mtime
-        res = run_script("tool_bundle.sh", {"TOOLS_DIR": str(tools), "CANARY_IMAGE": other})
+        res = build_tool_bundle(tools, other)
         assert res.returncode == 0, res.stderr
         assert res.outputs["rebuilt"] is False
         assert res.outputs["canary_image"] == other and res.outputs["canary_validated"] is True
@@ -366,3 +367,114 @@ def test_new_canary_is_checked_without_a_rebuild(
     finally:
         docker("rmi", other, check=False)
         (tools / ".benchstack-canary").write_text(canary_image + "\n")
+
+
+# --- task images that run as another user ----------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def user_images(canary_image: str, static_image: str) -> dict[str, str]:
+    """Images whose Dockerfile sets a non-root USER, with and without glibc and locales."""
+    return {
+        "minbase-uid": user_image(canary_image, "uid"),
+        "minbase-named": user_image(canary_image, "named"),
+        "static-uid": user_image(static_image, "uid"),
+    }
+
+
+@pytest.fixture(scope="session")
+def strict_built(bundle_home: Path, user_images: dict[str, str]) -> tuple[Path, ScriptResult]:
+    """A bundle built under umask 077 (a hardened host), validated by the step's own canary check
+    in an image that runs as uid 1000: what it makes must not depend on the host's umask."""
+    tools = bundle_home / "strict-tools"
+    res = run_step("tool_bundle", "create", tool_bundle_inputs(tools, user_images["minbase-uid"]),
+                   wrap=["bash", "-c", 'umask 077 && exec "$@"', "umask"])
+    assert res.returncode == 0, res.stderr
+    return tools, res
+
+
+def test_every_user_can_read_and_run_the_bundle(strict_built: tuple[Path, ScriptResult]) -> None:
+    tools, res = strict_built
+    assert res.outputs["canary_validated"] is True
+    closed = []
+    for path in [tools, *tools.rglob("*")]:
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            continue
+        wanted = 0o555 if stat.S_ISDIR(mode) or mode & stat.S_IXUSR else 0o444
+        if mode & wanted != wanted or mode & 0o022:
+            closed.append(f"{path.relative_to(tools)} {stat.filemode(mode)}")
+    assert closed == [], closed[:20]
+
+
+@pytest.mark.parametrize("kind", ["minbase-uid", "minbase-named", "static-uid"])
+def test_terminus_flow_as_the_images_own_user(
+    strict_built: tuple[Path, ScriptResult], user_images: dict[str, str], kind: str,
+    tmp_path: Path,
+) -> None:
+    """As Terminus-2 runs it in a task image whose Dockerfile sets USER: the session started as
+    that user, its pane piped to the trial's log dir, asciinema recording there, a UTF-8 marker
+    read back through capture-pane. The tmux socket goes to /tmp/tmux-UID and the cast to the
+    mounted log dir, where that user can write; nothing of asciinema's leaks into the shell."""
+    tools = strict_built[0]
+    uid = UIDS[kind.split("-")[1]]
+    logs = tmp_path / "agent"
+    logs.mkdir()
+    logs.chmod(0o777)  # as a trial's agent log dir must be, for a non-root agent
+    script = r"""
+set -eu
+export TERM=xterm-256color SHELL=/bin/bash
+id -u
+tmux new-session -x 160 -y 40 -d -s terminus-2 'bash --login' \; \
+  pipe-pane -t terminus-2 'cat > /logs/agent/terminus_2.pane'
+tmux send-keys -t terminus-2 'asciinema rec --stdin /logs/agent/recording.cast' Enter
+for i in $(seq 1 50); do [ -s /logs/agent/recording.cast ] && break; sleep 0.2; done
+tmux send-keys -t terminus-2 \
+  'printf "MARK\303\251%s %s %s\n" $((40+2)) $(id -u) $(env | grep -c ^ASCIINEMA_INSTALL)' Enter
+for i in $(seq 1 50); do
+  tmux capture-pane -p -t terminus-2 | grep -q '^MARK.*42' && break; sleep 0.2
+done
+tmux capture-pane -p -t terminus-2 | grep '^MARK'
+tmux send-keys -t terminus-2 'exit' Enter
+for i in $(seq 1 50); do
+  grep -q 'MARK.*42' /logs/agent/recording.cast 2>/dev/null && break; sleep 0.2
+done
+[ -S "/tmp/tmux-$(id -u)/default" ] && echo SOCKET_OK
+tmux kill-server || true
+"""
+    name = f"bste-user-{tools.parent.name}-{kind}"
+    docker("rm", "-f", name, check=False)
+    docker("run", "-d", "--name", name, "--network", "none", *harbor_mounts(tools),
+           "-v", f"{logs}:/logs/agent", "--entrypoint", "sh", user_images[kind], "-c",
+           "sleep 300")
+    try:
+        res = login_sh(name, script)
+    finally:
+        docker("rm", "-f", name, check=False)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lines = res.stdout.splitlines()
+    assert lines[0] == str(uid)
+    assert f"MARK{E_ACUTE}42 {uid} 0" in lines
+    assert lines[-1] == "SOCKET_OK"
+    cast = logs / "recording.cast"
+    assert cast.stat().st_uid == uid and (logs / "terminus_2.pane").stat().st_uid == uid
+    text = cast.read_text()
+    assert text.splitlines()[0].startswith('{"version": 2') and "MARK" in text
+
+
+def test_asciinema_needs_no_writable_home(
+    strict_built: tuple[Path, ScriptResult], user_images: dict[str, str],
+) -> None:
+    """asciinema writes an install id under $HOME at every start; USER 1000:1000 gets HOME=/,
+    which it cannot write: the bundle's asciinema still runs there (and writes nothing there),
+    while a user with a home keeps its install id as usual."""
+    tools = strict_built[0]
+    probe = ("echo HOME=$HOME; asciinema --version; "
+             "ls -A ${HOME}/.config/asciinema 2>/dev/null || echo NO_CONFIG")
+    uid = docker("run", "--rm", "--network", "none", *harbor_mounts(tools),
+                 user_images["minbase-uid"], "bash", "--login", "-c", probe, check=False)
+    assert uid.stdout.splitlines() == ["HOME=/", "asciinema 2.4.0", "NO_CONFIG"], uid.stderr
+    named = docker("run", "--rm", "--network", "none", *harbor_mounts(tools),
+                   user_images["minbase-named"], "bash", "--login", "-c", probe, check=False)
+    assert named.stdout.splitlines() == ["HOME=/home/agent", "asciinema 2.4.0", "install-id"], \
+        named.stderr

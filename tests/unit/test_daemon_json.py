@@ -1,5 +1,7 @@
-"""components/daemon_json.py with no peer: the pure logic (pools, overlaps, merge, which original,
-the record, backup names, what the delete does) and its steps on files in a temporary directory.
+"""components/hostside/daemon_json.py with no peer: the pure logic (pools, overlaps, merge, which
+original, the record, backup names, what the delete does) and its file operations in a temporary
+directory; and hostside/daemon_config.py's checks that come before any engine is asked, run
+through the seam, and its way to root.
 
 The engine side (restarts, docker0, the proof networks) is proven by
 tests/hostplane/test_daemon_config.py against a real second dockerd.
@@ -9,16 +11,18 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
-import sys
-import time
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from components import daemon_json as dj
-from components.host import CODE_ROOT
+from components.config import DockerConfig
+from components.docker_daemon import step_inputs
+from components.host import CODE_ROOT, render_step
+from components.hostside import daemon_json as dj
+from components.hostside.step import HostError
 
 POOLS = [{"base": "172.18.0.0/15", "size": 24}]
 POOLS_TEXT = json.dumps(POOLS)
@@ -28,25 +32,21 @@ BASE = '{\n  "bip": "10.213.0.1/24",\n  "log-level": "info"\n}\n'
 # --- addresses and pools ----------------------------------------------------------------------
 
 
-def test_parse_cidr_takes_ipv4_only() -> None:
-    assert dj.parse_cidr("10.1.2.3/24") == ((10 << 24) | (1 << 16) | (2 << 8) | 3, 24)
-    assert dj.parse_cidr("10.1.2.3") == ((10 << 24) | (1 << 16) | (2 << 8) | 3, 32)
+def test_ipv4_networks_only() -> None:
+    assert str(dj.ipv4_network("10.1.2.3/24")) == "10.1.2.0/24"
+    assert str(dj.ipv4_network("10.1.2.3")) == "10.1.2.3/32"
+    assert dj.ipv4_network("10.1.2.3", bare=False) is None
     for bad in ("default", "fe80::/64", "256.0.0.0/8", "10.0.0.0/33", "10.0.0/8", "10.0.0.0/8\n",
-                "١٠.0.0.0/8"):
-        assert dj.parse_cidr(bad) is None, bad
-
-
-def test_span_and_ip_text() -> None:
-    start, end = dj.cidr_span("172.18.0.0/15") or (0, 0)
-    assert (dj.ip_text(start), dj.ip_text(end)) == ("172.18.0.0", "172.19.255.255")
-    assert dj.cidr_span("0.0.0.0/0") == (0, 0xFFFFFFFF)
-    seven = (10 << 24) | 7
-    assert dj.cidr_span("10.0.0.7") == (seven, seven)
+                "١٠.0.0.0/8", "10.0.0.0/٨", "10.0.0.0/255.0.0.0", "010.0.0.0/8", ""):
+        assert dj.ipv4_network(bad) is None, bad
+    network = dj.ipv4_network("172.18.0.0/15")
+    assert network is not None
+    assert (str(network[0]), str(network[-1])) == ("172.18.0.0", "172.19.255.255")
 
 
 def test_good_pools_come_back_normalized() -> None:
     text = '[{"size": 24, "base": "172.18.0.0/15"}, {"base": "10.99.0.0/16", "size": 26}]'
-    assert dj.parse_pools(text, 64) == [
+    assert dj.parse_pools(json.loads(text), 64) == [
         {"base": "172.18.0.0/15", "size": 24}, {"base": "10.99.0.0/16", "size": 26},
     ]
 
@@ -54,13 +54,13 @@ def test_good_pools_come_back_normalized() -> None:
 @pytest.mark.parametrize(
     "text, fragment",
     [
-        ("not json", "ADDRESS_POOLS_JSON must be a non-empty JSON list"),
-        ("[]", "ADDRESS_POOLS_JSON must be a non-empty JSON list"),
-        ('{"base": "172.18.0.0/15", "size": 24}', "must be a non-empty JSON list"),
-        ('[{"base": "172.18.0.0/15"}]', "must be a non-empty JSON list"),
-        ('[{"base": "172.18.0.0/15", "size": 24, "x": 1}]', "must be a non-empty JSON list"),
-        ('[{"base": "172.18.0.0/15", "size": "24"}]', "must be a non-empty JSON list"),
-        ('[{"base": "172.18.0.0/15", "size": true}]', "must be a non-empty JSON list"),
+        ('"not a list"', "docker.address_pools must be a non-empty list"),
+        ("[]", "docker.address_pools must be a non-empty list"),
+        ('{"base": "172.18.0.0/15", "size": 24}', "must be a non-empty list"),
+        ('[{"base": "172.18.0.0/15"}]', "must be a non-empty list"),
+        ('[{"base": "172.18.0.0/15", "size": 24, "x": 1}]', "must be a non-empty list"),
+        ('[{"base": "172.18.0.0/15", "size": "24"}]', "must be a non-empty list"),
+        ('[{"base": "172.18.0.0/15", "size": true}]', "must be a non-empty list"),
         ('[{"base": "fd00::/48", "size": 64}]', "base 'fd00::/48' is not an IPv4 CIDR"),
         ('[{"base": "172.18.0.0", "size": 24}]', "base '172.18.0.0' is not an IPv4 CIDR"),
         ('[{"base": "172.18.0.0/15", "size": 12}]', "size 12 does not fit base 172.18.0.0/15: "
@@ -68,20 +68,20 @@ def test_good_pools_come_back_normalized() -> None:
         ('[{"base": "172.18.0.0/15", "size": 31}]', "size 31 does not fit"),
         ('[{"base": "172.18.1.0/15", "size": 24}]', "has host bits set: use 172.18.0.0/15"),
         ('[{"base": "172.18.0.0/22", "size": 24}]',
-         "yields only 4 networks, fewer than PROOF_NETWORKS=64"),
+         "yields only 4 networks, fewer than docker.proof_networks=64"),
     ],
 )
 def test_bad_pools_name_what_to_change(text: str, fragment: str) -> None:
-    with pytest.raises(dj.Failure) as err:
-        dj.parse_pools(text, 64)
+    with pytest.raises(HostError) as err:
+        dj.parse_pools(json.loads(text), 64)
     assert fragment in str(err.value)
     assert "\n" not in str(err.value)
 
 
 def test_capacity_adds_up_over_pools() -> None:
-    two = '[{"base": "172.18.0.0/22", "size": 24}, {"base": "172.20.0.0/23", "size": 24}]'
+    two = [{"base": "172.18.0.0/22", "size": 24}, {"base": "172.20.0.0/23", "size": 24}]
     assert len(dj.parse_pools(two, 6)) == 2
-    with pytest.raises(dj.Failure, match="yields only 6 networks"):
+    with pytest.raises(HostError, match="yields only 6 networks"):
         dj.parse_pools(two, 7)
 
 
@@ -94,9 +94,9 @@ def test_pools_read_from_files_and_the_engine() -> None:
     assert dj.pools_in({"default-address-pools": "172.18.0.0/15"}) != POOLS
     assert dj.engine_pools("null") == [] and dj.engine_pools("") == []
     assert dj.engine_pools('[{"Base":"172.18.0.0/15","Size":24}]') == POOLS
-    assert dj.lenient_pools('[{"base": "x"}]') == [{"base": "x", "size": None}]
-    with pytest.raises(dj.Failure, match="is not a JSON list of"):
-        dj.lenient_pools('"x"')
+    assert dj.lenient_pools([{"base": "x"}]) == [{"base": "x", "size": None}]
+    with pytest.raises(HostError, match="is not a list of"):
+        dj.lenient_pools("x")
 
 
 def test_in_pools_wants_a_size_subnet_inside_a_base() -> None:
@@ -230,9 +230,8 @@ def test_backup_names_are_utc_and_never_reused() -> None:
 # --- the delete's decisions -------------------------------------------------------------------
 
 
-def unplan(current: str | None, record: dict | None = None, **over: str) -> dj.Undo:
-    return dj.unplan(POOLS, over.get("original", ""), over.get("backup", ""),
-                     over.get("docker0", ""), record, "/d/daemon.json", current)
+def unplan(current: str | None, record: dict | None = None) -> dj.Undo:
+    return dj.unplan(POOLS, record, "/d/daemon.json", current)
 
 
 def test_unplan_restores_from_the_record() -> None:
@@ -256,19 +255,16 @@ def test_unplan_no_ops() -> None:
     assert changed.action == "none" and "does not hold the pools" in changed.why
 
 
-def test_unplan_overrides_and_failures() -> None:
+def test_unplan_failures() -> None:
     holds = json.dumps({"default-address-pools": POOLS})
-    # ORIGINAL given: the record is not read at all.
-    undo = unplan(holds, None, original="file", backup="/x", docker0="1.2.3.4/24")
-    assert (undo.action, undo.backup, undo.docker0) == ("restore", "/x", "1.2.3.4/24")
-    with pytest.raises(dj.Failure, match="ORIGINAL='bogus' must be file, absent or unchanged"):
-        unplan(holds, None, original="bogus")
-    with pytest.raises(dj.Failure, match=r"is not a JSON object any more: fix it by hand "
-                                         r"\(backup: /d/b\)"):
+    with pytest.raises(HostError, match="the record's original 'bogus' must be file or absent"):
+        unplan(holds, {"original": "bogus", "pools": POOLS})
+    with pytest.raises(HostError, match=r"is not a JSON object any more: fix it by hand "
+                                        r"\(backup: /d/b\)"):
         unplan("{", {"original": "file", "backup": "/d/b", "pools": POOLS})
-    with pytest.raises(dj.Failure, match="RECORD_FILE=/r is not valid JSON"):
+    with pytest.raises(HostError, match="the record /r is not valid JSON"):
         dj.parse_delete_record("{", "/r", "/d")
-    with pytest.raises(dj.Failure, match="RECORD_FILE=/r is not valid JSON"):
+    with pytest.raises(HostError, match="the record /r is not valid JSON"):
         dj.parse_delete_record('{"pools": 3}', "/r", "/d")
 
 
@@ -280,125 +276,98 @@ def test_without_pools() -> None:
     assert dj.without_pools({"default-address-pools": POOLS}, "file") == {}
 
 
-# --- the steps, on files ----------------------------------------------------------------------
+# --- the file operations ----------------------------------------------------------------------
 
 
-class Run:
-    """One script run's steps, in-process, against files under `root`."""
-
-    def __init__(self, root: Path, capsys: pytest.CaptureFixture[str]) -> None:
-        self.root, self.capsys = root, capsys
-        self.config = root / "daemon.json"
-        self.record = root / "daemon.json.benchstack.json"
-        self.state = root / f"state-{time.monotonic_ns()}"
-        self.state.mkdir()
-
-    def __call__(self, step: str, *args: str) -> tuple[int, str]:
-        """The step's exit code and stdout; its log lines are left in `self.err`."""
-        self.capsys.readouterr()
-        rc = dj.main([str(self.state), step, *args])
-        captured = self.capsys.readouterr()
-        self.err = captured.err
-        return rc, captured.out.strip()
-
-    def inputs(self, pools: str = POOLS_TEXT, proof: str = "4") -> list[str]:
-        return ["--daemon-json", str(self.config), "--record", str(self.record),
-                "--backup-dir", str(self.root), "--pools", pools, "--proof-networks", proof]
-
-    def create(self, docker0: str = "10.213.0.1/24", engine: str = "null",
-               pools: str = POOLS_TEXT) -> dict:
-        """The create's steps as daemon_config.sh runs them, the engine's side faked."""
-        assert self("init", *self.inputs(pools)) == (0, "")
-        rc, answer = self("plan", "--engine-pools", engine, "--docker0", docker0)
-        assert rc == 0, answer
-        need_write, need_restart = answer.split()
-        if need_write == "true":
-            assert self("install", "--dockerd", "") == (0, "")
-        # The proof's first network: the pool's first /size subnet.
-        pool = json.loads(pools)[0]
-        first = f"{pool['base'].split('/')[0]}/{pool['size']}"
-        rc, out = self("finish", "--restarted", need_restart, "--first", first, "--last", first)
-        assert rc == 0, out
-        return json.loads(out)
-
-    def backups(self) -> list[Path]:
-        return sorted(self.root.glob("daemon.json.backup-*"))
+def create_on_files(config: Path, pools: list[dict] = POOLS, docker0: str = "10.213.0.1/24",
+                    engine: list | None = None, dockerd: str | None = None) -> dict:
+    """What daemon_config.create does to the files (the engine's side faked), with its
+    functions."""
+    path = str(config)
+    current = dj.read_config(path)
+    p = dj.plan(current, dj.read_record(dj.record_path(path)), pools, engine or [], docker0)
+    backup, record = p.backup, dj.record_path(path) if p.from_record else ""
+    if p.need_write:
+        run_backup = dj.install(dj.Change(path), p.merged, pools=pools, dockerd=dockerd,
+                                file_existed=current is not None)
+        backup = p.backup_to_restore(run_backup)
+        record = dj.write_record(path, p, backup, pools)
+    return {"changed": p.need_write, "restarted": p.need_restart, "original": p.original,
+            "backup": backup, "record": record}
 
 
-def test_create_then_rerun_then_delete_on_files(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def delete_on_files(config: Path, pools: list[dict] = POOLS) -> dj.Undo:
+    """What daemon_config.delete does to the files."""
+    record_file = dj.record_path(str(config))
+    record = (dj.parse_delete_record(Path(record_file).read_text(), record_file, str(config.parent))
+              if os.path.isfile(record_file) else None)
+    undo = dj.unplan(pools, record, str(config), dj.read_text(str(config)))
+    if undo.action == "restore":
+        dj.undo(str(config), undo.original, undo.backup)
+    return undo
+
+
+def backups(root: Path) -> list[Path]:
+    return sorted(root.glob("daemon.json.backup-*"))
+
+
+def test_create_then_rerun_then_delete_on_files(tmp_path: Path) -> None:
     config = tmp_path / "daemon.json"
     config.write_text(BASE)
     config.chmod(0o600)
-    out = Run(tmp_path, capsys).create()
-    run = Run(tmp_path, capsys)
-    [backup] = run.backups()
-    assert out == {
-        "changed": True, "restarted": True, "original": "file", "backup": str(backup),
-        "record": str(run.record), "daemon_json": str(config), "address_pools": POOLS,
-        "first_subnet": "172.18.0.0/24", "last_subnet": "172.18.0.0/24", "proof_networks": 4,
-    }
+    out = create_on_files(config)
+    record = tmp_path / "daemon.json.benchstack.json"
+    [backup] = backups(tmp_path)
+    assert out == {"changed": True, "restarted": True, "original": "file", "backup": str(backup),
+                   "record": str(record)}
     assert backup.read_text() == BASE and backup.stat().st_mode & 0o777 == 0o600
     assert json.loads(config.read_text()) == {**json.loads(BASE), "default-address-pools": POOLS}
-    assert json.loads(run.record.read_text()) == {
+    assert json.loads(record.read_text()) == {
         "original": "file", "backup": str(backup), "daemon_json": str(config), "pools": POOLS,
         "docker0": "10.213.0.1/24",
     }
-    temporary = [p for p in tmp_path.glob("daemon.json.benchstack.*") if p != run.record]
-    assert temporary == [], "temporary files left"
+    assert [p for p in tmp_path.glob("daemon.json.benchstack.*") if p != record] == [], \
+        "temporary files left"
 
     # The same pools again: nothing written, the same original; no new backup.
     merged = config.read_bytes()
-    again = run.create(engine='[{"Base":"172.18.0.0/15","Size":24}]')
+    again = create_on_files(config, engine=POOLS)
     assert (again["changed"], again["restarted"]) == (False, False)
     assert {k: again[k] for k in ("original", "backup", "record")} == {
         k: out[k] for k in ("original", "backup", "record")}
-    assert config.read_bytes() == merged and run.backups() == [backup]
+    assert config.read_bytes() == merged and backups(tmp_path) == [backup]
 
     # Delete: the backup put back byte for byte, its mode too; the record is spent.
-    delete = Run(tmp_path, capsys)
-    rc, answer = delete("unplan", *delete.inputs()[:-2])
-    assert (rc, answer) == (0, "restore 10.213.0.1/24")
-    assert delete("undo") == (0, "")
+    undo = delete_on_files(config)
+    assert (undo.action, undo.docker0) == ("restore", "10.213.0.1/24")
     assert config.read_text() == BASE and config.stat().st_mode & 0o777 == 0o600
-    assert not run.record.exists()
-    rc, report = delete("report", "--restored", "true", "--restarted", "true")
-    assert json.loads(report) == {"restored": True, "restarted": True,
-                                  "daemon_json": str(config), "original": "file"}
-    # A second delete: nothing to undo.
-    twice = Run(tmp_path, capsys)
-    assert twice("unplan", *twice.inputs()[:-2]) == (0, "none")
+    assert not record.exists()
+    assert delete_on_files(config).action == "none"
 
 
-def test_changed_pools_keep_the_first_backup(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    (tmp_path / "daemon.json").write_text(BASE)
-    first = Run(tmp_path, capsys).create()
-    other = json.dumps([{"base": "172.20.0.0/16", "size": 24}])
-    second = Run(tmp_path, capsys).create(pools=other)
-    run = Run(tmp_path, capsys)
-    assert second["changed"] is True and second["backup"] == first["backup"]
-    assert len(run.backups()) == 2, "each write is backed up"
-    # The old resource's delete is a no-op; the new one restores the first original.
-    assert run("unplan", *run.inputs()[:-2]) == (0, "none")
-    new = Run(tmp_path, capsys)
-    assert new("unplan", *new.inputs(other)[:-2])[1].startswith("restore")
-    assert new("undo") == (0, "")
-    assert (tmp_path / "daemon.json").read_text() == BASE
-
-
-def test_absent_config_round_trip(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = Run(tmp_path, capsys).create(docker0="172.17.0.1/16")
+def test_changed_pools_keep_the_first_backup(tmp_path: Path) -> None:
     config = tmp_path / "daemon.json"
+    config.write_text(BASE)
+    first = create_on_files(config)
+    other = [{"base": "172.20.0.0/16", "size": 24}]
+    second = create_on_files(config, pools=other)
+    assert second["changed"] is True and second["backup"] == first["backup"]
+    assert len(backups(tmp_path)) == 2, "each write is backed up"
+    # The old resource's delete is a no-op; the new one restores the first original.
+    assert delete_on_files(config).action == "none"
+    assert delete_on_files(config, other).action == "restore"
+    assert config.read_text() == BASE
+
+
+def test_absent_config_round_trip(tmp_path: Path) -> None:
+    config = tmp_path / "daemon.json"
+    out = create_on_files(config, docker0="172.17.0.1/16")
     assert (out["original"], out["backup"]) == ("absent", "")
     assert json.loads(config.read_text()) == {"default-address-pools": POOLS,
                                               "bip": "172.17.0.1/16"}
-    assert config.stat().st_mode & 0o777 == 0o644 and Run(tmp_path, capsys).backups() == []
-    delete = Run(tmp_path, capsys)
-    assert delete("unplan", *delete.inputs()[:-2]) == (0, "restore 172.17.0.1/16")
-    assert delete("undo") == (0, "") and not config.exists()
+    assert config.stat().st_mode & 0o777 == 0o644 and backups(tmp_path) == []
+    undo = delete_on_files(config)
+    assert (undo.action, undo.docker0) == ("restore", "172.17.0.1/16") and not config.exists()
 
 
 def test_delete_with_the_backup_gone_drops_only_our_key(
@@ -406,173 +375,165 @@ def test_delete_with_the_backup_gone_drops_only_our_key(
 ) -> None:
     config = tmp_path / "daemon.json"
     config.write_text(BASE)
-    out = Run(tmp_path, capsys).create()
+    out = create_on_files(config)
     Path(out["backup"]).unlink()
-    delete = Run(tmp_path, capsys)
-    assert delete("unplan", *delete.inputs()[:-2])[0] == 0
-    assert delete("undo") == (0, "")
-    assert f"backup '{out['backup']}' is gone: removing only default-address-pools" in delete.err
+    assert delete_on_files(config).action == "restore"
+    assert (f"backup '{out['backup']}' is gone: removing only default-address-pools"
+            in capsys.readouterr().err)
     # The pin was the config's own bip: kept, as everything but the pools.
     assert json.loads(config.read_text()) == json.loads(BASE)
 
 
-def test_failed_validation_changes_nothing(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_failed_validation_changes_nothing(tmp_path: Path) -> None:
     config = tmp_path / "daemon.json"
     config.write_text(BASE)
     dockerd = tmp_path / "fake-dockerd"
     dockerd.write_text('#!/bin/sh\n[ "$1" = --help ] && { echo "  --validate  check"; exit 0; }\n'
                        'echo "unable to configure the Docker daemon: bad key" >&2; exit 1\n')
     dockerd.chmod(0o755)
-    run = Run(tmp_path, capsys)
-    assert run("init", *run.inputs()) == (0, "")
-    assert run("plan", "--engine-pools", "null", "--docker0", "") == (0, "true true")
     before = sorted(p.name for p in tmp_path.iterdir())
-    rc, reason = run("install", "--dockerd", str(dockerd))
-    assert rc == 1
-    assert reason == ("dockerd --validate rejects the merged config (unable to configure the "
-                      f"Docker daemon: bad key): fix DAEMON_JSON={config}")
+    change = dj.Change(str(config))
+    with pytest.raises(HostError) as err:
+        dj.install(change, dj.merge({}, POOLS, ""), pools=POOLS, dockerd=str(dockerd),
+                   file_existed=True)
+    assert str(err.value) == ("dockerd --validate rejects the merged config (unable to configure "
+                              f"the Docker daemon: bad key): fix docker.daemon_json={config}")
     assert sorted(p.name for p in tmp_path.iterdir()) == before, "a backup or temp file left"
     assert config.read_text() == BASE
-    # Nothing was installed: put-back has nothing to do (and the script no restart).
-    assert run("put-back") == (0, "unchanged") and config.read_text() == BASE
+    # Nothing was installed: nothing to put back (and so no restart).
+    assert change.put_back() is False and config.read_text() == BASE
 
 
-def test_put_back_after_install_restores_byte_for_byte(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    config = tmp_path / "daemon.json"
-    config.write_bytes(b'{"log-level":"info"}')  # no newline, compact: bytes, not JSON, count
-    run = Run(tmp_path, capsys)
-    assert run("init", *run.inputs()) == (0, "")
-    assert run("plan", "--engine-pools", "null", "--docker0", "")[0] == 0
-    assert run("install", "--dockerd", "") == (0, "")
-    assert config.read_bytes() != b'{"log-level":"info"}'
-    assert run("put-back") == (0, "restored")
-    assert config.read_bytes() == b'{"log-level":"info"}'
-    assert run("put-back") == (0, "unchanged")
-    assert not run.record.exists(), "a failed run writes no record"
-
-
-def test_put_back_of_an_absent_original_removes_the_file(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = Run(tmp_path, capsys)
-    assert run("init", *run.inputs()) == (0, "")
-    assert run("plan", "--engine-pools", "null", "--docker0", "")[0] == 0
-    assert run("install", "--dockerd", "") == (0, "") and run.config.exists()
-    assert run("put-back") == (0, "restored") and not run.config.exists()
-
-
-def test_plan_rejects_a_config_that_is_not_json(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = Run(tmp_path, capsys)
-    run.config.write_text('{"bip": "10.213.0.1/24",\n')
-    assert run("init", *run.inputs()) == (0, "")
-    rc, reason = run("plan", "--engine-pools", "null", "--docker0", "")
-    assert rc == 1 and reason.startswith(f"DAEMON_JSON={run.config} is not a JSON object (")
-    assert reason.endswith("fix or move that file, then re-run")
-    run.config.write_text("[1]")
-    assert run("plan", "--engine-pools", "null", "--docker0", "")[1].startswith(
-        f"DAEMON_JSON={run.config} is not a JSON object (not an object)")
-
-
-def test_steps_report_conflicts_engine_and_proof(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = Run(tmp_path, capsys)
-    assert run("init", *run.inputs()) == (0, "")
-    (tmp_path / "routes").write_text(ROUTES)
-    (tmp_path / "networks").write_text("")
-    rc, reason = run("conflicts", "--routes", str(tmp_path / "routes"),
-                     "--networks", str(tmp_path / "networks"))
-    assert rc == 1 and reason == (
-        "pool 172.18.0.0/15 overlaps host route 'unreachable 172.19.4.0/24 metric 100': "
-        "choose another base in ADDRESS_POOLS_JSON or remove what overlaps")
-    rc, reason = run("check-engine", "--engine-pools", "null")
-    assert rc == 1 and reason.startswith(
-        'after the restart the engine reports default-address-pools [], not '
-        '[{"base":"172.18.0.0/15","size":24}]: is DAEMON_JSON the file this engine reads?')
-    assert run("check-engine", "--engine-pools", '[{"Base":"172.18.0.0/15","Size":24}]') == (
-        0, "")
-    assert run("plan", "--engine-pools", "null", "--docker0", "")[0] == 0
-    rc, reason = run("finish", "--restarted", "true", "--first", "172.18.0.0/24",
-                     "--last", "10.0.0.0/24")
-    assert rc == 1 and reason.startswith("proof network got 10.0.0.0/24, which is not a /size")
-    assert not run.record.exists()
-
-
-def test_init_checks_proof_networks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run = Run(tmp_path, capsys)
-    assert run("init", *run.inputs(proof="x")) == (1, "PROOF_NETWORKS='x' is not a number")
-
-
-def test_pin_then_put_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    config = tmp_path / "daemon.json"
-    config.write_text('{"log-level": "info"}')
-    run = Run(tmp_path, capsys)
-    assert run("unplan", "--daemon-json", str(config), "--record", str(run.record),
-               "--backup-dir", str(tmp_path), "--pools", POOLS_TEXT, "--original", "file",
-               "--docker0", "172.17.0.1/16") == (0, "none")  # the file holds other pools
-    assert run("pin") == (0, "")
-    assert json.loads(config.read_text()) == {"log-level": "info", "bip": "172.17.0.1/16"}
-    assert run("put-back") == (0, "restored")
-    assert config.read_text() == '{"log-level": "info"}'
-    # No file before the pin: none after it.
-    config.unlink()
-    assert run("pin") == (0, "") and json.loads(config.read_text()) == {"bip": "172.17.0.1/16"}
-    assert run("put-back") == (0, "restored") and not config.exists()
-
-
-def test_runs_standalone_and_answers_on_stdout(tmp_path: Path) -> None:
-    """As the scripts run it: a copy with nothing of the project beside it, no site-packages;
-    a failure is exit 1 with the one-line reason as stdout."""
-    prog = tmp_path / "daemon_json.py"
-    shutil.copy(CODE_ROOT / "daemon_json.py", prog)
-    state = tmp_path / "state"
-    state.mkdir()
-    cmd = [sys.executable, "-I", "-S", str(prog), str(state), "init", "--daemon-json",
-           str(tmp_path / "daemon.json"), "--record", str(tmp_path / "r.json"),
-           "--backup-dir", str(tmp_path), "--proof-networks", "64"]
-    bad = subprocess.run([*cmd, "--pools", '[{"base": "172.18.1.0/15", "size": 24}]'],
-                         capture_output=True, text=True, cwd=tmp_path,
-                         env={"PATH": os.environ["PATH"]})
-    assert bad.returncode == 1, bad.stderr
-    assert bad.stdout == ("ADDRESS_POOLS_JSON base 172.18.1.0/15 has host bits set: "
-                          "use 172.18.0.0/15\n")
-    good = subprocess.run([*cmd, "--pools", POOLS_TEXT], capture_output=True, text=True,
-                          cwd=tmp_path, env={"PATH": os.environ["PATH"]})
-    assert (good.returncode, good.stdout) == (0, ""), good.stderr
-    assert json.loads((state / "state.json").read_text())["pools"] == POOLS
-
-
-def test_an_engine_without_validate_gets_the_json_check(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_engine_without_validate_gets_the_json_check(tmp_path: Path) -> None:
     dockerd = tmp_path / "old-dockerd"
     dockerd.write_text('#!/bin/sh\necho "Usage: dockerd [OPTIONS]"\n')
     dockerd.chmod(0o755)
-    run = Run(tmp_path, capsys)
-    assert run("init", *run.inputs()) == (0, "")
-    assert run("plan", "--engine-pools", "null", "--docker0", "")[0] == 0
-    assert run("install", "--dockerd", str(dockerd)) == (0, "")
-    assert dj.pools_in(json.loads(run.config.read_text())) == POOLS
+    config = tmp_path / "daemon.json"
+    create_on_files(config, dockerd=str(dockerd))
+    assert dj.pools_in(json.loads(config.read_text())) == POOLS
 
 
-def test_file_errors_are_one_line_reasons(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    run = Run(tmp_path, capsys)
+def test_put_back_after_install_restores_byte_for_byte(tmp_path: Path) -> None:
+    config = tmp_path / "daemon.json"
+    config.write_bytes(b'{"log-level":"info"}')  # no newline, compact: bytes, not JSON, count
+    change = dj.Change(str(config))
+    dj.install(change, dj.merge({"log-level": "info"}, POOLS, ""), pools=POOLS, dockerd=None,
+               file_existed=True)
+    assert config.read_bytes() != b'{"log-level":"info"}'
+    assert change.put_back() is True
+    assert config.read_bytes() == b'{"log-level":"info"}'
+    assert change.put_back() is False
+    assert not Path(dj.record_path(str(config))).exists(), "a failed run writes no record"
+
+
+def test_put_back_of_an_absent_original_removes_the_file(tmp_path: Path) -> None:
+    config = tmp_path / "daemon.json"
+    change = dj.Change(str(config))
+    dj.install(change, dj.merge({}, POOLS, ""), pools=POOLS, dockerd=None, file_existed=False)
+    assert config.exists()
+    assert change.put_back() is True and not config.exists()
+
+
+def test_read_config_rejects_a_config_that_is_not_json(tmp_path: Path) -> None:
+    config = tmp_path / "daemon.json"
+    config.write_text('{"bip": "10.213.0.1/24",\n')
+    with pytest.raises(HostError) as err:
+        dj.read_config(str(config))
+    assert str(err.value).startswith(f"docker.daemon_json={config} is not a JSON object (")
+    assert str(err.value).endswith("fix or move that file, then re-run")
+    config.write_text("[1]")
+    with pytest.raises(HostError, match=r"is not a JSON object \(not an object\)"):
+        dj.read_config(str(config))
+    assert dj.read_config(str(tmp_path / "none.json")) is None
+
+
+def test_pin_then_put_back(tmp_path: Path) -> None:
+    config = tmp_path / "daemon.json"
+    config.write_text('{"log-level": "info"}')
+    change = dj.Change(str(config))
+    dj.pin(change, "172.17.0.1/16", str(tmp_path))
+    assert json.loads(config.read_text()) == {"log-level": "info", "bip": "172.17.0.1/16"}
+    assert change.put_back() is True
+    assert config.read_text() == '{"log-level": "info"}'
+    # No file before the pin: none after it.
+    config.unlink()
+    dj.pin(change, "172.17.0.1/16", str(tmp_path))
+    assert json.loads(config.read_text()) == {"bip": "172.17.0.1/16"}
+    assert change.put_back() is True and not config.exists()
+
+
+def test_file_errors_are_one_line_reasons(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-dir" / "daemon.json"
-    assert run("init", "--daemon-json", str(missing), *run.inputs()[2:]) == (0, "")
-    assert run("plan", "--engine-pools", "null", "--docker0", "") == (0, "true true")
-    assert run("install", "--dockerd", "") == (
-        1, f"cannot write next to DAEMON_JSON={missing}: run as root or allow sudo -n")
-    # One the steps do not foresee: still one line, naming the file.
-    delete = Run(tmp_path, capsys)
-    delete.config.write_text(json.dumps({"default-address-pools": POOLS}))
-    delete.record.mkdir()
-    assert delete("unplan", *delete.inputs()[:-2], "--original", "absent")[0] == 0
-    assert delete("undo") == (1, f"daemon_json.py undo: Is a directory ({delete.record})")
+    with pytest.raises(HostError) as err:
+        dj.install(dj.Change(str(missing)), {}, pools=POOLS, dockerd=None, file_existed=False)
+    assert str(err.value) == (f"cannot write next to docker.daemon_json={missing}: run as root "
+                              "or allow sudo -n")
+
+
+# --- daemon_config through the seam, before any engine ----------------------------------------
+
+
+def inputs(**over: object) -> dict:
+    docker = DockerConfig(address_pools=POOLS, daemon_json="/nonexistent/daemon.json")
+    return {**step_inputs(docker), **over}
+
+
+def run_step(verb: str, values: dict, prefix: tuple[str, ...] = (),
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    command = render_step("daemon_config", verb, values, str(CODE_ROOT))
+    return subprocess.run([*prefix, "/bin/sh", "-c", command], capture_output=True, text=True,
+                          timeout=60, env=env, stdin=subprocess.DEVNULL)
+
+
+def test_bad_pools_are_refused_in_one_line_before_the_engine() -> None:
+    pools = [{"base": "172.18.1.0/15", "size": 24}]
+    proc = run_step("create", inputs(address_pools=pools, docker_host="unix:///nonexistent"))
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == ("daemon_config: docker.address_pools base 172.18.1.0/15 has "
+                                   "host bits set: use 172.18.0.0/15")
+
+
+@pytest.fixture
+def nobody() -> Iterator[tuple[Path, list[str]]]:
+    """A directory any user can write, and the prefix that runs a command there as nobody with a
+    fake `sudo` first on PATH (it records its arguments; `SUDO_OK=0`: it refuses)."""
+    work = Path(tempfile.mkdtemp(prefix="bste-sudo-", dir="/tmp"))
+    work.chmod(0o777)
+    fake = work / "bin"
+    fake.mkdir()
+    (fake / "sudo").write_text(
+        '#!/bin/sh\n[ "$SUDO_OK" = 1 ] || { echo "sudo: a password is required" >&2; exit 1; }\n'
+        '[ "$2" = true ] && exit 0\nprintf "%s\\n" "$@" >"$SUDO_ARGS"\n')
+    (fake / "sudo").chmod(0o755)
+    prefix = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
+    yield work, prefix
+    subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def test_not_root_runs_the_step_again_under_sudo(nobody: tuple[Path, list[str]]) -> None:
+    work, prefix = nobody
+    values = inputs()
+    env = {"PATH": f"{work}/bin:/usr/bin:/bin", "SUDO_OK": "1", "SUDO_ARGS": f"{work}/args"}
+    proc = run_step("delete", values, prefix, env)
+    assert proc.returncode == 0, proc.stderr
+    args = (work / "args").read_text().splitlines()
+    assert args[:3] == ["-n", "env", f"PYTHONPATH={CODE_ROOT}"]
+    assert args[3].startswith("BENCHSTACK_INPUTS=")
+    assert json.loads(args[3].removeprefix("BENCHSTACK_INPUTS=")) == values
+    assert args[5:] == ["-m", "hostside", "daemon_config", "delete"]
+    assert Path(args[4]).name.startswith("python3")
+
+    env["SUDO_OK"] = "0"
+    refused = run_step("create", values, prefix, env)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines()[-1] == (
+        "daemon_config: this needs root for docker.daemon_json and the restart: run as root or "
+        "allow passwordless sudo")
+
+
+def test_the_steps_digest_covers_the_modules_it_imports() -> None:
+    """An edited daemon_json.py or dockerd_restart.py is an update of the step that runs them."""
+    from components.host import module_closure
+
+    assert {"hostside/daemon_config.py", "hostside/daemon_json.py",
+            "hostside/dockerd_restart.py"} <= set(module_closure("daemon_config"))

@@ -1,4 +1,4 @@
-"""Restart this host's Docker engine the way it is run here (standard library only, run as root).
+"""Restart this host's Docker engine the way it is run here (run as root, by daemon_config.py).
 
 DockerDaemonConfig must restart the engine for `default-address-pools` to take effect (dockerd
 does not reload them on SIGHUP). How depends on what supervises it:
@@ -12,11 +12,9 @@ does not reload them on SIGHUP). How depends on what supervises it:
   started the engine, and its restart then fails halfway;
 - else (no dockerd runs) `/etc/init.d/docker`: `service docker restart`.
 
-    python3 dockerd_restart.py plan      # prints how it would restart, changes nothing
-    python3 dockerd_restart.py restart   # restarts; exit 1 with one line on stderr on failure
-
-It returns once the old process is gone and the new one started; the caller waits for the
-engine to answer (`docker info`).
+`plan()` says how it would restart and changes nothing; `restart()` restarts, or raises
+RestartError with the one line the user reads. It returns once the old process is gone and the
+new one started; the caller waits for the engine to answer (`docker info`).
 """
 
 from __future__ import annotations
@@ -25,15 +23,16 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .step import HostError
+
 STOP_TIMEOUT_S = 60
 
 
-class RestartError(Exception):
+class RestartError(HostError):
     """Why the engine could not be restarted: the one line the user reads."""
 
 
@@ -135,18 +134,3 @@ def restart() -> str:
         raise RestartError(f"'{' '.join(command)}' failed (exit {proc.returncode}): {reason}")
     return f"restarted with '{' '.join(command)}'"
 
-
-def main(argv: list[str]) -> int:
-    if argv not in (["plan"], ["restart"]):
-        print("usage: dockerd_restart.py plan|restart", file=sys.stderr)
-        return 2
-    try:
-        print(plan() if argv == ["plan"] else restart())
-    except (RestartError, OSError) as exc:
-        print(f"dockerd_restart: {exc}", file=sys.stderr)
-        return 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
