@@ -62,7 +62,7 @@ from components.harbor_config import (
 )
 from components.host import Host, ScriptRun, content_hash, host_step, probe_host
 from components.hostside import jobdir
-from components.hostside.harbor_install import harbor_bin as installed_harbor_bin
+from components.hostside.harbor import harbor_bin as installed_harbor_bin
 
 
 @dataclass(frozen=True, kw_only=True)

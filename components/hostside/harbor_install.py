@@ -1,8 +1,6 @@
 """HarborJob install: Harbor in its own venv on the Harbor host, from a sha256-checked wheel.
 
-Seed step "Install Harbor 0.21.0". This module owns the Harbor install on a host: where the venv
-and the wheel are (the program asks `harbor_bin`), and the environment Harbor runs in (the
-preflight and the launch ask `harbor_env`).
+Seed step "Install Harbor 0.21.0". Where the venv is and how Harbor runs: harbor.py.
 
 create: a venv whose stamp names the same wheel hash is kept as is (idempotent); otherwise the
 wheel (`wheel`, or `pip download` with `python`) is checked against `wheel_sha256`, installed
@@ -24,21 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import jobdir
-from .step import HostError, child_env, emit, log, read
+from .harbor import harbor_env, venv_dir
+from .step import HostError, emit, log, read
 
 NAME = "harbor_install"
 DOWNLOAD_TIMEOUT_S = 600
 INSTALL_TIMEOUT_S = 1200
 STAMP = ".benchstack-wheel-sha256"
-
-
-def venv_dir(workspace: str, version: str) -> str:
-    return f"{workspace.rstrip('/')}/harbor-{version}"
-
-
-def harbor_bin(workspace: str, version: str) -> str:
-    """The harbor executable the install makes (known from the config before it runs)."""
-    return f"{venv_dir(workspace, version)}/bin/harbor"
 
 
 def wheel_file(workspace: str, version: str) -> str:
@@ -47,11 +37,6 @@ def wheel_file(workspace: str, version: str) -> str:
 
 def freeze_file(workspace: str, version: str) -> str:
     return f"{jobdir.log_dir(workspace)}/harbor-{version}-freeze.txt"
-
-
-def harbor_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment Harbor (and its venv's pip) runs in: no telemetry."""
-    return child_env({"HARBOR_TELEMETRY": "0", **(extra or {})})
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import jobdir
-from .harbor_install import harbor_env
+from .harbor import harbor_env
 from .step import HostError, emit, log, read
 
 NAME = "harbor_launch"

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from . import jobdir
-from .harbor_install import harbor_env
+from .harbor import harbor_env
 from .step import HostError, emit, log, read
 
 NAME = "harbor_preflight"

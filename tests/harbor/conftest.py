@@ -62,10 +62,11 @@ def seam(
 
 def seam_step(
     module: str, verb: str, inputs: dict, secret_inputs: tuple[str, ...] = (),
-    timeout: float = 600,
+    timeout: float = 600, env: dict[str, str] | None = None,
 ) -> ScriptResult:
     """Run `python3 -m hostside MODULE VERB` the way the host seam does (render_step, `bash -c`,
-    the secrets as JSON on standard input, never on the command line)."""
+    the secrets as JSON on standard input, never on the command line); `env`: the host's own
+    environment (PATH, say), added to this one."""
     command = render_step(module, verb, inputs, CODE, secret_inputs)
     for key in secret_inputs:
         if inputs.get(key) and str(inputs[key]) in command:
@@ -73,7 +74,7 @@ def seam_step(
     secrets = {k: inputs[k] for k in secret_inputs if k in inputs}
     proc = subprocess.run(
         ["bash", "-c", command], capture_output=True, text=True, timeout=timeout,
-        input=json.dumps(secrets) if secrets else "",
+        input=json.dumps(secrets) if secrets else "", env={**os.environ, **(env or {})},
     )
     return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
 

@@ -1,6 +1,6 @@
-"""components/hostside/harbor_preflight.py without Harbor: the field walk, the comparison, the dataset, mount and
-resume checks, Harbor's error line, and a whole run with a stand-in `harbor` executable (the
-real Harbor is in tests/harbor/test_preflight_real.py)."""
+"""components/hostside/harbor_preflight.py without Harbor: the field walk, the comparison, the
+dataset, mount and resume checks, Harbor's error line, and a whole run through the seam with a
+stand-in `harbor` executable (the real Harbor is in tests/harbor/test_preflight_real.py)."""
 
 from __future__ import annotations
 
