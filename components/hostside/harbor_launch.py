@@ -239,7 +239,10 @@ def delete() -> None:
         bound = stop_bound(running, inputs.n_concurrent, inputs.stop_timeout_s)
         log(step, f"SIGTERM to Harbor PID {pid} ({running} trials running); waiting up to "
             f"{bound}s for its shutdown")
-        os.kill(pid, signal.SIGTERM)
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass  # it ended on its own meanwhile: nothing to wait for
         signalled = pid
         start = time.monotonic()
         while jobdir.runs_job(pid, name):
