@@ -182,3 +182,26 @@ def test_the_rule_catches_what_it_is_for() -> None:
                        '    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()\n'
                        '    return job_name in cmdline\n')
     assert PID_CHECK.search(progress_before) and JOB.search(progress_before)
+
+
+def test_the_audit_imports_only_the_two_contracts_of_the_program() -> None:
+    """audit/ reads what the program wrote through its key names (components/outputs.py) and
+    Harbor's job layout (jobdir.py), and nothing else of components/ (no Pulumi, no host seam)."""
+    import ast
+
+    allowed = {"components.outputs", "components.hostside.jobdir"}
+    found = set()
+    for path in sorted((ROOT / "audit").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                # `from components import outputs` names the module in its alias.
+                packages = ("components", "components.hostside")
+                names = ([f"{node.module}.{a.name}" for a in node.names]
+                         if node.module in packages else [node.module])
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            found |= {(n, str(path.relative_to(ROOT))) for n in names
+                      if n.split(".")[0] == "components" and n not in allowed}
+    assert found == set()
