@@ -26,6 +26,7 @@ from components.harbor_job import HarborJob, HarborJobArgs
 from components.harbor_rerun import HarborRerun, HarborRerunArgs
 from components.host import Host
 from components.host_code import HostCode, HostCodeArgs
+from components.hostside import jobdir
 from components.image_set import ImageSet, ImageSetArgs, RegistryCredentials
 from components.manifest import ManifestError, load_manifest
 from components.provenance import Provenance, ProvenanceArgs
@@ -164,7 +165,7 @@ def main() -> None:
                 host=harbor_host,
                 proxy=cfg.proxy,
                 # Its log stays with the other logs; destroy removes only the pid files.
-                state_dir=f"{workspace}/logs/proxy-bridge",
+                state_dir=f"{jobdir.log_dir(workspace)}/proxy-bridge",
                 check_image=canary,
             ),
             opts=pulumi.ResourceOptions(depends_on=[harbor_daemon, images]),

@@ -5,7 +5,7 @@ signature rules in `rules.yaml` and the detectors in `detectors/` (reading each 
 through `agent_logs/`), lists for rerun only what it can prove was outside the model's control
 (`RULES.md`), applies the user's adjudications and renders reports. It imports nothing from
 `components/` except two contracts: the stack-output key names in `components/outputs.py` and
-Harbor's job-directory layout in `components/jobdir.py`.
+Harbor's job-directory layout in `components/hostside/jobdir.py`.
 """
 
 __all__ = ["__version__"]

@@ -39,7 +39,7 @@ from audit.verdict import (
     exception_where,
     excuse,
 )
-from components.jobdir import never_ran
+from components.hostside.jobdir import never_ran
 
 __all__ = ["CATEGORIES", "PASS_REWARD", "Classification", "classify"]
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from audit import layout as L
 from audit.models import JobResult
 from audit.verdict import Proof, short
-from components import jobdir
+from components.hostside import jobdir
 
 _STOP_MARKER = re.compile(
     r"(?i)(?:\bTrial \S+ cancelled\b|received (?:signal )?SIG(?:TERM|INT|KILL|HUP)\b|"
@@ -52,7 +52,7 @@ def read_job_run(
     layout: L.JobLayout, job_result: JobResult | None, result_present: bool, finalized: int
 ) -> JobRun:
     """`finalized`: how many trial dirs have a result.json."""
-    if job_result is not None and job_result.finished_at is not None:
+    if job_result is not None and jobdir.ended(job_result.finished_at):
         return JobRun(True)
     proof: list[Proof] = []
     if job_result is not None:

@@ -27,6 +27,7 @@ from audit.models import PHASES, JobConfig, JobResult, parse_time
 from audit.rules import CompiledRule, load_rules
 from audit.scores import CI_LEVEL, AdjustedScore, Score, minus_reference, pct
 from audit.scores import Out as _Out
+from components.hostside import jobdir
 
 SCORING_RULE = (
     "raw = trials with reward 1 / all trials (Harbor 0.21's denominator: a trial without a "
@@ -211,7 +212,7 @@ def build_report(
             f"{missing} of {planned} planned trials have no trial dir: the job did not finish "
             "(`harbor job resume -p <job dir>` runs them); they count as not passed"
         )
-    if job_result is not None and job_result.finished_at is None:
+    if job_result is not None and not jobdir.ended(job_result.finished_at):
         problems.append(
             "job result.json has finished_at: null: the job was interrupted or is still running"
         )
@@ -433,7 +434,7 @@ def _job_info(layout, job_result, job_config, rows, planned) -> JobInfo:
         location=layout.location,
         started_at=started,
         finished_at=finished,
-        finished=finished is not None,
+        finished=jobdir.ended(finished),
         wall_seconds=round(wall, 1) if wall is not None else None,
         wall_source=source,
         n_trials=len(rows),

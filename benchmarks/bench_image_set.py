@@ -1,5 +1,5 @@
-"""image_set.sh (running components/image_pull.py) throughput and its all-present re-run,
-against a private loopback registry.
+"""The image_set host step (components/hostside/image_set.py) throughput and its all-present
+re-run, against a private loopback registry.
 
 1. K canary-derived images (distinct layers, env BENCH_K, default 8) pulled through the registry
    as a mirror at concurrency 1 and at concurrency 4: wall seconds of each and the ratio.
@@ -23,16 +23,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from components.manifest import load_manifest  # noqa: E402
-from tests.conftest import CANARY_IMAGE, TB21_TASKS, docker, run_script  # noqa: E402
+from tests.conftest import CANARY_IMAGE, TB21_TASKS, docker  # noqa: E402
 from tests.images.conftest import ImageFactory, LocalRegistry  # noqa: E402
+from tests.images.test_image_set_script import inputs_for, run_set  # noqa: E402
 
 
-def timed_run(env: dict) -> tuple[float, dict]:
+def timed_run(inputs: dict) -> tuple[float, dict]:
     start = time.perf_counter()
-    result = run_script("image_set.sh", env)
+    result = run_set(inputs)
     elapsed = time.perf_counter() - start
     if result.returncode != 0:
-        raise SystemExit(f"image_set.sh failed: {result.reason}\n{result.stderr}")
+        raise SystemExit(f"image_set failed: {result.reason}\n{result.stderr}")
     return elapsed, result.outputs
 
 
@@ -47,13 +48,9 @@ def concurrency_ratio(registry: LocalRegistry, images: ImageFactory, work: Path,
     timings: dict[int, float] = {}
     for concurrency in (1, 4):
         remove_local(names)
-        env = {
-            "IMAGES": "\n".join(names),
-            "MIRROR": registry.addr,
-            "CONCURRENCY": str(concurrency),
-            "STATE_DIR": str(work / f"state-c{concurrency}"),
-        }
-        timings[concurrency], out = timed_run(env)
+        inputs = inputs_for(registry, names, work, concurrency=concurrency,
+                            state_dir=str(work / f"state-c{concurrency}"))
+        timings[concurrency], out = timed_run(inputs)
         if out["pulled"] != k:
             raise SystemExit(f"expected {k} pulls at concurrency {concurrency}, got {out}")
     remove_local(names)
@@ -73,15 +70,12 @@ def all_present_rerun(registry: LocalRegistry, work: Path) -> dict:
         for name in ours:
             docker("tag", CANARY_IMAGE, name)
         before = len(registry.requests())
-        env = {
-            "IMAGES": "\n".join(names),
-            "NO_NETWORK_TASKS": "\n".join(manifest.no_network_tasks),
+        inputs = inputs_for(
+            registry, list(names), work, no_network_tasks=list(manifest.no_network_tasks),
             # This machine has no buildx: the sidecar is not what is measured here.
-            "REQUIRE_SIDECAR": "0",
-            "MIRROR": registry.addr,
-            "STATE_DIR": str(work / "state-89"),
-        }
-        seconds, out = timed_run(env)
+            require_sidecar=False, state_dir=str(work / "state-89"),
+        )
+        seconds, out = timed_run(inputs)
         requests = len(registry.requests()) - before
     finally:
         if ours:

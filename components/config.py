@@ -367,6 +367,8 @@ class ImagesConfig(Model):
     username: str | None = None
     concurrency: int = Field(default=4, ge=1, le=32)
     retries: int = Field(default=5, ge=0, le=20)
+    # The wait after an image's first failed attempt; it doubles per attempt, at most 60 s.
+    retry_backoff_s: int = Field(default=5, ge=0, le=60)
     pin_digests: bool = False
     # Tasks with allow_internet = false need Harbor's egress sidecar image (built with buildx);
     # true: fail before launch, naming those tasks, when it cannot be had.
@@ -376,17 +378,17 @@ class ImagesConfig(Model):
     sidecar_image: str = "harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6"
     # Bound on one image's copy.
     pull_timeout_s: int = Field(default=1800, ge=1)
-    # Where archives of `concurrency` images wait before `docker load`: a disk, not a small
-    # tmpfs (unset: the state directory under the workspace).
-    scratch_dir: str | None = None
+    # The pull's private work dir on the Harbor host (skopeo's temp files, the authfile): a
+    # disk, not a small tmpfs.
+    scratch_dir: str = "/var/tmp"
     # Change it (a date will do) to re-check the images on the next `up` although nothing else
     # changed, e.g. after a `docker system prune`; an all-present check asks no registry.
     rerun_token: str = ""
 
     @field_validator("scratch_dir")
     @classmethod
-    def _absolute_scratch(cls, value: str | None) -> str | None:
-        return None if value is None else _absolute(value)
+    def _absolute_scratch(cls, value: str) -> str:
+        return _absolute(value)
 
 
 class ProxyConfig(Model):

@@ -2,13 +2,16 @@
 
 The seed's "Install Harbor", "Download and pin Terminal-Bench 2.1", "Create the Harbor and
 Docker Compose configs", "Run the full-run preflight", "Launch", and "Stop the experiment
-correctly" as one component. Children (host scripts in `components/scripts/`, run through the
+correctly" as one component. Children (host steps of `components/hostside/`, run through the
 host seam), in dependency order:
 
-    install (harbor_install.sh)  ─┐
-    dataset (harbor_dataset.sh)  ─┼─> configs (harbor_configs.sh) -> preflight -> launch
-                                  ┘               (harbor_preflight.sh running preflight.py)
-    launch: harbor_launch.sh; its delete is harbor_stop.sh (SIGTERM, bounded wait, leftovers)
+    install (harbor_install)  ─┐
+    dataset (harbor_dataset)  ─┼─> configs (harbor_configs) -> preflight (harbor_preflight)
+                               ┘                               -> launch (harbor_launch)
+    launch's delete: the stop (SIGTERM, bounded wait, leftover compose projects)
+
+Where the job's files are (jobs dir, log, PID file, launch token, resolved config) is
+components/hostside/jobdir.py's, asked here and on the host alike.
 
 Job names. The name is `<job_name_prefix>-<digest of the rendered job config and compose
 override>`. An unchanged config gives the same name, so the same job dir is resumed; a changed
@@ -18,9 +21,9 @@ Harbor requires anyway (it refuses to resume a job dir with a different config).
 
 Resume (why there is a status probe). A Command only re-runs when its inputs or triggers
 change, but "Harbor died and the job is unfinished" is a change on the host, not in the program.
-So at program time (every `up` and `preview`) a read-only probe, `harbor_status.sh`, runs on the
-Harbor host (through `command.local.run`, over `ssh` for remote hosts) and returns the job's
-state and a launch token:
+So at program time (every `up` and `preview`) a read-only probe, `harbor_status.sh` (jobdir.py
+inlined), runs on the Harbor host (through `command.local.run`, over `ssh` for remote hosts)
+and returns the job's state and a launch token:
 
 - absent       -> token "start" (first launch);
 - running      -> the token recorded by the launch that started the live process;
@@ -31,8 +34,8 @@ state and a launch token:
 The token is a trigger of the launch command. While Harbor runs or after it finished, the probe
 returns exactly the token stored in the state, so a second `up` changes nothing. After an
 interruption (SIGKILL, host reboot, `pulumi destroy` of the job only) the token differs, the
-launch is replaced (`delete_before_replace`: first the stop script removes the leftovers of the
-dead trials, then the launch script finds the job dir and runs `harbor job resume -p JOB_DIR`,
+launch is replaced (`delete_before_replace`: first the stop removes the leftovers of the
+dead trials, then the launch finds the job dir and runs `harbor job resume -p JOB_DIR`,
 which re-runs cancelled and half-written trials). Each interruption yields one resume.
 
 Destroy never deletes results: the job dir, the log and the PID file stay on the host.
@@ -40,6 +43,7 @@ Destroy never deletes results: the job dir, the log and the PID file stay on the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import PurePosixPath
@@ -56,7 +60,9 @@ from components.harbor_config import (
     render_compose_override,
     render_job_config,
 )
-from components.host import Host, ScriptRun, content_hash, host_script, probe_host
+from components.host import Host, ScriptRun, content_hash, host_step, probe_host
+from components.hostside import jobdir
+from components.hostside.harbor import harbor_bin as installed_harbor_bin
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,7 +157,7 @@ def render_plan(
     config_dir = f"{workspace}/configs"
     config_yaml = render_job_config(
         job,
-        jobs_dir=f"{workspace}/results",
+        jobs_dir=jobdir.jobs_dir(workspace),
         dataset_path=tasks_dir,
         dataset=dataset,
         api_base=api_base,
@@ -170,12 +176,6 @@ def render_plan(
         compose_path=compose_path,
         expected=expectations_json(checks),
     )
-
-
-def resolved_path(log_dir: str, job_name: str) -> str:
-    """Where the preflight keeps the config Harbor resolved for the job (the provenance reads
-    it back)."""
-    return f"{log_dir}/{job_name}.resolved-config.json"
 
 
 def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
@@ -209,7 +209,7 @@ def declare_job_steps(
     waiting: pulumi.Input[str] | None = None,
 ) -> JobSteps:
     """A Harbor job's configs -> preflight -> launch (stopped on delete), for the main job and
-    for a rerun alike. `rendered` is None while the job `waiting` (see host_script)."""
+    for a rerun alike. `rendered` is None while the job `waiting` (see host_step)."""
 
     def field(pick: Callable[[Rendered], str]) -> pulumi.Output[str]:
         return rendered.apply(lambda r: pick(r) if r else "")
@@ -220,69 +220,69 @@ def declare_job_steps(
     config_hash = rendered.apply(
         lambda r: content_hash(r.config_yaml, r.compose_yaml) if r else "waiting"
     )
-    configs = host_script(
+    configs = host_step(
         f"{name}-configs",
         host=host,
-        script="harbor_configs.sh",
-        env={
-            "CONFIG_PATH": config_path,
-            "COMPOSE_PATH": compose_path,
-            "JOB_CONFIG_YAML": field(lambda r: r.config_yaml),
-            "COMPOSE_YAML": field(lambda r: r.compose_yaml),
+        module="harbor_configs",
+        inputs={
+            "config_path": config_path,
+            "compose_path": compose_path,
+            "job_config_yaml": field(lambda r: r.config_yaml),
+            "compose_yaml": field(lambda r: r.compose_yaml),
         },
         triggers=[config_hash],
-        delete_script="harbor_configs.delete.sh",
-        delete_env={"CONFIG_PATH": config_path, "COMPOSE_PATH": compose_path},
+        delete_inputs={"config_path": config_path, "compose_path": compose_path},
         waiting=waiting,
         opts=configs_opts,
     )
     # The preflight resolves exactly the job the launch then runs.
     same_run: dict[str, pulumi.Input[str]] = {
-        "HARBOR_BIN": harbor_bin,
-        "JOB_CONFIG": config_path,
-        "COMPOSE_PATH": compose_path,
-        "JOB_NAME": job_name,
-        "JOBS_DIR": jobs_dir,
+        "harbor_bin": harbor_bin,
+        "job_config": config_path,
+        "compose_path": compose_path,
+        "job_name": job_name,
+        "jobs_dir": jobs_dir,
     }
-    preflight = host_script(
+    preflight = host_step(
         f"{name}-preflight",
         host=host,
-        script="harbor_preflight.sh",
-        env={
+        module="harbor_preflight",
+        inputs={
             **same_run,
-            "EXPECTED": field(lambda r: r.expected),
-            "RESOLVED_OUT": job_name.apply(lambda n: resolved_path(log_dir, n) if n else ""),
+            "expected": rendered.apply(lambda r: json.loads(r.expected) if r else []),
+            "resolved_out": job_name.apply(
+                lambda n: jobdir.resolved_config(log_dir, n) if n else ""),
         },
         triggers=[config_hash, harbor.wheel_sha256, tasks_dir],
         waiting=waiting,
         opts=preflight_opts(configs.command),
     )
-    launch = host_script(
+    launch = host_step(
         f"{name}-launch",
         host=host,
-        script="harbor_launch.sh",
-        env={
+        module="harbor_launch",
+        inputs={
             **same_run,
-            "LOG_DIR": log_dir,
-            "OPENAI_API_KEY": api_key,
-            "LAUNCH_TOKEN": token,
-            "START_TIMEOUT_S": str(harbor.start_timeout_s),
-            "NOFILE": str(harbor.nofile),
-            "RESOLVED_SHA256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
+            "log_dir": log_dir,
+            "openai_api_key": api_key,
+            "launch_token": token,
+            "start_timeout_s": harbor.start_timeout_s,
+            "nofile": harbor.nofile,
+            "resolved_sha256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
         },
-        delete_script="harbor_stop.sh",
-        delete_env={
-            "JOB_NAME": job_name,
-            "JOBS_DIR": jobs_dir,
-            "LOG_DIR": log_dir,
-            "N_CONCURRENT": str(n_concurrent),
-            "STOP_TIMEOUT_S": str(harbor.stop_timeout_s),
+        # The launch's delete is the stop.
+        delete_inputs={
+            "job_name": job_name,
+            "jobs_dir": jobs_dir,
+            "log_dir": log_dir,
+            "n_concurrent": n_concurrent,
+            "stop_timeout_s": harbor.stop_timeout_s,
         },
         triggers=[job_name, token],
-        secret_env=("OPENAI_API_KEY",),
+        secret_inputs=("openai_api_key",),
         waiting=waiting,
         # Replacing a launch means another job or a resume: the old Harbor must be stopped
-        # (and its dead trials' containers removed) before the new one starts (host_script
+        # (and its dead trials' containers removed) before the new one starts (host_step
         # makes every step with a delete delete-before-replace).
         opts=launch_opts(preflight.command),
     )
@@ -308,8 +308,8 @@ class HarborJob(pulumi.ComponentResource):
         dataset, job = _settings(args)
         host = args.host
         workspace = args.workspace.rstrip("/")
-        jobs_dir = f"{workspace}/results"
-        log_dir = f"{workspace}/logs"
+        jobs_dir = jobdir.jobs_dir(workspace)
+        log_dir = jobdir.log_dir(workspace)
         tasks_dir = dataset_dir(workspace, dataset)
         if dataset.git_url:
             tasks_dir = f"{tasks_dir}/{dataset.subdir}"
@@ -322,38 +322,36 @@ class HarborJob(pulumi.ComponentResource):
         def child(*after: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, depends_on=[*outer, *after], **extra)
 
-        install = host_script(
+        install = host_step(
             f"{name}-install",
             host=host,
-            script="harbor_install.sh",
-            env={
-                "WORKSPACE": workspace,
-                "HARBOR_VERSION": args.harbor.version,
-                "WHEEL_SHA256": args.harbor.wheel_sha256,
-                "PYTHON": args.harbor.python,
-                "WHEEL": args.harbor.wheel_path or "",
+            module="harbor_install",
+            inputs={
+                "workspace": workspace,
+                "version": args.harbor.version,
+                "wheel_sha256": args.harbor.wheel_sha256,
+                "python": args.harbor.python,
+                "wheel": args.harbor.wheel_path,
             },
-            delete_script="harbor_install.delete.sh",
-            delete_env={"WORKSPACE": workspace, "HARBOR_VERSION": args.harbor.version},
+            delete_inputs={"workspace": workspace, "version": args.harbor.version},
             opts=child(),
         )
-        dataset_run = host_script(
+        clone_dir = None if dataset.path else dataset_dir(workspace, dataset)
+        dataset_run = host_step(
             f"{name}-dataset",
             host=host,
-            script="harbor_dataset.sh",
-            env={
-                "WORKSPACE": workspace,
-                "DATASET_PATH": dataset.path or "",
-                "GIT_URL": dataset.git_url or "",
-                "COMMIT": dataset.commit or "",
-                "CLONE_DIR": "" if dataset.path else dataset_dir(workspace, dataset),
-                "SUBDIR": dataset.subdir,
-                "EXPECTED_TASKS": str(dataset.expected_tasks),
-                "INCLUDE": " ".join(dataset.include),
-                "EXCLUDE": " ".join(dataset.exclude),
+            module="harbor_dataset",
+            inputs={
+                "dataset_path": dataset.path,
+                "git_url": dataset.git_url,
+                "commit": dataset.commit,
+                "clone_dir": clone_dir,
+                "subdir": dataset.subdir,
+                "expected_tasks": dataset.expected_tasks,
+                "include": list(dataset.include),
+                "exclude": list(dataset.exclude),
             },
-            delete_script="harbor_dataset.delete.sh",
-            delete_env={"CLONE_DIR": "" if dataset.path else dataset_dir(workspace, dataset)},
+            delete_inputs={"clone_dir": clone_dir},
             opts=child(),
         )
 
@@ -370,7 +368,7 @@ class HarborJob(pulumi.ComponentResource):
                 job_name=args.harbor.job_name,
             )
         )
-        default_bin = f"{workspace}/harbor-{args.harbor.version}/bin/harbor"
+        default_bin = installed_harbor_bin(workspace, args.harbor.version)
         # Known from the config and tied to the step (see ToolBundle.tools_dir for why).
         harbor_bin = pulumi.Output.all(install.command.id, default_bin).apply(lambda v: v[1])
         job_name = rendered.apply(lambda r: r.job_name)
@@ -414,14 +412,14 @@ class HarborJob(pulumi.ComponentResource):
         self.api_key = args.api_key
         self.plan_inputs = pulumi.Output.all(args.api_base, args.tools_dir, args.proxy_url)
         self.launch = launch.command
-        self.resolved_config_path = job_name.apply(lambda n: resolved_path(log_dir, n))
+        self.resolved_config_path = job_name.apply(lambda n: jobdir.resolved_config(log_dir, n))
         self.compose_path = compose_path
 
         self.job_name = job_name
         self.jobs_dir = pulumi.Output.from_input(jobs_dir)
-        self.job_dir = after_launch(job_name.apply(lambda n: f"{jobs_dir}/{n}"))
-        self.job_log = job_name.apply(lambda n: f"{log_dir}/{n}.log")
-        self.pid_file = job_name.apply(lambda n: f"{log_dir}/{n}.pid")
+        self.job_dir = after_launch(job_name.apply(lambda n: jobdir.job_dir(jobs_dir, n)))
+        self.job_log = job_name.apply(lambda n: jobdir.job_log(log_dir, n))
+        self.pid_file = job_name.apply(lambda n: jobdir.pid_file(log_dir, n))
         self.dataset_path = pulumi.Output.all(dataset_run.command.id, tasks_dir).apply(
             lambda v: v[1])
         self.harbor_bin = harbor_bin

@@ -10,9 +10,9 @@ job's directory is never written to; `python -m audit MAIN --rerun RERUN` merges
 Which tasks (`harbor.reruns`): a list, or `from_audit: true`, the tasks the audit of the
 finished main job lists for rerun (infra or cancelled). The audit runs at program time, on
 every `up` and `preview`, as its own CLI (`python -m audit JOB_DIR --format json`) where pulumi
-runs: a remote Harbor host's finished job is first copied here once (read-only there, with
-`tar` over the host seam's ssh, to `~/.cache/benchstack/jobs/<host>/<job>`). A finished job's
-directory does not change, so its list does not either.
+runs: a remote Harbor host's finished job is first copied here once by the host seam
+(`read_dir_here`: read-only there, `tar` over its ssh, to `~/.cache/benchstack/jobs/<host>/<job>`).
+A finished job's directory does not change, so its list does not either.
 
 When (the `waiting` reason of the host seam): while the main job is absent, running or
 interrupted, the rerun's three steps (configs, preflight, launch) are declared but only say
@@ -37,7 +37,6 @@ from pathlib import Path, PurePosixPath
 
 import pulumi
 
-from components import jobdir
 from components.config import PROJECT_DIR, RerunsConfig
 from components.harbor_job import (
     HarborJob,
@@ -46,7 +45,8 @@ from components.harbor_job import (
     probe_job_status,
     render_plan,
 )
-from components.host import Host, probe_host, run_here, ssh_command
+from components.host import Host, probe_host, read_dir_here
+from components.hostside import jobdir
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,43 +91,19 @@ def job_copy_dir(host: Host, job_name: str) -> Path:
     return cache / "benchstack" / "jobs" / host.name / job_name
 
 
-def remote_audit_command(host: Host, job_dir: str, *, with_key: bool) -> str:
-    """Copy the finished job from the Harbor host (read-only there), then audit the copy."""
-    parent, name = str(PurePosixPath(job_dir).parent), PurePosixPath(job_dir).name
-    copy = job_copy_dir(host, name)
-    tmp = copy.with_name(f"{name}.partial")
-    fetch = ssh_command(host, f"tar -C {shlex.quote(parent)} -czf - -- {shlex.quote(name)}",
-                        with_key=with_key)
-    return (
-        f"set -euo pipefail; if [ ! -f {shlex.quote(str(copy / '.copied'))} ]; then "
-        f"rm -rf {shlex.quote(str(tmp))}; mkdir -p {shlex.quote(str(tmp))}; "
-        f"echo 'harbor.reruns.from_audit: copying {host.name}:{job_dir} to {copy}' >&2; "
-        f"( {fetch} ) | tar -xzf - -C {shlex.quote(str(tmp))}; "
-        f"rm -rf {shlex.quote(str(copy))}; mv {shlex.quote(str(tmp / name))} "
-        f"{shlex.quote(str(copy))}; rm -rf {shlex.quote(str(tmp))}; "
-        f"touch {shlex.quote(str(copy / '.copied'))}; fi; "
-        + audit_command(str(copy))
-    )
-
-
 def audited_tasks(job: HarborJob) -> pulumi.Output[list[str] | None]:
     """The audit's rerun list of the main job once it finished; None before."""
     host = job.host
-    key = None if host.is_local else host.private_key
-
-    def command_text(values: list) -> str:
-        state, job_dir = values
-        if state != "finished":
-            return "echo '{}'"
-        if host.is_local:
-            return audit_command(job_dir)
-        return remote_audit_command(host, job_dir, with_key=key is not None)
-
-    text = pulumi.Output.all(job.job_state, job.job_dir).apply(command_text)
-    stdout = run_here(text, stdin=key)
+    finished_dir = pulumi.Output.all(job.job_state, job.job_dir).apply(
+        lambda v: v[1] if v[0] == "finished" else "")
+    stdout = read_dir_here(
+        host, finished_dir,
+        copy=lambda path: job_copy_dir(host, PurePosixPath(path).name),
+        then=audit_command,
+    )
 
     def rerun_list(stdout: str) -> list[str] | None:
-        # The whole report (indented JSON), or `{}` while the main job runs.
+        # The whole report (indented JSON), or nothing while the main job runs.
         report = json.loads(stdout or "{}")
         tasks = report.get("rerun") if isinstance(report, dict) else None
         return [str(t) for t in tasks] if isinstance(tasks, list) else None
@@ -185,7 +161,7 @@ class HarborRerun(pulumi.ComponentResource):
     ) -> None:
         super().__init__("benchstack:components:HarborRerun", name, None, opts)
         job, host = args.job, args.job.host
-        jobs_dir, log_dir = f"{job.workspace}/results", job.log_dir
+        jobs_dir, log_dir = jobdir.jobs_dir(job.workspace), job.log_dir
         listed = (
             audited_tasks(job) if args.reruns.from_audit
             else job.job_state.apply(
@@ -244,7 +220,7 @@ class HarborRerun(pulumi.ComponentResource):
             )
 
         self.job_name = job_name
-        self.job_dir = once_launched(job_name.apply(lambda n: f"{jobs_dir}/{n}"))
+        self.job_dir = once_launched(job_name.apply(lambda n: jobdir.job_dir(jobs_dir, n)))
         # Earlier rounds (another task list) stay on the host and in the merge.
         found = probe_host(
             host, "harbor_reruns.sh",
@@ -253,8 +229,8 @@ class HarborRerun(pulumi.ComponentResource):
         self.job_dirs = pulumi.Output.all(found, self.job_dir).apply(
             lambda v: oldest_first(v[0].get("job_dirs") or [], v[1])
         )
-        self.job_log = once_launched(job_name.apply(lambda n: f"{log_dir}/{n}.log"))
-        self.pid_file = once_launched(job_name.apply(lambda n: f"{log_dir}/{n}.pid"))
+        self.job_log = once_launched(job_name.apply(lambda n: jobdir.job_log(log_dir, n)))
+        self.pid_file = once_launched(job_name.apply(lambda n: jobdir.pid_file(log_dir, n)))
         self.tasks = plan.apply(lambda p: list(p.tasks))
         self.waiting = waiting
         self.register_outputs(

@@ -32,7 +32,7 @@ import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, Literal
 
 import pulumi
@@ -43,7 +43,7 @@ SCRIPTS_DIR = CODE_ROOT / "scripts"
 LOCAL_ADDRESS = "local"
 # The standalone Python modules the scripts run (standard library only, but readiness.py: httpx).
 HOST_MODULES = (
-    "image_pull.py", "jobdir.py", "preflight.py", "readiness.py",
+    "readiness.py",
 )
 # How a script names a file of the host's code: "$BENCHSTACK_CODE/<path under components/>".
 CODE_REFERENCE = re.compile(r"\$\{?BENCHSTACK_CODE\}?/([A-Za-z0-9_./-]+)")
@@ -364,6 +364,46 @@ def probe_host(host: Host, script: str, env: pulumi.Input[dict]) -> pulumi.Outpu
 
     text = pulumi.Output.from_input(env).apply(command_text)
     return run_here(text, stdin=key).apply(parse_outputs)
+
+
+def copy_here_command(host: Host, path: str, copy: Path, *, with_key: bool) -> str:
+    """A bash command, run here, that copies the directory `path` of the remote `host` to
+    `copy` once (`tar` over ssh, read-only there; a `.copied` mark makes the copy final)."""
+    parent, name = str(PurePosixPath(path).parent), PurePosixPath(path).name
+    tmp = copy.with_name(f"{copy.name}.partial")
+    fetch = ssh_command(host, f"tar -C {shlex.quote(parent)} -czf - -- {shlex.quote(name)}",
+                        with_key=with_key)
+    q = shlex.quote
+    return (
+        f"set -euo pipefail; if [ ! -f {q(str(copy / '.copied'))} ]; then "
+        f"rm -rf {q(str(tmp))}; mkdir -p {q(str(tmp))}; "
+        f"echo 'copying {host.name}:{path} to {copy}' >&2; "
+        f"( {fetch} ) | tar -xzf - -C {q(str(tmp))}; "
+        f"rm -rf {q(str(copy))}; mv {q(str(tmp / name))} {q(str(copy))}; rm -rf {q(str(tmp))}; "
+        f"touch {q(str(copy / '.copied'))}; fi; "
+    )
+
+
+def read_dir_here(
+    host: Host, path: pulumi.Input[str], copy: Callable[[str], Path], then: Callable[[str], str]
+) -> pulumi.Output[str]:
+    """Run the read-only bash command `then(dir)` here, now (every preview and up), on the
+    directory `path` of `host` (one that no longer changes, e.g. a finished job): `dir` is `path`
+    itself on the local host; for a remote host, a copy at `copy(path)` made once with `tar`
+    over ssh (read-only there, the key on standard input). Its stdout; an empty `path` runs
+    nothing and reads as an empty stdout."""
+    key = None if host.is_local else host.private_key
+
+    def command_text(where: str) -> str:
+        if not where:
+            return "true"
+        if host.is_local:
+            return then(where)
+        here = copy(where)
+        return copy_here_command(host, where, here, with_key=key is not None) + then(str(here))
+
+    text = pulumi.Output.from_input(path).apply(command_text)
+    return run_here(text, stdin=key)
 
 
 KNOWN_HOST_KEY_SCRIPT = "known_host_key.sh"

@@ -1,15 +1,16 @@
 """ImageSet: every task image of the pinned dataset present on the Harbor host as linux/amd64.
 
 Seed step "Pull the 89 task images" as a resource: the manifest (components/manifest.py) is read
-on the machine running Pulumi, rendered into components/scripts/image_set.sh, which runs
-components/image_pull.py (inlined into it) with the host's python3: it pulls what is missing
-with skopeo (mirror, credentials, retries, bounded concurrency, architecture check) and reports
-each image's digest. The manifest's content hash is a trigger, so a new dataset
-commit that changes the images re-runs the script on the next `up`; the script itself skips
-images already present, so only the new ones are pulled.
+on the machine running Pulumi and passed, with the `images` section, to the host step
+`hostside/image_set.py` (the pull engine: hostside/image_pull.py), run with the host's python3:
+it pulls what is missing with skopeo (mirror, credentials, retries, bounded concurrency,
+architecture check) and reports each image's digest. The manifest's content hash is a trigger,
+so a new dataset commit that changes the images re-runs the step on the next `up`; the step
+itself skips images already present, so only the new ones are pulled.
 
 Harbor 0.21.0 runs tasks whose network policy is not public behind an egress-control sidecar
-image it builds with `docker buildx`. The script checks for it before pulling anything: present,
+image it builds with `docker buildx` (hostside/image_sidecar.py). The step checks for it before
+pulling anything: present,
 built by Harbor (buildx), or assembled from Harbor's own build context without buildx (given
 `harbor_python`); otherwise, with `require_sidecar`, it fails naming the tasks that would break.
 """
@@ -21,11 +22,14 @@ from dataclasses import dataclass
 import pulumi
 
 from components.config import ImagesConfig
-from components.host import Host, host_script
+from components.host import Host, host_step
 from components.manifest import ImageManifest
 
 # The tag Harbor 0.21.0 looks up for its sidecar (the config's default, kept here by name).
 HARBOR_0_21_0_SIDECAR_IMAGE = ImagesConfig.model_fields["sidecar_image"].default
+# Where the registry digests of pulled images are kept on the host between runs, unless the args
+# name a place (`~`: the home of the host's user).
+STATE_DIR = "~/.local/state/benchstack/image-set"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,29 +64,28 @@ def _check(args: ImageSetArgs) -> None:
             raise ValueError(f"ImageSetArgs.{path_field} must be an absolute path, got {value!r}")
 
 
-def script_env(args: ImageSetArgs) -> dict[str, pulumi.Input[str]]:
-    """The inputs of image_set.sh for these args (the password only as the given Input)."""
-    env: dict[str, pulumi.Input[str]] = {
-        "IMAGES": "\n".join(args.manifest.image_names),
-        "NO_NETWORK_TASKS": "\n".join(args.manifest.no_network_tasks),
-        "MIRROR": args.images.mirror or "",
-        "CONCURRENCY": str(args.images.concurrency),
-        "RETRIES": str(args.images.retries),
-        "PULL_TIMEOUT": str(args.images.pull_timeout_s),
-        "PIN_DIGESTS": "1" if args.images.pin_digests else "0",
-        "REQUIRE_SIDECAR": "1" if args.images.require_sidecar else "0",
-        "SIDECAR_IMAGE": args.images.sidecar_image,
+def step_inputs(args: ImageSetArgs) -> dict[str, pulumi.Input]:
+    """The inputs of the host step for these args (the password only as the given Input)."""
+    images, credentials = args.images, args.credentials
+    return {
+        "images": list(args.manifest.image_names),
+        "no_network_tasks": list(args.manifest.no_network_tasks),
+        "mirror": images.mirror,
+        "concurrency": images.concurrency,
+        "retries": images.retries,
+        "retry_backoff_s": images.retry_backoff_s,
+        "pull_timeout_s": images.pull_timeout_s,
+        "pin_digests": images.pin_digests,
+        "require_sidecar": images.require_sidecar,
+        "sidecar_image": images.sidecar_image,
+        "sidecar_context": None,
+        "harbor_python": args.harbor_python,
+        "state_dir": args.state_dir or STATE_DIR,
+        "scratch_dir": images.scratch_dir,
+        "registry_username": credentials.username if credentials else None,
+        "registry_password": (
+            pulumi.Output.secret(credentials.password) if credentials else None),
     }
-    if args.harbor_python:
-        env["HARBOR_PYTHON"] = args.harbor_python
-    if args.state_dir:
-        env["STATE_DIR"] = args.state_dir
-    if args.images.scratch_dir:
-        env["SCRATCH_DIR"] = args.images.scratch_dir
-    if args.credentials is not None:
-        env["REGISTRY_USERNAME"] = args.credentials.username
-        env["REGISTRY_PASSWORD"] = pulumi.Output.secret(args.credentials.password)
-    return env
 
 
 class ImageSet(pulumi.ComponentResource):
@@ -99,16 +102,17 @@ class ImageSet(pulumi.ComponentResource):
         super().__init__("benchstack:components:ImageSet", name, None, opts)
         _check(args)
         manifest_hash = args.manifest.content_hash()
-        run = host_script(
+        run = host_step(
             f"{name}-pull",
             host=args.host,
-            script="image_set.sh",
-            env=script_env(args),
+            module="image_set",
+            inputs=step_inputs(args),
             # A new dataset commit with other images re-runs the pull (config changes re-render
-            # the command and re-run it anyway). No delete script: removing task images on
-            # destroy would only cost the next `up` hours of pulling.
+            # the command and re-run it anyway). No delete: removing task images on destroy
+            # would only cost the next `up` hours of pulling.
             triggers=[manifest_hash, *filter(None, [args.images.rerun_token])],
-            secret_env=("REGISTRY_PASSWORD",),
+            # The password travels on standard input, and only when there is one.
+            secret_inputs=("registry_password",) if args.credentials else (),
             opts=pulumi.ResourceOptions(parent=self),
         )
         outputs = run.outputs

@@ -33,7 +33,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-from components import jobdir
+from components.hostside import jobdir
 
 
 @dataclass
@@ -56,7 +56,7 @@ class Snapshot:
 
     @property
     def finished(self) -> bool:
-        return self.finished_at is not None
+        return jobdir.ended(self.finished_at)
 
     def as_json(self) -> dict:
         return asdict(self) | {"finished": self.finished}
@@ -84,7 +84,6 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
     if job is None and config is None:
         raise FileNotFoundError(f"{job_dir} has neither result.json nor config.json: not a job dir")
     job = job or {}
-    stats = job.get("stats") or {}
     lock = jobdir.read_json(job_dir / jobdir.JOB_LOCK) or {}
     total = int(job.get("n_total_trials") or len(lock.get("trials") or []))
 
@@ -110,7 +109,7 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
             reward_values.append(0.0)
 
     started = _parse_time(job.get("started_at"))
-    finished = _parse_time(job.get("finished_at"))
+    finished = _parse_time(job.get(jobdir.FINISHED_AT))
     now = now or datetime.now(UTC)
     elapsed = ((finished or now) - started).total_seconds() if started else None
     eta = None
@@ -118,21 +117,21 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
         eta = 0.0
     elif elapsed is not None and done and total > done:
         eta = elapsed / done * (total - done)
-    running = int(stats.get("n_running_trials") or 0)
+    running = jobdir.running_trials(job)
     return Snapshot(
         job_dir=str(job_dir),
         job_name=(config or {}).get("job_name") or job_dir.name,
         total=max(total, done),
         done=done,
         running=running,
-        pending=int(stats.get("n_pending_trials") or max(total - done - running, 0)),
+        pending=jobdir.pending_trials(job) or max(total - done - running, 0),
         cancelled=cancelled,
         errored=sum(errors.values()),
         rewards=dict(sorted(rewards.items())),
         mean_reward=(sum(reward_values) / len(reward_values)) if reward_values else None,
         errors=dict(errors.most_common()),
         started_at=job.get("started_at"),
-        finished_at=job.get("finished_at"),
+        finished_at=job.get(jobdir.FINISHED_AT),
         elapsed_s=round(elapsed, 1) if elapsed is not None else None,
         eta_s=round(eta, 1) if eta is not None else None,
     )
@@ -140,12 +139,7 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
 
 def harbor_alive(pid_file: Path, job_name: str) -> bool:
     """The recorded PID is alive and is Harbor running this job (not a recycled PID)."""
-    try:
-        pid = int(pid_file.read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except (OSError, ValueError):
-        return False
-    return job_name in cmdline
+    return jobdir.runs_job(jobdir.recorded_pid(pid_file), job_name)
 
 
 def _duration(seconds: float | None) -> str:

@@ -1,10 +1,11 @@
 """Provenance: the manifest from which a reader can repeat the run, written beside the job's log.
 
-One JSON (`<workspace>/logs/<job>.provenance.json`, schema `benchstack.provenance/1` from
-components/outputs.py): the Harbor wheel's version and sha256, the dataset's repository, commit
-and task count, every task image's digest, the SGLang image id, the model's name and path, each
-worker's reported server config, the router's flags, the stack name, the reruns, and, read on
-the Harbor host, the config Harbor resolved for the job and the compose override. The audit
+One JSON beside the job's log (where: components/hostside/jobdir.py; schema
+`benchstack.provenance/1` from components/outputs.py): the Harbor wheel's version and sha256,
+the dataset's repository, commit and task count, every task image's digest, the SGLang image
+id, the model's name and path, each worker's reported server config, the router's flags, the
+stack name, the reruns, and, read on the Harbor host (hostside/provenance.py), the config
+Harbor resolved for the job and the compose override. The audit
 shows it in its report and archives it next to the reports (`python -m audit --stack`).
 
 It is rewritten whenever one of those facts changes (they are the trigger), after the job has
@@ -23,7 +24,8 @@ from components import outputs as keys
 from components.config import DatasetConfig, ModelConfig
 from components.harbor_job import HarborJob
 from components.harbor_rerun import HarborRerun
-from components.host import content_hash, host_script
+from components.host import content_hash, host_step
+from components.hostside import jobdir
 from components.router import Router
 from components.sglang_worker import SGLangWorker
 
@@ -97,7 +99,8 @@ class Provenance(pulumi.ComponentResource):
         # resume (a replaced launch) would make every fact unknown at preview and rewrite this.
         program_part = pulumi.Output.all(
             job.job_name,
-            pulumi.Output.all(job.jobs_dir, job.job_name).apply(lambda v: f"{v[0]}/{v[1]}"),
+            pulumi.Output.all(job.jobs_dir, job.job_name).apply(
+                lambda v: jobdir.job_dir(v[0], v[1])),
             job.dataset_path,
             args.image_digests,
             pulumi.Output.all(*worker_facts),
@@ -111,16 +114,16 @@ class Provenance(pulumi.ComponentResource):
             )
         )
         facts_json = program_part.apply(lambda f: json.dumps(f, sort_keys=True))
-        path = job.job_name.apply(lambda n: f"{job.log_dir}/{n}.provenance.json")
-        write = host_script(
+        path = job.job_name.apply(lambda n: jobdir.provenance_file(job.log_dir, n))
+        write = host_step(
             f"{name}-write",
             host=job.host,
-            script="provenance.sh",
-            env={
-                "OUT": path,
-                "FACTS_JSON": facts_json,
-                "RESOLVED_CONFIG": job.resolved_config_path,
-                "COMPOSE_PATH": job.compose_path,
+            module="provenance",
+            inputs={
+                "out": path,
+                "facts": program_part,
+                "resolved_config": job.resolved_config_path,
+                "compose_path": job.compose_path,
             },
             triggers=[facts_json.apply(content_hash)],
             opts=pulumi.ResourceOptions(

@@ -65,3 +65,12 @@ def log(module: str, message: str) -> None:
 def emit(outputs: dict[str, Any]) -> None:
     """The step's outputs: one JSON object, the last stdout line."""
     print(json.dumps(outputs, sort_keys=True, separators=(",", ":")), flush=True)
+
+
+def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a program a step runs (Harbor, pip, skopeo...): the step's own, less
+    what the seam set for the step itself (its inputs, the package on PYTHONPATH), plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if k != "PYTHONPATH" and not k.startswith("BENCHSTACK_")}
+    env.update(extra or {})
+    return env

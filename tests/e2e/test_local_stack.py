@@ -274,7 +274,7 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     # --- an upgrade of benchstack edits host code: exactly the steps that run it re-run in place
     edited = {"hostside/daemon_config.py": "local-docker-daemon-apply",
               "hostside/tool_bundle.py": "tools-build", "hostside/proxy_bridge.py": "proxy-socat",
-              "scripts/harbor_install.sh": "job-install"}
+              "hostside/harbor_install.py": "job-install"}
     for rel in edited:
         path = local.project / "components" / rel
         path.write_text(path.read_text() + "\n# benchstack upgrade\n")
@@ -352,12 +352,12 @@ def test_a_failed_up_leaves_state_the_next_up_recovers_from(local: LocalStack):
     """A host step that fails halfway: one reason on the console (not the step's source, no
     traceback), no pending operation in the state, the steps before it kept; with the step
     fixed, the next up creates the rest."""
-    script = local.project / "components" / "scripts" / "harbor_dataset.sh"
+    script = local.project / "components" / "hostside" / "harbor_dataset.py"
     original = script.read_text()
-    marker = "\nset -euo pipefail\n"
+    marker = "\n    inputs = read(Inputs)\n"
     assert marker in original
     script.write_text(original.replace(
-        marker, marker + 'echo "harbor_dataset: injected failure halfway" >&2; exit 1\n', 1))
+        marker, marker + '    raise HostError("injected failure halfway")\n', 1))
     failed = local.cli("up", "--yes")
     assert failed.returncode != 0
     assert "harbor_dataset: injected failure halfway" in failed.output

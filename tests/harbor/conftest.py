@@ -1,16 +1,20 @@
-"""Harbor-job fixtures: a Harbor installed once per session by our own install script, demo
+"""Harbor-job fixtures: a Harbor installed once per session by our own install step, demo
 datasets in tmp dirs, and a job tracker that stops every job a test launched (SIGTERM, then the
 leftover compose projects), also when the test fails.
 
-Every script runs exactly as the host seam runs it: the command `components.host.render_call`
-gives a step (its inputs exported, then the script from the host code), under `bash -c`.
+Every step runs exactly as the host seam runs it: the command `components.host.render_step`
+gives a step (`python3 -m hostside MODULE VERB` from the host code, its inputs one JSON object,
+its secrets as JSON on standard input), under `bash -c` (`seam_step`). The scripts left (the
+tool bundle's, the probes) run through `seam`, as `render_call` gives them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import resource
+import shlex
 import shutil
 import subprocess
 import time
@@ -22,8 +26,9 @@ import pytest
 
 from components.harbor_config import DatasetSpec, JobSettings
 from components.harbor_job import Rendered, render_plan
-from components.host import render, secret_stdin
-from tests.conftest import ROOT, STATE, ScriptResult, docker, seam_command
+from components.host import render, render_step, secret_stdin
+from components.hostside import jobdir
+from tests.conftest import CODE, ROOT, STATE, ScriptResult, docker, seam_command
 
 DEMO_TASKS = ROOT / "demo" / "tasks"
 WHEEL = STATE / "wheels" / "harbor-0.21.0-py3-none-any.whl"
@@ -33,7 +38,7 @@ HARBOR_PYTHON = os.environ.get(
 )
 API_KEY = "sk-benchstack-harbor-test"
 # The machine's hard limit may be below the seed's 65536: the launch refuses to start otherwise.
-NOFILE = str(min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+NOFILE = min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
 
 
 def seam(
@@ -55,6 +60,51 @@ def seam(
     return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+def seam_step(
+    module: str, verb: str, inputs: dict, secret_inputs: tuple[str, ...] = (),
+    timeout: float = 600, env: dict[str, str] | None = None,
+) -> ScriptResult:
+    """Run `python3 -m hostside MODULE VERB` the way the host seam does (render_step, `bash -c`,
+    the secrets as JSON on standard input, never on the command line); `env`: the host's own
+    environment (PATH, say), added to this one."""
+    command = render_step(module, verb, inputs, CODE, secret_inputs)
+    for key in secret_inputs:
+        if inputs.get(key) and str(inputs[key]) in command:
+            raise AssertionError(f"secret {key} is on the command line")
+    secrets = {k: inputs[k] for k in secret_inputs if k in inputs}
+    proc = subprocess.run(
+        ["bash", "-c", command], capture_output=True, text=True, timeout=timeout,
+        input=json.dumps(secrets) if secrets else "", env={**os.environ, **(env or {})},
+    )
+    return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+def probe(script: str, env: dict[str, str]) -> dict:
+    """A read-only probe's outputs, run as probe_host runs it on the local host: the script
+    whole (its includes inlined: no host code is there yet), under bash."""
+    proc = subprocess.run(["/bin/bash", "-c", render(script, env)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return ScriptResult(proc.returncode, proc.stdout, proc.stderr).outputs
+
+
+def step_inputs(command: str) -> dict:
+    """The inputs a step's command (render_step) gives its module, read back from it."""
+    script = shlex.split(command)[2]
+    for line in script.splitlines():
+        if line.startswith("export BENCHSTACK_INPUTS="):
+            return json.loads(shlex.split(line)[1].split("=", 1)[1])
+    raise AssertionError(f"not a host step: {command[:200]}")
+
+
+def called_module(command: str) -> str:
+    """The host module a step's command runs (`MODULE VERB`), read back from it."""
+    match = re.search(r"exec python3 -m hostside (\w+ \w+)", command)
+    if match is None:
+        raise AssertionError(f"not a host step: {command[:200]}")
+    return match.group(1)
+
+
 @pytest.fixture(scope="session")
 def installed_harbor(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Harbor 0.21.0 installed by harbor_install.sh from the pinned wheel (about 35 s)."""
@@ -62,25 +112,33 @@ def installed_harbor(tmp_path_factory: pytest.TempPathFactory) -> dict:
         pytest.fail(f"Harbor wheel missing at {WHEEL}: run tests/env/setup.sh")
     workspace = tmp_path_factory.mktemp("harbor-ws")
     started = time.monotonic()
-    result = seam(
-        "harbor_install.sh",
-        {"WORKSPACE": str(workspace), "PYTHON": HARBOR_PYTHON, "WHEEL": str(WHEEL),
-         "WHEEL_SHA256": WHEEL_SHA256},
-        timeout=900,
-    )
+    result = install_harbor(workspace)
     if result.returncode != 0:
-        pytest.fail(f"harbor_install.sh failed: {result.stderr[-3000:]}")
+        pytest.fail(f"harbor_install failed: {result.stderr[-3000:]}")
     return result.outputs | {"workspace": str(workspace), "seconds": time.monotonic() - started}
+
+
+def install_harbor(workspace: Path, **changes) -> ScriptResult:
+    """The install step with the pinned wheel (`changes` replace inputs)."""
+    inputs = {"workspace": str(workspace), "version": "0.21.0", "wheel_sha256": WHEEL_SHA256,
+              "python": HARBOR_PYTHON, "wheel": str(WHEEL), **changes}
+    return seam_step("harbor_install", "create", inputs, timeout=900)
+
+
+def dataset_inputs(**changes) -> dict:
+    """The dataset step's inputs for a local task dir (`changes` replace them)."""
+    return {"dataset_path": None, "git_url": None, "commit": None, "clone_dir": None,
+            "subdir": "tasks", "expected_tasks": 3, "include": [], "exclude": [], **changes}
 
 
 @pytest.fixture
 def demo_dataset(tmp_path: Path) -> Path:
-    """A copy of demo/tasks, as the dataset script prepares it (environment/ dirs created)."""
+    """A copy of demo/tasks, as the dataset step prepares it (environment/ dirs created)."""
     path = tmp_path / "tasks"
     shutil.copytree(DEMO_TASKS, path)
-    result = seam("harbor_dataset.sh", {"DATASET_PATH": str(path), "EXPECTED_TASKS": "3"})
+    result = seam_step("harbor_dataset", "create", dataset_inputs(dataset_path=str(path)))
     if result.returncode != 0:
-        pytest.fail(f"harbor_dataset.sh failed: {result.stderr}")
+        pytest.fail(f"harbor_dataset failed: {result.stderr}")
     return path
 
 
@@ -99,52 +157,55 @@ class Job:
 
     @property
     def jobs_dir(self) -> Path:
-        return self.workspace / "results"
+        return Path(jobdir.jobs_dir(str(self.workspace)))
 
     @property
     def log_dir(self) -> Path:
-        return self.workspace / "logs"
+        return Path(jobdir.log_dir(str(self.workspace)))
 
     @property
     def dir(self) -> Path:
-        return self.jobs_dir / self.name
+        return Path(jobdir.job_dir(str(self.jobs_dir), self.name))
 
     @property
     def log(self) -> Path:
-        return self.log_dir / f"{self.name}.log"
+        return Path(jobdir.job_log(str(self.log_dir), self.name))
+
+    @property
+    def pid_file(self) -> Path:
+        return Path(jobdir.pid_file(str(self.log_dir), self.name))
 
     def pid(self) -> int:
-        return int((self.log_dir / f"{self.name}.pid").read_text())
+        return int(self.pid_file.read_text())
 
     def base_env(self) -> dict[str, str]:
         return {"JOB_NAME": self.name, "JOBS_DIR": str(self.jobs_dir), "LOG_DIR": str(self.log_dir)}
 
+    def same_run(self) -> dict:
+        return {"harbor_bin": self.harbor_bin, "job_config": self.plan.config_path,
+                "compose_path": self.plan.compose_path, "job_name": self.name,
+                "jobs_dir": str(self.jobs_dir)}
+
     def preflight(self, expected: str | None = None) -> ScriptResult:
-        return seam("harbor_preflight.sh", {
-            **self.base_env(), "HARBOR_BIN": self.harbor_bin, "JOB_CONFIG": self.plan.config_path,
-            "COMPOSE_PATH": self.plan.compose_path, "EXPECTED": expected or self.plan.expected,
+        return seam_step("harbor_preflight", "create", {
+            **self.same_run(), "expected": json.loads(expected or self.plan.expected),
+            "resolved_out": jobdir.resolved_config(str(self.log_dir), self.name),
         })
 
-    def launch(self, token: str = "start", **env: str) -> ScriptResult:
-        return seam("harbor_launch.sh", {
-            **self.base_env(), "HARBOR_BIN": self.harbor_bin, "JOB_CONFIG": self.plan.config_path,
-            "COMPOSE_PATH": self.plan.compose_path, "NOFILE": NOFILE, "LAUNCH_TOKEN": token,
-            "START_TIMEOUT_S": "180", "OPENAI_API_KEY": API_KEY, **env,
-        }, secret_env=("OPENAI_API_KEY",))
+    def launch(self, token: str = "start", **changes) -> ScriptResult:
+        return seam_step("harbor_launch", "create", {
+            **self.same_run(), "log_dir": str(self.log_dir), "openai_api_key": API_KEY,
+            "launch_token": token, "start_timeout_s": 180, "nofile": NOFILE,
+            "resolved_sha256": "", **changes,
+        }, secret_inputs=("openai_api_key",))
 
     def status(self) -> dict:
-        # A probe, run as probe_host runs it: rendered with its includes inlined, not a call of
-        # the shipped code (it runs at program time, before HostCode has copied anything).
-        command = render("harbor_status.sh", self.base_env())
-        proc = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60)
-        result = ScriptResult(proc.returncode, proc.stdout, proc.stderr)
-        assert result.returncode == 0, result.stderr
-        return result.outputs
+        return probe("harbor_status.sh", self.base_env())
 
     def stop(self, timeout_s: int = 60) -> ScriptResult:
-        return seam("harbor_stop.sh", {
-            **self.base_env(), "N_CONCURRENT": str(self.settings.n_concurrent_trials),
-            "STOP_TIMEOUT_S": str(timeout_s),
+        return seam_step("harbor_launch", "delete", {
+            "job_name": self.name, "jobs_dir": str(self.jobs_dir), "log_dir": str(self.log_dir),
+            "n_concurrent": self.settings.n_concurrent_trials, "stop_timeout_s": timeout_s,
         })
 
     def wait_finished(self, timeout: float = 240) -> dict:
@@ -152,7 +213,7 @@ class Job:
         proc = subprocess.run(
             [str(ROOT / ".venv" / "bin" / "python"), "-m", "components.progress", str(self.dir),
              "--wait", "--json", "--interval", "1", "--timeout", str(timeout),
-             "--pid-file", str(self.log_dir / f"{self.name}.pid")],
+             "--pid-file", str(self.pid_file)],
             capture_output=True, text=True, timeout=timeout + 60, cwd=ROOT,
         )
         assert proc.returncode == 0, f"job not finished: {proc.stderr[-2000:]}\n{self.log_tail()}"
@@ -174,7 +235,7 @@ class Job:
         return self.log.read_text()[-3000:] if self.log.exists() else "(no log)"
 
     def projects(self) -> list[str]:
-        return [f"{p.name.lower()}__env" for p in self.dir.iterdir() if p.is_dir()]
+        return [jobdir.compose_project(p.name) for p in jobdir.trial_dirs(self.dir)]
 
     def leftovers(self) -> list[str]:
         """Containers and networks of this job's compose projects still on the engine."""
@@ -210,9 +271,9 @@ class JobFactory:
             settings, spec, workspace=str(workspace), tasks_dir=str(dataset), api_base=api_base,
             tools_dir=tools_dir, proxy_url=proxy_url, job_name_prefix="test", job_name=job_name,
         )
-        result = seam("harbor_configs.sh", {
-            "CONFIG_PATH": plan.config_path, "COMPOSE_PATH": plan.compose_path,
-            "JOB_CONFIG_YAML": plan.config_yaml, "COMPOSE_YAML": plan.compose_yaml,
+        result = seam_step("harbor_configs", "create", {
+            "config_path": plan.config_path, "compose_path": plan.compose_path,
+            "job_config_yaml": plan.config_yaml, "compose_yaml": plan.compose_yaml,
         })
         assert result.returncode == 0, result.stderr
         job = Job(plan, workspace, self.harbor_bin, settings)
@@ -221,7 +282,7 @@ class JobFactory:
 
     def close(self) -> None:
         for job in self.jobs:
-            if job.dir.exists() or (job.log_dir / f"{job.name}.pid").exists():
+            if job.dir.exists() or job.pid_file.exists():
                 job.stop(timeout_s=30)
 
 

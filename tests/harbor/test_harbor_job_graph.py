@@ -21,8 +21,9 @@ from pulumi.runtime.sync_await import _sync_await
 from components.config import KNOWN_HARBOR_WHEELS, AgentConfig, DatasetConfig, HarborConfig
 from components.harbor_job import HarborJob, HarborJobArgs
 from components.host import Host
-from tests.conftest import ROOT, called_script, script_source
+from tests.conftest import CODE_ROOT
 from tests.graph.program import shipped
+from tests.harbor.conftest import called_module, step_inputs
 
 SECRET = "sk-harbor-test-SECRET"
 LOCAL = Host(name="local", address="local")
@@ -140,13 +141,41 @@ def test_children_and_their_order() -> None:
     assert "job-preflight" in rec.deps["job-launch"]
     assert rec.options["job-launch"].delete_before_replace is True
     launch = rec.resources["job-launch"]
-    assert called_script(plain(launch["create"])) == "harbor_launch.sh"
-    assert 'exec "$@"' in script_source("harbor_launch.sh") and "setsid" in script_source(
-        "harbor_launch.sh")
-    assert called_script(plain(launch["delete"])) == "harbor_stop.sh"
-    assert "kill -TERM" in script_source("harbor_stop.sh"), "destroy stops Harbor gracefully"
-    assert called_script(rec.resources["job-preflight"]["create"]) == "harbor_preflight.sh"
-    assert "--print-config" in (ROOT / "components" / "preflight.py").read_text()
+    assert called_module(plain(launch["create"])) == "harbor_launch create"
+    source = (CODE_ROOT / "hostside" / "harbor_launch.py").read_text()
+    assert "start_new_session=True" in source
+    assert called_module(plain(launch["delete"])) == "harbor_launch delete"
+    assert "signal.SIGTERM" in source, "destroy stops Harbor gracefully"
+    assert called_module(rec.resources["job-preflight"]["create"]) == "harbor_preflight create"
+    assert "--print-config" in (CODE_ROOT / "hostside" / "harbor_preflight.py").read_text()
+    for step, module in (("job-install", "harbor_install"), ("job-dataset", "harbor_dataset"),
+                         ("job-configs", "harbor_configs")):
+        assert called_module(rec.resources[step]["create"]) == f"{module} create"
+        assert called_module(rec.resources[step]["delete"]) == f"{module} delete"
+
+
+def test_values_the_config_owns_reach_the_steps() -> None:
+    """Every value a step uses is the config's (or the program's), passed once: the stop timeout,
+    the open-files limit, the start timeout, Harbor's python."""
+    rec = declare(RUNNING, stop_timeout_s=777, nofile=4096, start_timeout_s=99)
+    launch = rec.resources["job-launch"]
+    created = step_inputs(plain(launch["create"]))
+    stop = step_inputs(plain(launch["delete"]))
+    assert (created["start_timeout_s"], created["nofile"]) == (99, 4096)
+    assert stop == {"job_name": rec.outputs["job_name"], "jobs_dir": "/ws/results",
+                    "log_dir": "/ws/logs", "n_concurrent": 4, "stop_timeout_s": 777}
+    assert "openai_api_key" not in created, "the key travels on standard input"
+    install = step_inputs(rec.resources["job-install"]["create"])
+    assert install == {"workspace": "/ws", "version": "0.21.0",
+                       "wheel_sha256": KNOWN_HARBOR_WHEELS["0.21.0"],
+                       "python": "/usr/bin/python3.13", "wheel": None}
+    default = declare(RUNNING)
+    stop = step_inputs(plain(default.resources["job-launch"]["delete"]))
+    assert stop["stop_timeout_s"] == HarborConfig.model_fields["stop_timeout_s"].default == 600
+    preflight = step_inputs(default.resources["job-preflight"]["create"])
+    assert preflight["resolved_out"] == f"/ws/logs/{default.outputs['job_name']}" \
+        ".resolved-config.json"
+    assert isinstance(preflight["expected"], list) and preflight["expected"]
 
 
 def test_outputs_are_paths_and_not_secret() -> None:
@@ -176,7 +205,7 @@ def test_rendered_configs_are_triggers() -> None:
     b = declare(RUNNING, top_p=0.9)
     assert a.resources["job-configs"]["triggers"] != b.resources["job-configs"]["triggers"]
     assert a.outputs["job_name"] != b.outputs["job_name"], "a changed config is a new job"
-    assert "top_p: 0.9" in b.resources["job-configs"]["create"]
+    assert "top_p: 0.9" in step_inputs(b.resources["job-configs"]["create"])["job_config_yaml"]
 
 
 @pytest.mark.parametrize(

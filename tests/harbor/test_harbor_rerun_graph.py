@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 
 import pulumi
 import pytest
@@ -15,6 +14,7 @@ from components.config import ConfigError, split_stack_file
 from components.harbor_rerun import rerun_job_name
 from tests.conftest import ROOT
 from tests.graph.program import mock_local_run, run_program
+from tests.harbor.conftest import called_module, step_inputs
 
 RERUN_STEPS = ("rerun-configs", "rerun-preflight", "rerun-launch")
 
@@ -71,9 +71,7 @@ def steps(run) -> dict[str, dict]:
 
 
 def provenance_facts(run) -> dict:
-    script = shlex.split(inputs_of(run, "provenance-write")["create"])[2]
-    line = next(line for line in script.splitlines() if line.startswith("export FACTS_JSON="))
-    return json.loads(shlex.split(line)[1].split("=", 1)[1])
+    return step_inputs(inputs_of(run, "provenance-write")["create"])["facts"]
 
 
 def test_waits_while_the_main_job_is_not_finished():
@@ -96,16 +94,18 @@ def test_once_the_main_job_finished_the_listed_tasks_run_as_their_own_job():
     name = rerun_job_name(main, ("hello-file-slow", "hello-file"))
     configs, launch = inputs_of(run, "rerun-configs"), inputs_of(run, "rerun-launch")
     assert "benchstack-waiting" not in configs["create"]
-    assert "task_names:\n  - hello-file-slow\n  - hello-file\n" in configs["create"].replace(
-        "    - ", "  - ")
-    assert f"{name}.job.yaml" in configs["create"] and f"{main}.job.yaml" not in configs["create"]
+    rendered = step_inputs(configs["create"])
+    assert "task_names:\n  - hello-file-slow\n  - hello-file\n" in rendered[
+        "job_config_yaml"].replace("    - ", "  - ")
+    assert rendered["config_path"].endswith(f"{name}.job.yaml")
     assert launch["triggers"] == [name, "start"]
-    assert "benchstack-harbor_launch" in launch["create"] and name in launch["create"]
-    assert "benchstack-harbor_stop" in launch["delete"] and name in launch["delete"]
+    assert called_module(launch["create"]) == "harbor_launch create"
+    assert step_inputs(launch["create"])["job_name"] == name
+    assert called_module(launch["delete"]) == "harbor_launch delete"
+    assert step_inputs(launch["delete"])["job_name"] == name
     # Same agent, sampling, compose override and tool bundle as the main job.
-    main_config = run.named("job-configs").inputs["create"]
-    assert main_config.replace(main, "X").split("COMPOSE_YAML=")[1].split("\n")[0] == (
-        configs["create"].replace(name, "X").split("COMPOSE_YAML=")[1].split("\n")[0])
+    main_config = step_inputs(run.named("job-configs").inputs["create"])
+    assert main_config["compose_yaml"] == rendered["compose_yaml"]
     jobs_dir = run.exports[keys.JOBS_DIR]
     assert run.exports[keys.RERUN_JOB_DIRS] == [f"{jobs_dir}/{name}"]
     assert run.exports[keys.RERUN_WAITING] == ""
@@ -178,7 +178,7 @@ def test_provenance_facts_come_from_the_stack():
     assert [w["url"] for w in facts["serving"]["workers"]] == ["http://127.0.0.1:30001"]
     assert run.exports[keys.PROVENANCE_PATH].endswith(f"{run.exports[keys.JOB_NAME]}"
                                                       ".provenance.json")
-    assert "resolved-config.json" in write["create"]
+    assert step_inputs(write["create"])["resolved_config"].endswith("resolved-config.json")
 
 
 def test_from_audit_on_a_remote_harbor_host_copies_the_job_over_ssh():

@@ -1,9 +1,9 @@
 """Real Harbor 0.21.0 jobs on the local Docker engine with the demo tasks: the configs,
-preflight, launch, stop and resume scripts, exactly as the component runs them.
+preflight, launch, stop and resume steps, exactly as the component runs them.
 
 The oracle job goes through the rendered compose override with a real tool bundle
 (components/hostside/tool_bundle.py) and the proxy variables; the stop tests interrupt a running
-job with SIGTERM (through the stop script) and with SIGKILL, and check what is left.
+job with SIGTERM (through the stop, the launch's delete) and with SIGKILL, and check what is left.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def test_oracle_job_through_the_override(jobs: JobFactory, demo_dataset: Path,
     if Path(f"/proc/{pid}").exists():
         assert os.getsid(pid) == pid
         limits = Path(f"/proc/{pid}/limits").read_text()
-        assert any(line.startswith("Max open files") and line.split()[3] == NOFILE
+        assert any(line.startswith("Max open files") and line.split()[3] == str(NOFILE)
                    for line in limits.splitlines())
         assert os.readlink(f"/proc/{pid}/fd/1") == str(job.log)
         # The key reached Harbor's environment (from the seam's stdin), not its arguments.

@@ -15,7 +15,7 @@ from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from components.config import ImagesConfig
-from components.host import Host, code_digest, script_closure
+from components.host import Host, code_digest, module_closure
 from components.image_set import (
     HARBOR_0_21_0_SIDECAR_IMAGE,
     ImageSet,
@@ -23,8 +23,9 @@ from components.image_set import (
     RegistryCredentials,
 )
 from components.manifest import load_manifest
-from tests.conftest import TB21_TASKS, called_script
+from tests.conftest import TB21_TASKS
 from tests.graph.program import shipped
+from tests.harbor.conftest import called_module, step_inputs
 
 SECRET_SIG = "4dabf18193072939515e22adb298388d"
 PASSWORD = "hunter2-" + "x" * 12
@@ -123,20 +124,24 @@ def test_one_pull_command_with_the_rendered_manifest(monitor: RecordingMonitor):
         # The command holds no secret (the password travels on stdin): it is plain, and shows
         # in `preview --diff`.
         assert isinstance(create, str) and PASSWORD not in create
-        script = create
-        for image in MANIFEST.image_names:
-            assert image in script
-        assert "export NO_NETWORK_TASKS=" in script and "regex-log" in script
-        assert f"export MIRROR={shlex.quote('127.0.0.1:5000')}" in script
-        assert "export CONCURRENCY=3" in script and "export RETRIES=2" in script
-        assert "export PIN_DIGESTS=1" in script and "export REQUIRE_SIDECAR=1" in script
-        assert f"export SIDECAR_IMAGE={HARBOR_0_21_0_SIDECAR_IMAGE}" in script
-        # The host runs image_set.sh (and its image_pull.py) from the host code: the command
-        # names their digest, so an edit of either is an update of this step.
-        argv = shlex.split(script)
-        assert argv[:2] == ["bash", "-c"] and called_script(argv[2]) == "image_set.sh"
-        assert script.endswith(f"# code {code_digest(script_closure('image_set.sh'))}")
-        assert "image_pull.py" in script_closure("image_set.sh")
+        given = step_inputs(create)
+        assert given["images"] == list(MANIFEST.image_names)
+        assert "regex-log" in given["no_network_tasks"]
+        # Every value from the images section, once (the host module defaults nothing).
+        assert (given["mirror"], given["concurrency"], given["retries"]) == ("127.0.0.1:5000", 3, 2)
+        assert given["retry_backoff_s"] == ImagesConfig().retry_backoff_s
+        assert given["pull_timeout_s"] == ImagesConfig().pull_timeout_s
+        assert given["scratch_dir"] == ImagesConfig().scratch_dir == "/var/tmp"
+        assert (given["pin_digests"], given["require_sidecar"]) == (True, True)
+        assert given["sidecar_image"] == HARBOR_0_21_0_SIDECAR_IMAGE
+        assert given["registry_username"] == "bench" and "registry_password" not in given
+        # The host runs hostside/image_set.py (and its pull engine) from the host code: the
+        # command names their digest, so an edit of either is an update of this step.
+        argv = shlex.split(create)
+        assert argv[:2] == ["bash", "-c"] and called_module(create) == "image_set create"
+        assert create.endswith(f"# code {code_digest(module_closure('image_set'))}")
+        assert {"hostside/image_pull.py", "hostside/image_sidecar.py"} <= set(
+            module_closure("image_set"))
         # A new manifest re-pulls (a replace); an edited script only re-runs (an update).
         assert inputs["triggers"] == [MANIFEST.content_hash()]
         # Output values parsed from the script's last stdout line.
@@ -180,8 +185,10 @@ def test_without_credentials_nothing_is_secret_and_manifest_hash_is_exported(
         command = next(r for r in monitor.registered if r.type == "command:local:Command"
                        and not r.name.endswith("-code-copy"))
         create = as_dict(command.object)["create"]
-        assert isinstance(create, str) and "export REGISTRY_PASSWORD=" not in create
-        assert "export REQUIRE_SIDECAR=0" in create and "export PIN_DIGESTS=0" in create
+        given = step_inputs(create)
+        assert given["registry_username"] is None and given["registry_password"] is None
+        assert (given["require_sidecar"], given["pin_digests"]) == (False, False)
+        assert "stdin" not in as_dict(command.object), "no secret: nothing on standard input"
         assert manifest_hash == MANIFEST.content_hash()
         assert as_dict(command.object)["triggers"][-1] == "2026-11-30"
 

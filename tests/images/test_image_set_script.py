@@ -1,4 +1,4 @@
-"""image_set.sh for real: own docker-registry on loopback as the mirror, the real Docker engine.
+"""The image_set step for real: own docker-registry on loopback as the mirror, the real engine.
 
 Each test pushes its own canary-derived images under a unique prefix and removes what it
 loaded. Faults: the registry stopped mid-set, an image that does not exist, an arm64 image,
@@ -18,24 +18,40 @@ from pathlib import Path
 
 import pytest
 
-from components.host import SCRIPTS_DIR
-from components.image_set import HARBOR_0_21_0_SIDECAR_IMAGE
+from components.config import ImagesConfig
+from components.host import render_step
+from components.image_set import HARBOR_0_21_0_SIDECAR_IMAGE, STATE_DIR
 from components.manifest import load_manifest
-from tests.conftest import CODE, HARBOR_VENV, TB21_TASKS, docker, run_script
+from tests.conftest import CODE, HARBOR_VENV, TB21_TASKS, ScriptResult, docker
+from tests.harbor.conftest import seam_step
 from tests.images.conftest import ImageFactory, LocalRegistry
 
 pytestmark = pytest.mark.real
 
 
-def env_for(registry: LocalRegistry, images: list[str], tmp_path: Path, **extra: str) -> dict:
+IMAGES = ImagesConfig()
+
+
+def inputs_for(registry: LocalRegistry | None, images: list[str], tmp_path: Path,
+               **changes) -> dict:
+    """The step's inputs as the component passes them (the config's defaults), with the test's
+    own registry as the mirror, no backoff and one retry unless `changes` say otherwise."""
     return {
-        "IMAGES": "\n".join(images),
-        "MIRROR": registry.addr,
-        "STATE_DIR": str(tmp_path / "state"),
-        "BACKOFF_SECONDS": "0",
-        "RETRIES": "1",
-        **extra,
+        "images": images, "no_network_tasks": [],
+        "mirror": registry.addr if registry else None,
+        "concurrency": IMAGES.concurrency, "retries": 1, "retry_backoff_s": 0,
+        "pull_timeout_s": IMAGES.pull_timeout_s, "pin_digests": IMAGES.pin_digests,
+        "require_sidecar": IMAGES.require_sidecar, "sidecar_image": IMAGES.sidecar_image,
+        "sidecar_context": None, "harbor_python": None, "state_dir": str(tmp_path / "state"),
+        "scratch_dir": IMAGES.scratch_dir, "registry_username": None, "registry_password": None,
+        **changes,
     }
+
+
+def run_set(inputs: dict, env: dict[str, str] | None = None) -> ScriptResult:
+    """The step as the component runs it: the password (when there is one) on stdin."""
+    secret = ("registry_password",) if inputs.get("registry_password") else ()
+    return seam_step("image_set", "create", inputs, secret_inputs=secret, env=env)
 
 
 def test_pulls_tags_records_digests_then_rerun_makes_no_registry_request(
@@ -43,12 +59,12 @@ def test_pulls_tags_records_digests_then_rerun_makes_no_registry_request(
 ) -> None:
     digests = {test_images.name(s): test_images.push(s) for s in ("alpha:1", "beta:2", "gamma:3")}
     names = sorted(digests)
-    env = env_for(registry, names, tmp_path, CONCURRENCY="2", PIN_DIGESTS="1")
+    env = inputs_for(registry, names, tmp_path, concurrency=2, pin_digests=True)
 
     with ArgvWatcher([f"docker-daemon:{test_images.prefix}/"], program="skopeo") as copies:
-        first = run_script("image_set.sh", env)
+        first = run_set(env)
     assert first.returncode == 0, first.stderr
-    assert copies.peak == 2, f"CONCURRENCY=2 should run two copies at once, saw {copies.peak}"
+    assert copies.peak == 2, f"concurrency 2 should run two copies at once, saw {copies.peak}"
     out = first.outputs
     assert (out["ready"], out["total"], out["pulled"], out["present"]) == (3, 3, 3, 0)
     for name in names:
@@ -60,7 +76,7 @@ def test_pulls_tags_records_digests_then_rerun_makes_no_registry_request(
     assert "3/3 ready" in first.stderr
 
     before = len(registry.requests())
-    again = run_script("image_set.sh", env)
+    again = run_set(env)
     assert again.returncode == 0, again.stderr
     assert len(registry.requests()) == before, "an all-present re-run must not ask the registry"
     assert (again.outputs["pulled"], again.outputs["present"]) == (0, 3)
@@ -72,7 +88,7 @@ def test_pulls_tags_records_digests_then_rerun_makes_no_registry_request(
     new = test_images.name("delta:4")
     digests[new] = test_images.push("delta:4")
     before = len(registry.requests())
-    grown = run_script("image_set.sh", {**env, "IMAGES": "\n".join([*names, new])})
+    grown = run_set({**env, "images": [*names, new]})
     assert grown.returncode == 0, grown.stderr
     assert (grown.outputs["pulled"], grown.outputs["present"], grown.outputs["ready"]) == (1, 3, 4)
     paths = [line.split(" ", 1)[1] for line in registry.requests()[before:]]
@@ -89,7 +105,7 @@ def test_image_pulled_by_hand_is_pinned_from_its_local_repo_digest(
     docker("pull", "-q", f"{registry.addr}/{name}")
     docker("tag", f"{registry.addr}/{name}", name)
     before = len(registry.requests())
-    result = run_script("image_set.sh", env_for(registry, [name], tmp_path, PIN_DIGESTS="1"))
+    result = run_set(inputs_for(registry, [name], tmp_path, pin_digests=True))
     assert result.returncode == 0, result.stderr
     assert (result.outputs["pulled"], result.outputs["present"]) == (0, 1)
     assert result.outputs["repo_digests"] == {name: digest}
@@ -112,14 +128,11 @@ def _stop_mid_set(registry: LocalRegistry, test_images: ImageFactory, tmp_path: 
     names = [test_images.name(f"img{i}:1") for i in range(6)]
     for name in names:
         test_images.push(name.split("/", 1)[1])
-    env = {
-        **os.environ,
-        **env_for(registry, names, tmp_path, CONCURRENCY="1", RETRIES="6", BACKOFF_SECONDS="1"),
-    }
+    inputs = inputs_for(registry, names, tmp_path, concurrency=1, retries=6, retry_backoff_s=1)
     proc = subprocess.Popen(
         # As the host seam runs it: from the host code.
-        ["bash", str(SCRIPTS_DIR / "image_set.sh")],
-        env={**env, "BENCHSTACK_CODE": CODE},
+        ["bash", "-c", render_step("image_set", "create", inputs, CODE)],
+        stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -162,7 +175,7 @@ def test_missing_image_fails_naming_it_after_the_configured_retries(
     good = test_images.name("present:1")
     test_images.push("present:1")
     missing = test_images.name("nosuch:1")
-    result = run_script("image_set.sh", env_for(registry, [good, missing], tmp_path, RETRIES="2"))
+    result = run_set(inputs_for(registry, [good, missing], tmp_path, retries=2))
     assert result.returncode != 0
     assert missing in result.reason and "after 3 attempts" in result.reason, result.stderr
     assert result.stderr.count(f"retry {missing}") == 2
@@ -177,7 +190,7 @@ def test_arm64_image_is_rejected_naming_it_and_not_left_behind(
 ) -> None:
     test_images.push_arm64("armed:1", tmp_path)
     arm = test_images.name("armed:1")
-    result = run_script("image_set.sh", env_for(registry, [arm], tmp_path))
+    result = run_set(inputs_for(registry, [arm], tmp_path))
     assert result.returncode != 0
     assert arm in result.reason and "linux/arm64" in result.reason, result.stderr
     assert test_images.local_id("armed:1") is None
@@ -196,23 +209,18 @@ def test_credentials_from_an_authfile_never_printed(
         name = images.name("locked:1")
         scratch = tmp_path / "scratch"
         scratch.mkdir()
-        base = env_for(reg, [name], tmp_path, TMPDIR=str(scratch))
+        base = inputs_for(reg, [name], tmp_path, scratch_dir=str(scratch))
 
-        anonymous = run_script("image_set.sh", base)
+        anonymous = run_set(base)
         assert anonymous.returncode != 0 and name in anonymous.reason
         assert "unauthorized" in anonymous.reason.lower() or "401" in anonymous.reason
 
-        wrong = run_script(
-            "image_set.sh", {**base, "REGISTRY_USERNAME": "bench", "REGISTRY_PASSWORD": "nope"}
-        )
+        wrong = run_set({**base, "registry_username": "bench", "registry_password": "nope"})
         assert wrong.returncode != 0
 
         watcher = ArgvWatcher([password, base64.b64encode(f"bench:{password}".encode()).decode()])
         with watcher:
-            ok = run_script(
-                "image_set.sh",
-                {**base, "REGISTRY_USERNAME": "bench", "REGISTRY_PASSWORD": password},
-            )
+            ok = run_set({**base, "registry_username": "bench", "registry_password": password})
         assert ok.returncode == 0, ok.stderr
         assert watcher.seen == [], "the secret was on a command line: " + repr(watcher.seen)
         assert watcher.scans > 5
@@ -222,8 +230,8 @@ def test_credentials_from_an_authfile_never_printed(
         # The private authfile went with the scratch dir.
         assert list(scratch.iterdir()) == []
 
-        half = run_script("image_set.sh", {**base, "REGISTRY_USERNAME": "bench"})
-        assert half.returncode != 0 and "REGISTRY_PASSWORD" in half.reason
+        half = run_set({**base, "registry_username": "bench"})
+        assert half.returncode != 0 and "registry_password" in half.reason
     finally:
         images.cleanup()
         reg.stop()
@@ -297,23 +305,23 @@ def test_no_buildx_and_no_sidecar_fails_before_pulling_naming_the_21_tasks(
     assert len(offline) == 21
     test_images.push("one:1")
     before = len(registry.requests())
-    env = env_for(
+    env = inputs_for(
         registry,
         [test_images.name("one:1")],
         tmp_path,
-        NO_NETWORK_TASKS="\n".join(offline),
-        SIDECAR_IMAGE=f"{test_images.prefix}/sidecar:absent",
-        PATH=f"{docker_shim}:{os.environ['PATH']}",
+        no_network_tasks=list(offline),
+        sidecar_image=f"{test_images.prefix}/sidecar:absent",
     )
-    result = run_script("image_set.sh", env)
+    shim = {"PATH": f"{docker_shim}:{os.environ['PATH']}"}
+    result = run_set(env, shim)
     assert result.returncode != 0
     assert "buildx" in result.reason and "21 no-network tasks" in result.reason
     assert all(task in result.reason for task in offline)
     assert len(registry.requests()) == before, "it must fail before pulling anything"
     assert test_images.local_id("one:1") is None
 
-    # REQUIRE_SIDECAR=0: the same host only warns, pulls, and reports the sidecar missing.
-    relaxed = run_script("image_set.sh", {**env, "REQUIRE_SIDECAR": "0"})
+    # images.require_sidecar false: the same host only warns, pulls, and reports it missing.
+    relaxed = run_set({**env, "require_sidecar": False}, shim)
     assert relaxed.returncode == 0, relaxed.stderr
     assert relaxed.outputs["sidecar"]["status"] == "missing"
     assert "warning" in relaxed.stderr and "regex-log" in relaxed.stderr
@@ -324,25 +332,25 @@ def test_sidecar_present_or_buildable_passes(
 ) -> None:
     test_images.push("two:1")
     sidecar = f"{test_images.prefix}/sidecar:prebuilt"
-    env = env_for(
+    env = inputs_for(
         registry,
         [test_images.name("two:1")],
         tmp_path,
-        NO_NETWORK_TASKS="regex-log\nextract-elf",
-        SIDECAR_IMAGE=sidecar,
-        PATH=f"{docker_shim}:{os.environ['PATH']}",
+        no_network_tasks=["regex-log", "extract-elf"],
+        sidecar_image=sidecar,
     )
-    buildx_only = run_script("image_set.sh", {**env, "SHIM_BUILDX_RC": "0"})
+    shim = {"PATH": f"{docker_shim}:{os.environ['PATH']}"}
+    buildx_only = run_set(env, {**shim, "SHIM_BUILDX_RC": "0"})
     assert buildx_only.returncode == 0, buildx_only.stderr
     assert buildx_only.outputs["sidecar"] == {"status": "build-at-launch", "image": sidecar}
 
     docker("tag", test_images.canary, sidecar)  # a pre-loaded sidecar: no buildx needed
-    present = run_script("image_set.sh", env)
+    present = run_set(env, shim)
     assert present.returncode == 0, present.stderr
     assert present.outputs["sidecar"] == {"status": "present", "image": sidecar}
 
     # No offline task: nothing is checked.
-    plain = run_script("image_set.sh", {**env, "NO_NETWORK_TASKS": ""})
+    plain = run_set({**env, "no_network_tasks": []}, shim)
     assert plain.outputs["sidecar"]["status"] == "not-needed"
 
 
@@ -362,23 +370,23 @@ def test_real_harbor_context_without_buildx_fetches_the_pinned_gost_base(
     harbor_bin: Path,
     docker_shim: Path,
 ) -> None:
-    """HARBOR_PYTHON: the tag comes from Harbor's code, and the assembly reads Harbor's real
+    """harbor_python: the tag comes from Harbor's code, and the assembly reads Harbor's real
     Dockerfile: its digest-pinned gost base is asked of the mirror (which lacks it here)."""
     if docker("image", "inspect", HARBOR_0_21_0_SIDECAR_IMAGE, check=False).returncode == 0:
         pytest.fail(f"{HARBOR_0_21_0_SIDECAR_IMAGE} exists on this engine: remove it first")
     test_images.push("three:1")
-    env = env_for(
+    env = inputs_for(
         registry,
         [test_images.name("three:1")],
         tmp_path,
-        RETRIES="0",
-        NO_NETWORK_TASKS="regex-log",
-        SIDECAR_IMAGE="wrong/on:purpose",
-        HARBOR_PYTHON=str(HARBOR_VENV / "bin" / "python"),
-        PATH=f"{docker_shim}:{os.environ['PATH']}",
+        retries=0,
+        no_network_tasks=["regex-log"],
+        sidecar_image="wrong/on:purpose",
+        harbor_python=str(HARBOR_VENV / "bin" / "python"),
     )
+    shim = {"PATH": f"{docker_shim}:{os.environ['PATH']}"}
     before = registry.requests()
-    strict = run_script("image_set.sh", env)
+    strict = run_set(env, shim)
     assert strict.returncode != 0
     assert f"gogost/gost@{GOST_DIGEST}" in strict.reason, strict.stderr
     assert HARBOR_0_21_0_SIDECAR_IMAGE in strict.stderr
@@ -386,7 +394,7 @@ def test_real_harbor_context_without_buildx_fetches_the_pinned_gost_base(
     assert asked == [f"GET /v2/gogost/gost/manifests/{GOST_DIGEST}"], asked
     assert test_images.local_id("three:1") is None, "nothing is pulled after a sidecar failure"
 
-    relaxed = run_script("image_set.sh", {**env, "REQUIRE_SIDECAR": "0"})
+    relaxed = run_set({**env, "require_sidecar": False}, shim)
     assert relaxed.returncode == 0, relaxed.stderr
     assert relaxed.outputs["sidecar"] == {"status": "missing", "image": HARBOR_0_21_0_SIDECAR_IMAGE}
 
@@ -413,16 +421,16 @@ def test_without_buildx_the_sidecar_is_assembled_from_harbors_context(
     context = fake_sidecar_context(tmp_path, base)
     sidecar = f"{test_images.prefix}/sidecar:assembled"
     test_images.push("four:1")
-    env = env_for(
+    env = inputs_for(
         registry,
         [test_images.name("four:1")],
         tmp_path,
-        NO_NETWORK_TASKS="regex-log\nextract-elf",
-        SIDECAR_IMAGE=sidecar,
-        SIDECAR_CONTEXT=str(context),
-        PATH=f"{docker_shim}:{os.environ['PATH']}",
+        no_network_tasks=["regex-log", "extract-elf"],
+        sidecar_image=sidecar,
+        sidecar_context=str(context),
     )
-    result = run_script("image_set.sh", env)
+    shim = {"PATH": f"{docker_shim}:{os.environ['PATH']}"}
+    result = run_set(env, shim)
     assert result.returncode == 0, result.stderr
     assert result.outputs["sidecar"] == {"status": "assembled", "image": sidecar}
     assert result.outputs["ready"] == 1
@@ -448,7 +456,7 @@ def test_without_buildx_the_sidecar_is_assembled_from_harbors_context(
     assert label.stdout.strip() == base
     assert docker("ps", "-a", "-q", "--filter", f"ancestor={sidecar}").stdout.strip() == ""
 
-    again = run_script("image_set.sh", env)
+    again = run_set(env, shim)
     assert again.outputs["sidecar"]["status"] == "present"
 
 
@@ -456,30 +464,43 @@ def test_sidecar_dockerfile_beyond_from_and_copy_is_refused(
     registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path, docker_shim: Path
 ) -> None:
     context = fake_sidecar_context(tmp_path, "debian:bookworm", extra="RUN apt-get update")
-    env = env_for(
+    env = inputs_for(
         registry,
         ["some/image:1"],
         tmp_path,
-        NO_NETWORK_TASKS="regex-log",
-        SIDECAR_IMAGE=f"{test_images.prefix}/sidecar:never",
-        SIDECAR_CONTEXT=str(context),
-        PATH=f"{docker_shim}:{os.environ['PATH']}",
+        no_network_tasks=["regex-log"],
+        sidecar_image=f"{test_images.prefix}/sidecar:never",
+        sidecar_context=str(context),
     )
-    result = run_script("image_set.sh", env)
+    result = run_set(env, {"PATH": f"{docker_shim}:{os.environ['PATH']}"})
     assert result.returncode != 0
     assert "instruction RUN" in result.reason and "buildx" in result.reason
 
 
 @pytest.mark.parametrize(
     ("key", "value"),
-    [("CONCURRENCY", "0"), ("RETRIES", "x"), ("PIN_DIGESTS", "yes"), ("TLS_VERIFY", "maybe")],
+    [("concurrency", 0), ("retries", -1), ("pin_digests", "yes"), ("pull_timeout_s", 0)],
 )
-def test_bad_input_fails_in_one_line_naming_the_key(key: str, value: str, tmp_path: Path) -> None:
-    result = run_script("image_set.sh", {"IMAGES": "a/b:1", "STATE_DIR": str(tmp_path), key: value})
+def test_bad_input_fails_in_one_line_naming_the_key(key: str, value, tmp_path: Path) -> None:
+    result = run_set(inputs_for(None, ["a/b:1"], tmp_path, **{key: value}))
     assert result.returncode != 0 and result.reason.startswith(f"image_set: {key}=")
     assert result.stdout == ""
 
 
 def test_empty_image_list_fails(tmp_path: Path) -> None:
-    result = run_script("image_set.sh", {"IMAGES": " \n", "STATE_DIR": str(tmp_path)})
-    assert result.returncode != 0 and "IMAGES is empty" in result.reason
+    result = run_set(inputs_for(None, [" ", ""], tmp_path))
+    assert result.returncode != 0 and "images is empty" in result.reason
+
+
+def test_the_state_dir_is_the_hosts_own_by_default(
+    registry: LocalRegistry, test_images: ImageFactory, tmp_path: Path
+) -> None:
+    """The component's default state dir is under the home of the host's user (`~`)."""
+    test_images.push("home:1")
+    name = test_images.name("home:1")
+    home = tmp_path / "home"
+    result = run_set(inputs_for(registry, [name], tmp_path, state_dir=STATE_DIR),
+                     {"HOME": str(home)})
+    assert result.returncode == 0, result.stderr
+    state = home / ".local" / "state" / "benchstack" / "image-set" / "repo-digests.tsv"
+    assert name in state.read_text()

@@ -82,7 +82,7 @@ def test_the_digest_covers_the_files_a_script_names_and_only_those():
     """An edited module is an update of exactly the steps whose scripts run it."""
     assert script_closure("serving_probe.sh") == (
         "readiness.py", "scripts/lib/pinned_venv.sh", "scripts/serving_probe.sh")
-    assert script_closure("harbor_configs.sh") == ("scripts/harbor_configs.sh",)
+    assert script_closure("harbor_status.sh") == ("scripts/harbor_status.sh",)
     # What HostCode ships covers every file any step names.
     shipped = set(code_files())
     for script in SCRIPTS_DIR.glob("*.sh"):

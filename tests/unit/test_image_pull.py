@@ -1,24 +1,44 @@
-"""components/image_pull.py without a peer: image names, inputs, retry policy, the pool, the digest
-state, the sidecar's Dockerfile interpreter, and whole runs against a fake engine and registry
-(the real ones are in tests/images/test_image_set_script.py)."""
+"""The image set's host modules without a peer (components/hostside/image_set.py, image_pull.py,
+image_sidecar.py): image names, inputs, retry policy, the pool, the digest state, the sidecar's
+Dockerfile interpreter, and whole runs against a fake engine and registry (the real ones are in
+tests/images/test_image_set_script.py)."""
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
 import stat
-import subprocess
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from components import image_pull as ip
-from components.host import SCRIPTS_DIR, script_closure
-from tests.conftest import seam_command
+from components.config import ImagesConfig
+from components.host import module_closure
+from components.hostside import image_pull as ip
+from components.hostside import image_set as iset
+from components.hostside import image_sidecar as sc
+from tests.harbor.conftest import seam_step
+
+IMAGES = ImagesConfig()
+
+
+def inputs(**changes) -> iset.Inputs:
+    """The step's inputs as the component passes them for the config's defaults."""
+    values = {
+        "images": ["a/b:1"], "no_network_tasks": [], "mirror": None,
+        "concurrency": IMAGES.concurrency, "retries": IMAGES.retries,
+        "retry_backoff_s": IMAGES.retry_backoff_s, "pull_timeout_s": IMAGES.pull_timeout_s,
+        "pin_digests": IMAGES.pin_digests, "require_sidecar": IMAGES.require_sidecar,
+        "sidecar_image": IMAGES.sidecar_image, "sidecar_context": None, "harbor_python": None,
+        "state_dir": "~/.local/state/benchstack/image-set", "scratch_dir": IMAGES.scratch_dir,
+        "registry_username": None, "registry_password": None,
+    }
+    return iset.Inputs(**(values | changes))
 
 # --- image names ------------------------------------------------------------------------------
 
@@ -64,88 +84,60 @@ def test_the_mirror_serves_hub_images_only() -> None:
 
 
 @pytest.mark.parametrize(
-    ("source", "setting", "verify"),
+    ("source", "verify"),
     [
-        ("127.0.0.1:5000/library/debian", "auto", False),
-        ("localhost:5000/x", "auto", False),
-        ("localhost/x", "auto", False),
-        ("docker.io/library/debian", "auto", True),
-        ("mirror.example/x", "auto", True),
-        ("127.0.0.1:5000/x", "true", True),
-        ("mirror.example/x", "false", False),
+        ("127.0.0.1:5000/library/debian", False),
+        ("localhost:5000/x", False),
+        ("localhost/x", False),
+        ("docker.io/library/debian", True),
+        ("mirror.example/x", True),
     ],
 )
-def test_tls_verification_is_off_only_for_loopback_in_auto(
-    source: str, setting: str, verify: bool
-) -> None:
-    assert ip.tls_verify(source, setting) is verify
+def test_tls_verification_is_off_only_for_loopback(source: str, verify: bool) -> None:
+    assert ip.tls_verify(source) is verify
 
 
 # --- inputs -----------------------------------------------------------------------------------
 
 
-def test_defaults_and_the_image_list_normal_form() -> None:
-    s = ip.settings_from_env({"IMAGES": " b/x:1 \n\na/y:2\nb/x:1\n", "HOME": "/home/u"})
-    assert s.images == ("a/y:2", "b/x:1")
-    assert (s.concurrency, s.retries, s.attempts, s.backoff_s, s.pull_timeout) == (4, 4, 5, 5, 1800)
-    assert (s.pin_digests, s.require_sidecar, s.tls_verify) == (False, True, "auto")
-    assert s.state_dir == Path("/home/u/.local/state/benchstack/image-set")
-    assert s.sidecar_image == ip.DEFAULT_SIDECAR
-    xdg = ip.settings_from_env({"IMAGES": "a:1", "XDG_STATE_HOME": "/s", "TMPDIR": "/scratch"})
-    assert xdg.state_dir == Path("/s/benchstack/image-set")
-    assert xdg.scratch_dir == Path("/scratch")
-    tasks = ip.settings_from_env({"IMAGES": "a:1", "NO_NETWORK_TASKS": "z\n a \n\nz"})
-    assert tasks.offline_tasks == ("a", "z")
+def test_the_inputs_in_their_working_form() -> None:
+    s = iset.settings(inputs(images=[" b/x:1 ", "", "a/y:2", "b/x:1"],
+                             no_network_tasks=["z", " a ", "", "z"]))
+    assert s.images == ("a/y:2", "b/x:1") and s.offline_tasks == ("a", "z")
+    assert (s.concurrency, s.retries, s.attempts) == (IMAGES.concurrency, IMAGES.retries,
+                                                      IMAGES.retries + 1)
+    assert s.state_dir == Path.home() / ".local/state/benchstack/image-set"
+    assert s.scratch_dir == Path("/var/tmp") and s.mirror == ""
 
 
 @pytest.mark.parametrize(
     ("key", "value"),
     [
-        ("CONCURRENCY", "0"), ("CONCURRENCY", "two"), ("RETRIES", "x"), ("RETRIES", "-1"),
-        ("BACKOFF_SECONDS", "1.5"), ("PULL_TIMEOUT", "0"), ("PIN_DIGESTS", "yes"),
-        ("REQUIRE_SIDECAR", "true"), ("TLS_VERIFY", "maybe"),
-        # Unicode digits pass str.isdigit() but are no number bash or int() take as such.
-        ("CONCURRENCY", "\u00b2"),
+        ("concurrency", 0), ("concurrency", "two"), ("concurrency", True), ("retries", -1),
+        ("retry_backoff_s", 1.5), ("pull_timeout_s", 0), ("pin_digests", "yes"),
+        ("require_sidecar", 1),
     ],
 )
-def test_a_bad_input_names_its_key(key: str, value: str) -> None:
+def test_a_bad_input_names_its_key(key: str, value) -> None:
     with pytest.raises(ip.PullError) as err:
-        ip.settings_from_env({"IMAGES": "a/b:1", key: value})
+        iset.settings(inputs(**{key: value}))
     assert str(err.value).startswith(f"{key}={value}: ")
 
 
 def test_images_must_be_given_by_tag() -> None:
-    with pytest.raises(ip.PullError, match="IMAGES is empty"):
-        ip.settings_from_env({"IMAGES": " \n "})
-    with pytest.raises(ip.PullError, match="pinned by digest.*PIN_DIGESTS=1"):
-        ip.settings_from_env({"IMAGES": "a/b@sha256:" + "0" * 64})
+    with pytest.raises(ip.PullError, match="images is empty"):
+        iset.settings(inputs(images=[" ", ""]))
+    with pytest.raises(ip.PullError, match="pinned by digest.*images.pin_digests"):
+        iset.settings(inputs(images=["a/b@sha256:" + "0" * 64]))
 
 
 def test_credentials_come_in_pairs_and_the_password_stays_out_of_repr() -> None:
-    with pytest.raises(ip.PullError, match="REGISTRY_USERNAME is set but REGISTRY_PASSWORD"):
-        ip.settings_from_env({"IMAGES": "a:1", "REGISTRY_USERNAME": "u"})
-    with pytest.raises(ip.PullError, match="REGISTRY_PASSWORD is set but REGISTRY_USERNAME"):
-        ip.settings_from_env({"IMAGES": "a:1"}, password="pw")
-    s = ip.settings_from_env(
-        {"IMAGES": "a:1", "REGISTRY_USERNAME": "u", "REGISTRY_PASSWORD": "from-env"},
-        password="from-fd",
-    )
-    assert s.password == "from-fd"
-    assert "from-fd" not in repr(s)
-
-
-def test_the_password_descriptor(tmp_path: Path) -> None:
-    assert ip.read_secret_fd({}) is None
-    read, write = os.pipe()
-    os.write(write, b"pa ss\n")
-    os.close(write)
-    assert ip.read_secret_fd({"REGISTRY_PASSWORD_FD": str(read)}) == "pa ss"
-    with pytest.raises(ip.PullError, match="REGISTRY_PASSWORD_FD=x"):
-        ip.read_secret_fd({"REGISTRY_PASSWORD_FD": "x"})
-    closed = os.open(tmp_path, os.O_RDONLY)
-    os.close(closed)
-    with pytest.raises(ip.PullError, match=f"REGISTRY_PASSWORD_FD={closed} cannot be read"):
-        ip.read_secret_fd({"REGISTRY_PASSWORD_FD": str(closed)})
+    with pytest.raises(ip.PullError, match="registry_username is set but registry_password"):
+        iset.settings(inputs(registry_username="u"))
+    with pytest.raises(ip.PullError, match="registry_password is set but registry_username"):
+        iset.settings(inputs(registry_password="pw"))
+    s = iset.settings(inputs(registry_username="u", registry_password="pw-secret"))
+    assert s.password == "pw-secret" and "pw-secret" not in repr(s)
 
 
 def test_the_authfile_is_private_and_names_the_registry(tmp_path: Path) -> None:
@@ -331,9 +323,9 @@ def test_failures_name_the_first_and_count_the_rest() -> None:
     ],
 )
 def test_sidecar_decision(needed, present, buildx, harbor, context, action) -> None:
-    got = ip.sidecar_action(needed=needed, present=present, buildx=buildx, harbor_python=harbor,
+    got = sc.sidecar_action(needed=needed, present=present, buildx=buildx, harbor_python=harbor,
                             context=context)
-    assert got == action and got in ip.SIDECAR_STATUSES + ("build", "assemble")
+    assert got == action and got in sc.SIDECAR_STATUSES + ("build", "assemble")
 
 
 HARBOR_LIKE = """\
@@ -347,12 +339,12 @@ copy network-policy /usr/local/bin/
 
 
 def test_the_dockerfile_interpreter_reads_harbors_recipe() -> None:
-    recipe = ip.parse_dockerfile(HARBOR_LIKE)
+    recipe = sc.parse_dockerfile(HARBOR_LIKE)
     assert recipe.base.startswith("gogost/gost:3.2.7@sha256:afc01377")
     assert recipe.copies == (
-        ip.Copy(("entrypoint.sh",), "/opt/egress-sidecar/entrypoint.sh", 0o755),
-        ip.Copy(("gost.yaml", "allowlist.txt"), "/opt/egress-sidecar/", None),
-        ip.Copy(("network-policy",), "/usr/local/bin/", None),
+        sc.Copy(("entrypoint.sh",), "/opt/egress-sidecar/entrypoint.sh", 0o755),
+        sc.Copy(("gost.yaml", "allowlist.txt"), "/opt/egress-sidecar/", None),
+        sc.Copy(("network-policy",), "/usr/local/bin/", None),
     )
     assert [c.targets() for c in recipe.copies] == [
         [("entrypoint.sh", "/opt/egress-sidecar/entrypoint.sh")],
@@ -361,7 +353,7 @@ def test_the_dockerfile_interpreter_reads_harbors_recipe() -> None:
         [("network-policy", "/usr/local/bin/network-policy")],
     ]
     # Two sources into a dest without the slash still go into it, as COPY does.
-    assert ip.Copy(("a", "sub/b"), "/d", None).targets() == [("a", "/d/a"), ("sub/b", "/d/b")]
+    assert sc.Copy(("a", "sub/b"), "/d", None).targets() == [("a", "/d/a"), ("sub/b", "/d/b")]
 
 
 @pytest.mark.parametrize(
@@ -381,7 +373,7 @@ def test_the_dockerfile_interpreter_reads_harbors_recipe() -> None:
 )
 def test_the_dockerfile_interpreter_refuses_what_it_cannot_reproduce(text: str, reason: str):
     with pytest.raises(ip.PullError) as err:
-        ip.parse_dockerfile(text, "/ctx/Dockerfile")
+        sc.parse_dockerfile(text, "/ctx/Dockerfile")
     assert reason in str(err.value) and str(err.value).startswith("/ctx/Dockerfile")
 
 
@@ -395,7 +387,7 @@ def test_staging_keeps_modes_sets_chmod_and_opens_dirs(tmp_path: Path) -> None:
     stage = tmp_path / "stage"
     old_umask = os.umask(0o077)
     try:
-        ip.stage_files(ip.parse_dockerfile(HARBOR_LIKE), context, stage)
+        sc.stage_files(sc.parse_dockerfile(HARBOR_LIKE), context, stage)
     finally:
         os.umask(old_umask)
 
@@ -411,7 +403,7 @@ def test_staging_keeps_modes_sets_chmod_and_opens_dirs(tmp_path: Path) -> None:
 
     for bad in ("FROM a\nCOPY ../secret /x\n", "FROM a\nCOPY absent /x\n"):
         with pytest.raises(ip.PullError, match="is not a file of"):
-            ip.stage_files(ip.parse_dockerfile(bad), context, tmp_path / "stage2")
+            sc.stage_files(sc.parse_dockerfile(bad), context, tmp_path / "stage2")
 
 
 # --- whole runs against a fake engine and registry ---------------------------------------------
@@ -476,23 +468,21 @@ def manifest(name: str) -> bytes:
     return json.dumps({"schemaVersion": 2, "name": name}).encode()
 
 
-def settings(tmp_path: Path, images: list[str], **env: str) -> ip.Settings:
-    return ip.settings_from_env({
-        "IMAGES": "\n".join(images), "MIRROR": MIRROR, "STATE_DIR": str(tmp_path / "state"),
-        "BACKOFF_SECONDS": "0", **env,
-    })
+def settings(tmp_path: Path, images: list[str], **changes) -> iset.Settings:
+    return iset.settings(inputs(images=images, mirror=MIRROR, state_dir=str(tmp_path / "state"),
+                                retry_backoff_s=0, **changes))
 
 
-def run_set(tmp_path: Path, host: FakeHost, s: ip.Settings) -> dict:
+def run_set(tmp_path: Path, host: FakeHost, s: iset.Settings) -> dict:
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
-    return ip.ImageSet(s, host, work, sleep=lambda _: None).run_all("not-needed", "sidecar:x")
+    return iset.ImageSet(s, host, work, sleep=lambda _: None).run_all("not-needed", "sidecar:x")
 
 
 def test_pulls_what_is_missing_then_an_all_present_rerun_asks_no_registry(tmp_path: Path) -> None:
     registry = {f"{MIRROR}/t/a:1": manifest("a"), f"{MIRROR}/t/b:2": manifest("b")}
     host = FakeHost(registry)
-    s = settings(tmp_path, ["t/a:1", "t/b:2"], PIN_DIGESTS="1")
+    s = settings(tmp_path, ["t/a:1", "t/b:2"], pin_digests=True)
     first = run_set(tmp_path, host, s)
     digest_a = ip.sha256_digest(manifest("a"))
     assert (first["ready"], first["total"], first["pulled"], first["present"]) == (2, 2, 2, 0)
@@ -518,7 +508,7 @@ def test_pulls_what_is_missing_then_an_all_present_rerun_asks_no_registry(tmp_pa
 
 def test_a_failed_image_fails_the_set_but_the_others_are_recorded(tmp_path: Path) -> None:
     host = FakeHost({f"{MIRROR}/t/good:1": manifest("good")})
-    s = settings(tmp_path, ["t/good:1", "t/nosuch:1"], RETRIES="2")
+    s = settings(tmp_path, ["t/good:1", "t/nosuch:1"], retries=2)
     with pytest.raises(ip.PullError) as err:
         run_set(tmp_path, host, s)
     assert str(err.value) == (
@@ -531,7 +521,7 @@ def test_a_failed_image_fails_the_set_but_the_others_are_recorded(tmp_path: Path
 def test_a_reset_copy_is_retried_and_reads_the_manifest_again(tmp_path: Path) -> None:
     host = FakeHost({f"{MIRROR}/t/a:1": manifest("a")})
     host.fail_copies[f"{MIRROR}/t/a@{ip.sha256_digest(manifest('a'))}"] = 2
-    out = run_set(tmp_path, host, settings(tmp_path, ["t/a:1"], RETRIES="2"))
+    out = run_set(tmp_path, host, settings(tmp_path, ["t/a:1"], retries=2))
     assert out["pulled"] == 1
     assert [c[1] for c in host.registry_calls()] == ["inspect", "copy"] * 3
 
@@ -555,19 +545,17 @@ def test_a_present_wrong_architecture_image_is_pulled_again(tmp_path: Path) -> N
 
     work = tmp_path / "work"
     work.mkdir()
-    out = ip.ImageSet(settings(tmp_path, ["t/a:1"]), amd64_after_copy, work,
+    out = iset.ImageSet(settings(tmp_path, ["t/a:1"]), amd64_after_copy, work,
                       sleep=lambda _: None).run_all("not-needed", "x")
     assert out["pulled"] == 1 and out["digests"]["t/a:1"] != "sha256:old"
 
 
 def test_credentials_reach_skopeo_only_as_a_private_authfile(tmp_path: Path) -> None:
     host = FakeHost({f"{MIRROR}/t/a:1": manifest("a")})
-    s = ip.settings_from_env(
-        {"IMAGES": "t/a:1", "MIRROR": MIRROR, "STATE_DIR": str(tmp_path / "s"),
-         "REGISTRY_USERNAME": "bench"}, password="hunter2")
+    s = settings(tmp_path, ["t/a:1"], registry_username="bench", registry_password="hunter2")
     work = tmp_path / "work"
     work.mkdir()
-    ip.ImageSet(s, host, work, sleep=lambda _: None).run_all("not-needed", "x")
+    iset.ImageSet(s, host, work, sleep=lambda _: None).run_all("not-needed", "x")
     authfile = work / "auth.json"
     assert stat.S_IMODE(authfile.stat().st_mode) == 0o600
     for call in host.registry_calls():
@@ -575,29 +563,23 @@ def test_credentials_reach_skopeo_only_as_a_private_authfile(tmp_path: Path) -> 
         assert call[call.index("--authfile") + 1] == str(authfile)
 
 
-# --- the shipped program ------------------------------------------------------------------------
+# --- the shipped step ------------------------------------------------------------------------
 
 
-def test_the_script_runs_the_program_from_the_host_code() -> None:
-    assert "image_pull.py" in script_closure("image_set.sh")
+def test_the_step_runs_the_set_its_engine_and_its_sidecar_from_the_host_code() -> None:
+    assert {"hostside/image_set.py", "hostside/image_pull.py",
+            "hostside/image_sidecar.py"} <= set(module_closure("image_set"))
 
 
-def test_the_rendered_script_runs_the_program_with_the_hosts_python3(tmp_path: Path) -> None:
-    """No peer needed: a bad input fails in the program, before any docker or skopeo call."""
-    env = {"IMAGES": "a/b:1", "CONCURRENCY": "0", "REGISTRY_PASSWORD": "pw"}
-    proc = subprocess.run(["bash", "-c", seam_command("image_set.sh", env)],
-                          capture_output=True, text=True, timeout=60)
+def test_the_step_through_the_seam_takes_its_password_on_stdin(tmp_path: Path) -> None:
+    """No peer needed: a bad input fails in the step, before any docker or skopeo call."""
+    given = dataclasses.asdict(inputs(concurrency=0, registry_password="pw-on-stdin"))
+    proc = seam_step("image_set", "create", given, secret_inputs=("registry_password",),
+                     timeout=60)
     assert proc.returncode == 1 and proc.stdout == ""
-    assert proc.stderr.strip() == "image_set: CONCURRENCY=0: set a whole number >= 1"
-    # The password arrived on the descriptor (else it would be "set but REGISTRY_USERNAME").
-    env["CONCURRENCY"] = "1"
-    proc = subprocess.run(["bash", "-c", seam_command("image_set.sh", env)],
-                          capture_output=True, text=True, timeout=60)
-    assert "REGISTRY_PASSWORD is set but REGISTRY_USERNAME is empty" in proc.stderr
-
-
-def test_the_script_file_alone_refuses_to_run() -> None:
-    env = {k: v for k, v in os.environ.items() if k != "BENCHSTACK_CODE"}
-    proc = subprocess.run(["bash", str(SCRIPTS_DIR / "image_set.sh")], capture_output=True,
-                          text=True, timeout=60, env=env)
-    assert proc.returncode == 1 and "BENCHSTACK_CODE is empty" in proc.stderr
+    assert proc.reason == "image_set: concurrency=0: set a whole number >= 1"
+    # The password arrived on standard input (else it would not be "set").
+    proc = seam_step("image_set", "create", {**given, "concurrency": 1},
+                     secret_inputs=("registry_password",), timeout=60)
+    assert proc.reason == ("image_set: registry_password is set but registry_username is "
+                           "empty: set both or neither")

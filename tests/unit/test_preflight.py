@@ -1,21 +1,19 @@
-"""components/preflight.py without Harbor: the field walk, the comparison, the dataset, mount and
-resume checks, Harbor's error line, and a whole run with a stand-in `harbor` executable (the
-real Harbor is in tests/harbor/test_preflight_real.py)."""
+"""components/hostside/harbor_preflight.py without Harbor: the field walk, the comparison, the
+dataset, mount and resume checks, Harbor's error line, and a whole run through the seam with a
+stand-in `harbor` executable (the real Harbor is in tests/harbor/test_preflight_real.py)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from components import preflight as pf
-from components.host import SCRIPTS_DIR, script_closure
-from tests.conftest import seam_command
+from components.host import module_closure
+from components.hostside import harbor_preflight as pf
+from tests.harbor.conftest import seam_step
 
 RESOLVED = {
     "job_name": "j1",
@@ -105,7 +103,7 @@ def test_check_raises_the_first_problem_and_counts_the_rest(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     checks = [{"path": ["n_concurrent_trials"], "expect": 30}]
-    with pytest.raises(pf.PreflightError) as err:
+    with pytest.raises(pf.HostError) as err:
         pf.check(RESOLVED, checks, override=None, compose_path="/c.yaml", job_name="j1",
                  existing={**RESOLVED, "n_concurrent_trials": 2}, jobs_dir="/r",
                  is_dir=lambda p: False)
@@ -120,19 +118,11 @@ def test_check_raises_the_first_problem_and_counts_the_rest(
              existing=dict(RESOLVED), jobs_dir="/r", is_dir=lambda p: True)
 
 
-def test_inputs_are_required_and_the_resolved_copy_goes_beside_the_logs() -> None:
-    env = {"HARBOR_BIN": "/h/bin/harbor", "JOB_CONFIG": "/c/j.yaml", "COMPOSE_PATH": "/c/x.yaml",
-           "JOB_NAME": "j1", "JOBS_DIR": "/ws/results"}
-    values = pf.inputs(env)
-    assert values["RESOLVED_OUT"] == "/ws/logs/j1.resolved-config.json"
-    assert values["EXPECTED"] == "[]"
-    for key in pf.REQUIRED:
-        with pytest.raises(pf.PreflightError, match=f"^{key} is empty"):
-            pf.inputs({**env, key: ""})
-    with pytest.raises(pf.PreflightError, match="EXPECTED is not JSON"):
-        pf.parse_checks("[{")
-    with pytest.raises(pf.PreflightError, match="EXPECTED must be a JSON list"):
-        pf.parse_checks('[{"path": "x", "expect": 1}]')
+def test_the_expected_fields_must_be_a_list_of_checks() -> None:
+    assert pf.parse_checks([{"path": ["x"], "expect": 1}]) == [{"path": ["x"], "expect": 1}]
+    for bad in ({"path": ["x"]}, [{"path": "x", "expect": 1}], [{"path": ["x"]}]):
+        with pytest.raises(pf.HostError, match="expected must be a JSON list"):
+            pf.parse_checks(bad)
 
 
 # --- a whole run, with a stand-in harbor ------------------------------------------------------
@@ -144,50 +134,49 @@ def fake_harbor(tmp_path: Path, body: str) -> Path:
     harbor = venv_bin / "harbor"
     harbor.write_text("#!/usr/bin/env bash\n" + body)
     harbor.chmod(0o755)
-    # The script runs the program with the venv's python, beside harbor.
+    # The step reads the compose override with the venv's python (PyYAML), beside harbor.
     (venv_bin / "python").symlink_to(sys.executable)
     return harbor
 
 
-def job_env(tmp_path: Path, harbor: Path, expected: list[dict]) -> dict[str, str]:
+def job_inputs(tmp_path: Path, harbor: Path, expected: list[dict]) -> dict:
     (tmp_path / "tools").mkdir(exist_ok=True)
     config = tmp_path / "job.yaml"
     config.write_text("jobs_dir: x\n")
     compose = tmp_path / "compose.yaml"
     compose.write_text(f"services:\n  main:\n    volumes:\n      - {tmp_path / 'tools'}:/t:ro\n")
-    return {"HARBOR_BIN": str(harbor), "JOB_CONFIG": str(config), "COMPOSE_PATH": str(compose),
-            "JOB_NAME": "j1", "JOBS_DIR": str(tmp_path / "results"),
-            "EXPECTED": json.dumps(expected)}
+    return {"harbor_bin": str(harbor), "job_config": str(config), "compose_path": str(compose),
+            "job_name": "j1", "jobs_dir": str(tmp_path / "results"), "expected": expected,
+            "resolved_out": str(tmp_path / "logs" / "j1.resolved-config.json")}
 
 
-def run_script(env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "-c", seam_command("harbor_preflight.sh", env)],
-                          env=os.environ, capture_output=True, text=True, timeout=60)
+def run_step(inputs: dict):
+    return seam_step("harbor_preflight", "create", inputs, timeout=60)
 
 
 def test_a_run_saves_what_harbor_resolved_and_reports_its_digest(tmp_path: Path) -> None:
     resolved = json.dumps({"n_concurrent_trials": 3, "datasets": [{"path": str(tmp_path)}]})
     harbor = fake_harbor(tmp_path, f"""
 [[ "$*" == *"--print-config"* && "$*" == *"--job-name j1"* && "$HARBOR_TELEMETRY" == 0 ]] || exit 9
+[[ -z "${{BENCHSTACK_INPUTS:-}}${{PYTHONPATH:-}}" ]] || exit 8  # the step's own, not Harbor's
 printf '%s\\n' '{resolved}'
 """)
-    env = job_env(tmp_path, harbor, [{"path": ["n_concurrent_trials"], "expect": 3}])
-    proc = run_script(env)
+    inputs = job_inputs(tmp_path, harbor, [{"path": ["n_concurrent_trials"], "expect": 3}])
+    proc = run_step(inputs)
     assert proc.returncode == 0, proc.stderr
-    out = json.loads(proc.stdout.strip().splitlines()[-1])
     saved = tmp_path / "logs" / "j1.resolved-config.json"
-    assert out == {"resolved_config": str(saved), "checked_fields": 1,
-                   "resolved_sha256": hashlib.sha256(saved.read_bytes()).hexdigest()}
+    assert proc.outputs == {"resolved_config": str(saved), "checked_fields": 1,
+                            "resolved_sha256": hashlib.sha256(saved.read_bytes()).hexdigest()}
     assert json.loads(saved.read_text())["n_concurrent_trials"] == 3
     assert "1 fields match" in proc.stderr
 
     # The tool bundle gone: the mount source is named.
     (tmp_path / "tools").rmdir()
-    proc = run_script(env)
+    proc = run_step(inputs)
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1] == (
-        f"harbor_preflight: mount source {tmp_path / 'tools'} in {env['COMPOSE_PATH']} does not "
-        "exist: build the tool bundle first"
+    assert proc.reason == (
+        f"harbor_preflight: mount source {tmp_path / 'tools'} in {inputs['compose_path']} does "
+        "not exist: build the tool bundle first"
     )
 
 
@@ -196,27 +185,27 @@ def test_harbors_refusal_is_one_line(tmp_path: Path) -> None:
 printf 'ValueError: n_concurrent (30)\\n  cannot exceed\\n  n_concurrent_trials (25)\\n'
 exit 1
 """)
-    proc = run_script(job_env(tmp_path, harbor, []))
+    proc = run_step(job_inputs(tmp_path, harbor, []))
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1] == (
+    assert proc.reason == (
         f"harbor_preflight: harbor rejected {tmp_path / 'job.yaml'} (Error: n_concurrent "
         "(30) cannot exceed n_concurrent_trials (25)): fix the job settings in the stack config"
     )
 
 
-def test_the_script_checks_its_files_before_running_harbor(tmp_path: Path) -> None:
+def test_the_step_checks_its_files_before_running_harbor(tmp_path: Path) -> None:
     harbor = fake_harbor(tmp_path, "exit 0\n")
-    env = job_env(tmp_path, harbor, [])
-    proc = run_script({**env, "JOB_CONFIG": str(tmp_path / "absent.yaml")})
+    inputs = job_inputs(tmp_path, harbor, [])
+    proc = run_step({**inputs, "job_config": str(tmp_path / "absent.yaml")})
     assert proc.returncode == 1
     assert "absent.yaml does not exist: run the configs step" in proc.stderr
-    proc = run_script({**env, "HARBOR_BIN": str(tmp_path / "nope")})
+    proc = run_step({**inputs, "harbor_bin": str(tmp_path / "nope")})
     assert proc.returncode == 1 and "is not executable: run the install step" in proc.stderr
+    missing = {k: v for k, v in inputs.items() if k != "resolved_out"}
+    proc = run_step(missing)
+    assert proc.reason == "harbor_preflight: input resolved_out missing: the program must pass it"
 
 
-def test_the_script_runs_the_program_from_the_host_code() -> None:
-    assert "preflight.py" in script_closure("harbor_preflight.sh")
-    alone = subprocess.run(["bash", str(SCRIPTS_DIR / "harbor_preflight.sh")],
-                           capture_output=True, text=True, timeout=60,
-                           env={k: v for k, v in os.environ.items() if k != "BENCHSTACK_CODE"})
-    assert alone.returncode == 1 and "BENCHSTACK_CODE is empty" in alone.stderr
+def test_the_step_runs_from_the_host_package() -> None:
+    assert "hostside/harbor_preflight.py" in module_closure("harbor_preflight")
+    assert "hostside/jobdir.py" in module_closure("harbor_preflight")

@@ -1,28 +1,17 @@
 """HarborJob preflight: Harbor resolves the job as the launch will, and the stack's fields match.
 
-Seed step "Run the full-run preflight". This file is shipped to the Harbor host:
-`components/scripts/harbor_preflight.sh` inlines it (a `# benchstack:include` line) and runs it
-with the Harbor venv's python, which has PyYAML for the compose override. It imports nothing
-from the project and runs standalone, its inputs in the environment:
+Seed step "Run the full-run preflight". `harbor run --print-config` with the launch's flags
+resolves the job (nothing runs), then every field the stack decides (`expected`: a list of
+{path, expect, default} from components/harbor_config.py) is compared with what the stack asked
+for; a field Harbor's output leaves out counts as Harbor's default. Also refused, as
+print-config does not check them: a missing dataset dir, a missing bind-mount source, and an
+existing job dir with another config (Harbor would refuse to resume it hours later, or two
+configs would mix in one job).
 
-  HARBOR_BIN     the harbor executable in its venv                           (required)
-  JOB_CONFIG     rendered job config file                                    (required)
-  COMPOSE_PATH   rendered compose override file                              (required)
-  JOB_NAME       the job name the launch will use                            (required)
-  JOBS_DIR       Harbor's jobs dir (results)                                 (required)
-  EXPECTED       JSON list of {path, expect, default} (harbor_config.py)     ([])
-  RESOLVED_OUT   where the resolved config is saved
-                 (JOBS_DIR/../logs/JOB_NAME.resolved-config.json)
-
-`harbor run --print-config` with the launch's flags resolves the job (nothing runs), then every
-field the stack decides is compared with what the stack asked for; a field Harbor's output
-leaves out counts as Harbor's default. Also refused, as print-config does not check them: a
-missing dataset dir, a missing bind-mount source, and an existing job dir with another config
-(Harbor would refuse to resume it hours later, or two configs would mix in one job).
-
-Progress goes to stderr; the result is ONE JSON object on the last stdout line:
-{"resolved_config", "resolved_sha256", "checked_fields"}. On failure the last stderr line
-(`harbor_preflight: ...`) says what to change and the exit code is 1.
+create: the checks; Harbor's resolved config is saved to `resolved_out` (the job layout's
+place for it, components/hostside/jobdir.py). Outputs: resolved_config, resolved_sha256,
+checked_fields. The compose override is read with the Harbor venv's python (it has PyYAML: the
+host's python3 may not).
 """
 
 from __future__ import annotations
@@ -32,18 +21,37 @@ import json
 import os
 import re
 import subprocess
-import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Union
 
+from . import jobdir
+from .harbor import harbor_env
+from .step import HostError, emit, log, read
+
+NAME = "harbor_preflight"
 HARBOR_TIMEOUT_S = 120
 # What Harbor itself ignores when it compares a job dir's config with a new one.
 RESUME_IGNORED = frozenset({"job_name", "debug"})
-REQUIRED = ("HARBOR_BIN", "JOB_CONFIG", "COMPOSE_PATH", "JOB_NAME", "JOBS_DIR")
+# The compose override as JSON, read by the Harbor venv's python (PyYAML).
+YAML_TO_JSON = (
+    "import json, sys, yaml; "
+    "print(json.dumps(yaml.safe_load(open(sys.argv[1])), default=str))"
+)
 
 
-class PreflightError(Exception):
-    """A refusal whose message is the one line the user reads (after `harbor_preflight: `)."""
+@dataclass(frozen=True)
+class Inputs:
+    harbor_bin: str
+    job_config: str
+    compose_path: str
+    job_name: str
+    jobs_dir: str
+    # [{path, expect, default}] (components/harbor_config.py preflight_expectations)
+    expected: list[Any]
+    # Where Harbor's resolved config is saved (jobdir.resolved_config).
+    resolved_out: str
 
 
 class _Missing:
@@ -52,7 +60,7 @@ class _Missing:
 
 
 MISSING = _Missing()
-Step = str | int
+Step = Union[str, int]
 
 
 def show(path: Sequence[Step]) -> str:
@@ -164,119 +172,107 @@ def check(
                 f"{drift[0]}): choose another job name; results are kept"
             )
     for problem in problems[1:]:
-        print(f"[harbor_preflight] also: {problem}", file=sys.stderr, flush=True)
+        log(NAME, f"also: {problem}")
     if problems:
         more = f" (and {len(problems) - 1} more above)" if len(problems) > 1 else ""
-        raise PreflightError(problems[0] + more)
+        raise HostError(problems[0] + more)
 
 
-def inputs(env: Mapping[str, str]) -> dict[str, str]:
-    values = {}
-    for key in REQUIRED:
-        if not env.get(key):
-            raise PreflightError(f"{key} is empty: the component must pass it")
-        values[key] = env[key]
-    jobs_dir = values["JOBS_DIR"]
-    values["EXPECTED"] = env.get("EXPECTED") or "[]"
-    values["RESOLVED_OUT"] = env.get("RESOLVED_OUT") or str(
-        Path(jobs_dir).parent / "logs" / f"{values['JOB_NAME']}.resolved-config.json"
-    )
-    return values
-
-
-def parse_checks(text: str) -> list[dict]:
-    try:
-        checks = json.loads(text)
-    except ValueError as exc:
-        raise PreflightError(
-            f"EXPECTED is not JSON ({exc}): the component must pass a list"
-        ) from None
+def parse_checks(checks: object) -> list[dict]:
     if not isinstance(checks, list) or not all(
         isinstance(c, dict) and isinstance(c.get("path"), list) and "expect" in c for c in checks
     ):
-        raise PreflightError("EXPECTED must be a JSON list of {path, expect, default}")
+        raise HostError("expected must be a JSON list of {path, expect, default}")
     return checks
 
 
-def resolve(values: Mapping[str, str]) -> bytes:
+def venv_python(harbor_bin: str) -> str:
+    """The python of Harbor's venv, beside its harbor."""
+    python = str(Path(harbor_bin).parent / "python")
+    if not os.access(python, os.X_OK):
+        raise HostError(f"{python} is not executable: harbor_bin must be the harbor of its venv")
+    return python
+
+
+def resolve(inputs: Inputs) -> bytes:
     """Harbor's resolved job config (JSON on stdout), with exactly the launch's flags."""
-    argv = [values["HARBOR_BIN"], "run", "--config", values["JOB_CONFIG"],
-            "--extra-docker-compose", values["COMPOSE_PATH"], "--job-name", values["JOB_NAME"],
-            "--jobs-dir", values["JOBS_DIR"], "--yes", "--print-config"]
+    argv = [inputs.harbor_bin, "run", "--config", inputs.job_config,
+            "--extra-docker-compose", inputs.compose_path, "--job-name", inputs.job_name,
+            "--jobs-dir", inputs.jobs_dir, "--yes", "--print-config"]
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=HARBOR_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL,
-                              env={**os.environ, "HARBOR_TELEMETRY": "0"})
+                              stdin=subprocess.DEVNULL, env=harbor_env())
     except subprocess.TimeoutExpired:
-        raise PreflightError(
+        raise HostError(
             f"harbor run --print-config did not finish in {HARBOR_TIMEOUT_S}s: check the Harbor "
-            f"install at {values['HARBOR_BIN']}"
+            f"install at {inputs.harbor_bin}"
         ) from None
     if proc.returncode != 0:
         why = harbor_reason((proc.stdout + proc.stderr).decode(errors="replace"))
-        raise PreflightError(
-            f"harbor rejected {values['JOB_CONFIG']} ({why or 'no message'}): fix the job "
+        raise HostError(
+            f"harbor rejected {inputs.job_config} ({why or 'no message'}): fix the job "
             "settings in the stack config"
         )
     return proc.stdout
 
 
-def load_yaml(path: Path) -> Mapping | None:
-    import yaml  # the Harbor venv's (Harbor depends on PyYAML)
-
-    value = yaml.safe_load(path.read_text())
+def load_yaml(python: str, path: str) -> Mapping | None:
+    """The YAML file as an object, read by `python` (the Harbor venv's: Harbor needs PyYAML)."""
+    proc = subprocess.run([python, "-c", YAML_TO_JSON, path], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, env=harbor_env(), timeout=HARBOR_TIMEOUT_S)
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise HostError(f"cannot read {path} as YAML: {lines[-1] if lines else 'no message'}")
+    value = json.loads(proc.stdout)
     return value if isinstance(value, dict) else None
 
 
-def run(env: Mapping[str, str]) -> dict:
-    values = inputs(env)
-    checks = parse_checks(values["EXPECTED"])
-    raw = resolve(values)
+def create() -> None:
+    inputs = read(Inputs)
+    for key in ("harbor_bin", "job_config", "compose_path", "job_name", "jobs_dir",
+                "resolved_out"):
+        if not getattr(inputs, key):
+            raise HostError(f"{key} is empty: the component must pass it")
+    if not os.access(inputs.harbor_bin, os.X_OK):
+        raise HostError(f"harbor_bin={inputs.harbor_bin} is not executable: run the install "
+                        "step first")
+    for key, what in (("job_config", "job config"), ("compose_path", "compose override")):
+        if not Path(getattr(inputs, key)).is_file():
+            raise HostError(f"{what} {getattr(inputs, key)} does not exist: run the configs step "
+                            "first")
+    python = venv_python(inputs.harbor_bin)
+    checks = parse_checks(inputs.expected)
+    raw = resolve(inputs)
     try:
         resolved = json.loads(raw)
     except ValueError:
-        raise PreflightError(
-            f"harbor run --print-config printed no JSON config: is {values['HARBOR_BIN']} "
+        raise HostError(
+            f"harbor run --print-config printed no JSON config: is {inputs.harbor_bin} "
             "Harbor 0.21 or newer?"
         ) from None
-    existing_file = Path(values["JOBS_DIR"]) / values["JOB_NAME"] / "config.json"
+    existing_file = Path(jobdir.job_dir(inputs.jobs_dir, inputs.job_name)) / jobdir.JOB_CONFIG
     existing = None
     if existing_file.is_file():
         try:
             existing = json.loads(existing_file.read_text())
         except ValueError:
-            raise PreflightError(
+            raise HostError(
                 f"{existing_file} is not JSON: choose another job name (results are kept)"
             ) from None
     check(
         resolved, checks,
-        override=load_yaml(Path(values["COMPOSE_PATH"])),
-        compose_path=values["COMPOSE_PATH"],
-        job_name=values["JOB_NAME"],
+        override=load_yaml(python, inputs.compose_path),
+        compose_path=inputs.compose_path,
+        job_name=inputs.job_name,
         existing=existing,
-        jobs_dir=values["JOBS_DIR"],
+        jobs_dir=inputs.jobs_dir,
     )
-    out = Path(values["RESOLVED_OUT"])
+    out = Path(inputs.resolved_out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(raw)
-    print(f"[harbor_preflight] {len(checks)} fields match; resolved config saved to {out}",
-          file=sys.stderr, flush=True)
-    return {
+    log(NAME, f"{len(checks)} fields match; resolved config saved to {out}")
+    emit({
         "resolved_config": str(out),
         "resolved_sha256": hashlib.sha256(raw).hexdigest(),
         "checked_fields": len(checks),
-    }
-
-
-def main() -> int:
-    try:
-        result = run(os.environ)
-    except PreflightError as exc:
-        print(f"harbor_preflight: {exc}", file=sys.stderr, flush=True)
-        return 1
-    print(json.dumps(result), flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    })

@@ -1,0 +1,192 @@
+"""components/hostside/harbor_launch.py with a stand-in `harbor` (no engine, no Harbor): the
+launch detaches it in its own session with its output in the log, records its PID and the launch
+token, waits for the first trial, and leaves a running or finished job alone; the stop signals
+it and waits; the status probe reads what they recorded. The real Harbor runs in
+tests/harbor/test_jobs_real.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from components.hostside import harbor_launch, jobdir
+from tests.conftest import ScriptResult
+from tests.harbor.conftest import probe, seam_step
+
+KEY = "sk-stand-in-secret"
+
+# A Harbor that writes its job dir as 0.21 does: config.json, then result.json with a running
+# trial, and on SIGTERM finished_at null; left alone it finishes after STAND_IN_SECONDS.
+STAND_IN = r"""#!/usr/bin/env python3
+import json, os, signal, sys, time
+args = sys.argv[1:]
+if args[:2] == ["job", "resume"]:
+    job_dir = args[3]
+else:
+    jobs_dir, name = args[args.index("--jobs-dir") + 1], args[args.index("--job-name") + 1]
+    job_dir = os.path.join(jobs_dir, name)
+os.makedirs(job_dir, exist_ok=True)
+print("stand-in harbor", " ".join(args), "key" if os.environ.get("OPENAI_API_KEY") else "none",
+      "telemetry=" + os.environ.get("HARBOR_TELEMETRY", ""), flush=True)
+with open(os.path.join(job_dir, "config.json"), "w") as f:
+    json.dump({"job_name": os.path.basename(job_dir)}, f)
+def write(finished):
+    with open(os.path.join(job_dir, "result.json"), "w") as f:
+        json.dump({"finished_at": finished, "stats": {"n_running_trials": 1}}, f)
+def stop(*_):
+    write(None)
+    sys.exit(0)
+signal.signal(signal.SIGTERM, stop)
+time.sleep(0.5)
+write(None)
+time.sleep(float(os.environ.get("STAND_IN_SECONDS", "60")))
+write("2026-12-01T00:00:00")
+"""
+
+
+def stand_in(tmp_path: Path) -> Path:
+    harbor = tmp_path / "venv" / "bin" / "harbor"
+    harbor.parent.mkdir(parents=True)
+    harbor.write_text(STAND_IN)
+    harbor.chmod(0o755)
+    return harbor
+
+
+class Job:
+    def __init__(self, tmp_path: Path) -> None:
+        self.harbor = stand_in(tmp_path)
+        self.workspace = tmp_path / "ws"
+        self.jobs = jobdir.jobs_dir(str(self.workspace))
+        self.logs = jobdir.log_dir(str(self.workspace))
+        self.name = "stand-in-job"
+        for name in ("job.yaml", "compose.yaml"):
+            (tmp_path / name).write_text("x: 1\n")
+        self.config, self.compose = str(tmp_path / "job.yaml"), str(tmp_path / "compose.yaml")
+
+    def launch(self, token: str = "start", **changes) -> ScriptResult:
+        return seam_step("harbor_launch", "create", {
+            "harbor_bin": str(self.harbor), "job_config": self.config,
+            "compose_path": self.compose, "job_name": self.name, "jobs_dir": self.jobs,
+            "log_dir": self.logs, "openai_api_key": KEY, "launch_token": token,
+            "start_timeout_s": 30, "nofile": 4096, "resolved_sha256": "", **changes,
+        }, secret_inputs=("openai_api_key",), timeout=60)
+
+    def stop(self) -> ScriptResult:
+        return seam_step("harbor_launch", "delete", {
+            "job_name": self.name, "jobs_dir": self.jobs, "log_dir": self.logs,
+            "n_concurrent": 1, "stop_timeout_s": 30,
+        }, timeout=120)
+
+    def status(self) -> dict:
+        return probe("harbor_status.sh",
+                     {"JOB_NAME": self.name, "JOBS_DIR": self.jobs, "LOG_DIR": self.logs})
+
+    def gone(self, pid: int, timeout: float = 30) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not jobdir.runs_job(pid, self.name):
+                return True
+            time.sleep(0.1)
+        return False
+
+
+def test_launch_detach_record_then_leave_alone_stop_and_resume(tmp_path: Path) -> None:
+    job = Job(tmp_path)
+    assert job.status() == {"state": "absent", "token": "start", "pid": None}
+    launched = job.launch()
+    assert launched.returncode == 0, launched.stderr
+    out = launched.outputs
+    pid = out["pid"]
+    try:
+        log = Path(jobdir.job_log(job.logs, job.name))
+        assert out == {"job_name": job.name, "job_dir": jobdir.job_dir(job.jobs, job.name),
+                       "job_log": str(log), "pid_file": jobdir.pid_file(job.logs, job.name),
+                       "pid": pid, "mode": "run"}
+        assert jobdir.recorded_pid(Path(out["pid_file"])) == pid
+        # Its own session, its output in the log (never a pipe), the raised open-files limit,
+        # the key in its environment and in no argument, no step input in its environment.
+        assert os.getsid(pid) == pid
+        assert os.readlink(f"/proc/{pid}/fd/1") == str(log)
+        limits = Path(f"/proc/{pid}/limits").read_text()
+        assert any(line.startswith("Max open files") and line.split()[3] == "4096"
+                   for line in limits.splitlines())
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        assert f"OPENAI_API_KEY={KEY}".encode() in environ and b"HARBOR_TELEMETRY=0" in environ
+        assert not [v for v in environ if v.startswith((b"BENCHSTACK_", b"PYTHONPATH="))]
+        assert KEY not in Path(f"/proc/{pid}/cmdline").read_text()
+        assert KEY not in launched.stdout + launched.stderr
+        assert "benchstack launch" in log.read_text()
+        assert job.status() == {"state": "running", "token": "start", "pid": pid}
+
+        again = job.launch()
+        assert again.returncode == 0 and again.outputs["mode"] == "running"
+        assert again.outputs["pid"] == pid
+
+        stopped = job.stop()
+        assert stopped.returncode == 0, stopped.stderr
+        assert stopped.outputs == {"job_dir": out["job_dir"], "signalled_pid": pid,
+                                   "exited": True, "killed": False, "removed_containers": 0,
+                                   "removed_networks": 0}
+        assert job.gone(pid)
+        status = job.status()
+        assert status["state"] == "interrupted" and status["token"].startswith("resume-")
+        # The results stay: the job dir and the log.
+        assert Path(out["job_dir"], "result.json").is_file() and log.is_file()
+
+        resumed = job.launch(token=status["token"])
+        assert resumed.returncode == 0, resumed.stderr
+        assert resumed.outputs["mode"] == "resume" and resumed.outputs["pid"] != pid
+        pid = resumed.outputs["pid"]
+        assert f"job resume -p {out['job_dir']}" in log.read_text()
+        assert job.status() == {"state": "running", "token": status["token"], "pid": pid}
+    finally:
+        job.stop()
+    assert job.gone(pid)
+    again = job.stop()
+    assert again.returncode == 0 and again.outputs["signalled_pid"] is None
+
+
+def test_a_finished_job_is_left_alone(tmp_path: Path) -> None:
+    job = Job(tmp_path)
+    job_dir = Path(jobdir.job_dir(job.jobs, job.name))
+    job_dir.mkdir(parents=True)
+    (job_dir / "config.json").write_text("{}")
+    (job_dir / "result.json").write_text(json.dumps({"finished_at": "2026-12-01T00:00:00"}))
+    done = job.launch(token="recorded")
+    assert done.returncode == 0 and done.outputs["mode"] == "finished"
+    assert done.outputs["pid"] is None
+    assert job.status() == {"state": "finished", "token": "recorded", "pid": None}
+
+
+def test_harbor_exiting_before_a_trial_is_one_line_naming_its_last_log_line(tmp_path) -> None:
+    job = Job(tmp_path)
+    job.harbor.write_text("#!/bin/sh\necho 'Error: no such dataset' >&2\nexit 3\n")
+    failed = job.launch()
+    assert failed.returncode == 1
+    assert failed.reason.startswith("harbor_launch: Harbor exited before starting a trial (last "
+                                    "log line: Error: no such dataset): see ")
+
+
+def test_an_open_files_limit_above_the_hard_limit_is_refused_before_harbor_starts(
+    tmp_path: Path,
+) -> None:
+    job = Job(tmp_path)
+    if os.geteuid() == 0:
+        too_many = int(Path("/proc/sys/fs/nr_open").read_text()) + 1
+    else:
+        import resource
+
+        too_many = resource.getrlimit(resource.RLIMIT_NOFILE)[1] + 1
+    failed = job.launch(nofile=too_many)
+    assert failed.returncode == 1
+    assert f"cannot raise the open-files limit to {too_many}" in failed.reason
+    assert not Path(jobdir.pid_file(job.logs, job.name)).exists()
+
+
+def test_the_stop_waits_a_wave_per_concurrent_trials() -> None:
+    assert harbor_launch.stop_bound(0, 4, 120) == 120
+    assert harbor_launch.stop_bound(25, 25, 30) == 30
+    assert harbor_launch.stop_bound(26, 25, 30) == 60
+    assert harbor_launch.stop_bound(100, 10, 60) == 300
