@@ -41,10 +41,9 @@ import pulumi_command as command
 CODE_ROOT = Path(__file__).resolve().parent
 SCRIPTS_DIR = CODE_ROOT / "scripts"
 LOCAL_ADDRESS = "local"
-# The standalone Python modules the scripts run (standard library only, but readiness.py: httpx).
+# The standalone Python modules the scripts run (standard library only).
 HOST_MODULES = (
     "daemon_json.py", "dockerd_restart.py", "image_pull.py", "jobdir.py", "preflight.py",
-    "readiness.py",
 )
 # How a script names a file of the host's code: "$BENCHSTACK_CODE/<path under components/>".
 CODE_REFERENCE = re.compile(r"\$\{?BENCHSTACK_CODE\}?/([A-Za-z0-9_./-]+)")

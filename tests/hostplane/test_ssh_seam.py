@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from components.host import Host, render, ssh_command
+from components.serving import RUN_TOKEN_LABEL
 from tests.conftest import SSHD_DIR, SSHD_PORT, run_script
 
 pytestmark = pytest.mark.real
@@ -54,10 +55,11 @@ def run(text: str, stdin: str | None = None) -> subprocess.CompletedProcess:
 
 def test_probe_with_a_pinned_key_and_the_stored_key_on_stdin(sshd) -> None:
     peer = host(host_key=sshd["host_key"])
-    remote = render("harbor_status.sh", {"JOB_NAME": "j", "JOBS_DIR": "/nonexistent/results"})
+    remote = render("container_status.sh",
+                    {"CONTAINER": "benchstack-no-such-container", "LABEL": RUN_TOKEN_LABEL})
     proc = run(ssh_command(peer, remote, with_key=True), stdin=sshd["stored_key"])
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == '{"state": "absent", "token": "start", "pid": null}'
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"state": "absent", "token": "start"}
 
 
 def test_a_key_without_its_newline_is_what_openssh_refuses(sshd, tmp_path) -> None:
