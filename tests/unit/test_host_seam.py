@@ -1,22 +1,30 @@
 """The host seam: how a script and its inputs reach a host, run for real with bash; the venvs
-its steps build."""
+its steps build; the host-key lookup it runs where Pulumi runs."""
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
+import shlex
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from components import known_hosts
 from components.host import (
     CODE_ROOT,
+    KNOWN_HOST_KEY_MARK,
     SCRIPTS_DIR,
+    Host,
     code_digest,
     code_files,
+    known_host_key_command,
     module_closure,
+    parse_outputs,
     render,
     render_call,
     script_closure,
@@ -165,3 +173,54 @@ def test_pinned_venv_builds_once_reuses_and_leaves_nothing_on_failure(
     with pytest.raises(HostError, match=r"^pip could not install benchstack_tiny==9\.9: check"):
         pinned("bad", "benchstack_tiny", "benchstack_tiny==9.9")
     assert sorted(p.name for p in venvs.iterdir()) == ["venv"], "a half-built venv was left"
+
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJlbmNoc3RhY2stdW5pdC1ob3N0LWtleS0wMDAwMDA"
+OTHER = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJlbmNoc3RhY2stdW5pdC1vdGhlci1rZXktMDAwMDA"
+
+
+def test_a_recorded_host_key_is_read_also_hashed(tmp_path: Path):
+    path = tmp_path / "known_hosts"
+    path.write_text(f"# a comment\n10.0.0.9 {OTHER}\n[10.0.0.7]:2222 {KEY} comment\n")
+    assert known_hosts.recorded_key("[10.0.0.7]:2222", path) == KEY
+    assert known_hosts.recorded_key("10.0.0.7", path) == ""
+    subprocess.run(["ssh-keygen", "-H", "-f", str(path)], capture_output=True, check=True)
+    assert "10.0.0.7" not in path.read_text()
+    assert known_hosts.recorded_key("[10.0.0.7]:2222", path) == KEY
+    # No contact when one is recorded.
+    assert known_hosts.host_key("[10.0.0.7]:2222", str(path), ["false"]) == KEY
+
+
+def test_without_a_record_the_first_contact_records_it(tmp_path: Path,
+                                                        capfd: pytest.CaptureFixture[str]):
+    path = tmp_path / "ssh" / "known_hosts"
+    record = ["sh", "-c", f"echo '[10.0.0.7]:2222 {KEY}' >>{shlex.quote(str(path))}"]
+    assert known_hosts.host_key("[10.0.0.7]:2222", str(path), record) == KEY
+    assert path.read_text() == f"[10.0.0.7]:2222 {KEY}\n"
+    assert known_hosts.host_key("[10.0.0.7]:2222", str(tmp_path / "none"), ["true"]) == ""
+    assert capfd.readouterr().err.strip() == (
+        "known_host_key: [10.0.0.7]:2222 presented no host key (unreachable, or not SSH)")
+
+
+def test_the_lookup_command_contacts_with_the_seams_options_and_no_login(tmp_path: Path):
+    """The seam builds the one ssh command (accept-new into the stack's known_hosts, no
+    authentication method), and the program's own python runs the lookup."""
+    host = Host(name="gpu", address="10.0.0.7", port=2222, user="bench",
+                known_hosts=str(tmp_path / "known_hosts"), key_path="/keys/id")
+    command = known_host_key_command(host)
+    argv = shlex.split(command, comments=True)
+    assert argv[:3] == [sys.executable, "-I", str(CODE_ROOT / "known_hosts.py")]
+    assert command.endswith(f"# {KNOWN_HOST_KEY_MARK}")
+    spec = json.loads(argv[3])
+    assert spec["name"] == "[10.0.0.7]:2222" and spec["known_hosts"] == host.known_hosts
+    contact = spec["contact"]
+    assert contact[:2] == ["ssh", "-n"] and contact[-3:] == ["-p", "2222", "10.0.0.7"]
+    for option in ("StrictHostKeyChecking=accept-new", f"UserKnownHostsFile={host.known_hosts}",
+                   "PreferredAuthentications=none", "BatchMode=yes"):
+        assert option in contact, option
+    # Run as the invoke runs it (bash), with a key already recorded: no contact at all.
+    (tmp_path / "known_hosts").write_text(f"[10.0.0.7]:2222 {KEY}\n")
+    proc = subprocess.run(["/bin/bash", "-c", command], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert parse_outputs(proc.stdout) == {"host_key": KEY}
