@@ -190,6 +190,9 @@ class ModelConfig(Model):
     s3_uri: str | None = Field(default=None, pattern=r"^s3://[^/]+")
     s3_endpoint_url: str | None = None
     s3_region: str = "us-east-1"
+    # A python with boto3 on the GPU hosts for the staging, instead of a staging venv
+    # (air-gapped hosts); unset: a venv is built once under the workspace.
+    stage_python: str | None = None
 
 
 class ServingConfig(Model):
@@ -213,6 +216,9 @@ class ServingConfig(Model):
     # A python with httpx on the hosts for the readiness probe, instead of a probe venv
     # (air-gapped hosts); unset: a venv is built once under the workspace.
     probe_python: str | None = None
+    # Extra `pip install` arguments for the venvs built on the hosts (the probe's httpx, the
+    # staging's boto3), e.g. an index mirror's `--index-url URL`.
+    pip_args: list[str] = Field(default_factory=list)
     # Extra `sglang serve` flags, appended as given (an escape hatch, e.g. --enable-metrics).
     extra_server_args: list[str] = Field(default_factory=list)
     # The worker containers' memlock limit in bytes (the seed's `--ulimit memlock=-1`: NCCL

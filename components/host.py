@@ -30,6 +30,7 @@ import hashlib
 import json
 import re
 import shlex
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -41,10 +42,6 @@ import pulumi_command as command
 CODE_ROOT = Path(__file__).resolve().parent
 SCRIPTS_DIR = CODE_ROOT / "scripts"
 LOCAL_ADDRESS = "local"
-# The standalone Python modules the scripts run (standard library only, but readiness.py: httpx).
-HOST_MODULES = (
-    "readiness.py",
-)
 # How a script names a file of the host's code: "$BENCHSTACK_CODE/<path under components/>".
 CODE_REFERENCE = re.compile(r"\$\{?BENCHSTACK_CODE\}?/([A-Za-z0-9_./-]+)")
 
@@ -141,7 +138,7 @@ def code_files() -> list[str]:
     """What HostCode copies to a host: paths under components/, sorted."""
     scripts = sorted(str(p.relative_to(CODE_ROOT)) for p in SCRIPTS_DIR.rglob("*.sh"))
     package = sorted(str(p.relative_to(CODE_ROOT)) for p in (CODE_ROOT / "hostside").glob("*.py"))
-    return scripts + list(HOST_MODULES) + package
+    return scripts + package
 
 
 def code_digest(files: Sequence[str]) -> str:
@@ -406,7 +403,21 @@ def read_dir_here(
     return run_here(text, stdin=key)
 
 
-KNOWN_HOST_KEY_SCRIPT = "known_host_key.sh"
+# The accept-new lookup (components/known_hosts.py), run by the program's own python; the mark
+# names the invoke (tests/graph mocks it by it).
+KNOWN_HOSTS_PROGRAM = CODE_ROOT / "known_hosts.py"
+KNOWN_HOST_KEY_MARK = "benchstack-known_host_key"
+
+
+def known_host_key_command(host: Host) -> str:
+    """The command that prints (as `{"host_key": ...}`) the key `known_hosts` records for `host`,
+    recording it at a first contact when there is none: ssh with the seam's options (accept-new)
+    and no authentication method, so only the key exchange happens."""
+    contact = ["ssh", "-n", *host.ssh_options(), "-o", "PreferredAuthentications=none",
+               "-o", "ConnectionAttempts=2", "-p", str(host.port), host.address]
+    spec = {"name": host.known_hosts_name, "known_hosts": host.known_hosts, "contact": contact}
+    argv = [sys.executable, "-I", str(KNOWN_HOSTS_PROGRAM), json.dumps(spec, sort_keys=True)]
+    return f"{' '.join(shlex.quote(a) for a in argv)} # {KNOWN_HOST_KEY_MARK}"
 
 
 def known_host_key(host: Host) -> pulumi.Output[str]:
@@ -415,14 +426,7 @@ def known_host_key(host: Host) -> pulumi.Output[str]:
     preview and up, like the status probe: it changes nothing on the host."""
     if host.host_key:
         return pulumi.Output.from_input(host.host_key)
-    env = {
-        "SSH_HOST": host.address,
-        "SSH_PORT": str(host.port),
-        "KNOWN_HOSTS": host.known_hosts,
-        "SSH_OPTIONS": " ".join(shlex.quote(o) for o in host.ssh_options()),
-    }
-    return run_here(render(KNOWN_HOST_KEY_SCRIPT, env)).apply(
-        lambda out: _host_key_line(host, out))
+    return run_here(known_host_key_command(host)).apply(lambda out: _host_key_line(host, out))
 
 
 def _host_key_line(host: Host, stdout: str) -> str:

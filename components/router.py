@@ -22,11 +22,11 @@ import pulumi
 import pulumi_docker as docker
 
 from components.config import ModelConfig, RouterConfig, ServingConfig
-from components.host import Host, host_script
+from components.host import Host, host_step
 from components.serving import (
     docker_provider,
     image_reference,
-    probe_env,
+    probe_inputs,
     readiness_check,
     serving_container,
 )
@@ -46,6 +46,8 @@ class RouterArgs:
     # then replace the router too). The router depends on the workers for their readiness.
     worker_urls: Sequence[str]
     container_name: str
+    # Benchstack's files on the Harbor host: the probe venv is cached there (required by the
+    # component).
     workspace: str | None = None
     # The checkpoint on the host, when model.path is relative to the project (local hosts).
     model_path: str | None = None
@@ -91,24 +93,26 @@ class Router(pulumi.ComponentResource):
         super().__init__("benchstack:components:Router", name, None, opts)
         if not args.worker_urls:
             raise ValueError("RouterArgs.worker_urls: at least one worker URL is needed")
-        host = args.host
+        if not args.workspace:
+            raise ValueError("RouterArgs.workspace: the Harbor host's workspace is needed (the "
+                             "probe venv is cached there)")
+        host, workspace = args.host, args.workspace
         worker_urls = pulumi.Output.from_input([str(u).rstrip("/") for u in args.worker_urls])
         provider = docker_provider(name, host, self)
 
         # The private network from this host to every worker: the path the router will use.
         reach_spec = worker_urls.apply(
-            lambda urls: json.dumps(
-                {"mode": "reach", "worker_urls": urls, "timeout_s": args.router.worker_timeout_s},
-                sort_keys=True,
-            )
+            lambda urls: {"mode": "reach", "worker_urls": urls,
+                          "timeout_s": args.router.worker_timeout_s}
         )
-        reach = host_script(
+        reach = host_step(
             f"{name}-reach",
             host=host,
-            script="serving_probe.sh",
-            env=probe_env(reach_spec, args.workspace, args.serving.probe_python,
-                          args.router.worker_timeout_s * len(args.worker_urls)),
-            triggers=[reach_spec],
+            module="serving_probe",
+            inputs=probe_inputs(reach_spec, workspace=workspace, serving=args.serving,
+                                timeout_s=args.router.worker_timeout_s * len(args.worker_urls)),
+            # Another set of workers is another network path to prove.
+            triggers=[reach_spec.apply(lambda spec: json.dumps(spec, sort_keys=True))],
             opts=pulumi.ResourceOptions(parent=self),
         )
 
@@ -153,28 +157,25 @@ class Router(pulumi.ComponentResource):
 
         url = f"http://{args.router.bind_host}:{args.router.port}"
         ready_spec = worker_urls.apply(
-            lambda urls: json.dumps(
-                {
-                    "mode": "router",
-                    "url": url,
-                    "model": args.model.name,
-                    "worker_urls": urls,
-                    "timeout_s": args.router.health_timeout_s,
-                    "worker_timeout_s": args.router.worker_timeout_s,
-                    "interval_s": 2,
-                    "dp_size": args.serving.dp_size if args.router.dp_aware else None,
-                    "container": args.container_name,
-                },
-                sort_keys=True,
-            )
+            lambda urls: {
+                "mode": "router",
+                "url": url,
+                "model": args.model.name,
+                "worker_urls": urls,
+                "timeout_s": args.router.health_timeout_s,
+                "worker_timeout_s": args.router.worker_timeout_s,
+                "interval_s": 2,
+                "dp_size": args.serving.dp_size if args.router.dp_aware else None,
+                "container": args.container_name,
+            }
         )
         ready = readiness_check(
             name,
             host=host,
             spec=ready_spec,
             container=container,
-            workspace=args.workspace,
-            probe_python=args.serving.probe_python,
+            workspace=workspace,
+            serving=args.serving,
             timeout_s=(args.router.health_timeout_s
                        + args.router.worker_timeout_s * len(args.worker_urls)),
             parent=self,

@@ -6,12 +6,15 @@ Neither component imports the other; both build their containers and probes from
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pulumi
 import pulumi_docker as docker
 
-from components.host import Host, ScriptRun, host_script, probe_host
+from components.config import ServingConfig
+from components.host import Host, ScriptRun, host_step, probe_host
+from components.host_code import OWN_DIR
 
 # The seed ran both with Docker's json-file logs, capped: hours of request logs must not fill /.
 LOG_DRIVER = "json-file"
@@ -53,11 +56,11 @@ def image_reference(
             "host or rerun gets the same image"
         )
     if image_archive is not None:
-        load = host_script(
+        load = host_step(
             f"{name}-image-load",
             host=host,
-            script="serving_image_load.sh",
-            env={"IMAGE_ARCHIVE": image_archive, "IMAGE": image},
+            module="serving_image",
+            inputs={"archive": image_archive, "image": image},
             triggers=[image_archive, image],
             opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
         )
@@ -76,22 +79,28 @@ def image_reference(
     return pulled.image_id
 
 
-def probe_env(
-    spec: pulumi.Input[str], workspace: str | None, probe_python: str | None, timeout_s: int
-) -> dict[str, pulumi.Input[str]]:
-    env: dict[str, pulumi.Input[str]] = {
-        "PROBE_SPEC": spec,
+def venvs_dir(workspace: str) -> str:
+    """Where the probe and staging venvs are cached on a host: beside its code, in benchstack's
+    own directory, which the host's last delete removes (components/host_code.py)."""
+    return f"{workspace.rstrip('/')}/{OWN_DIR}"
+
+
+def probe_inputs(
+    spec: pulumi.Input[Mapping[str, Any]], *, workspace: str, serving: ServingConfig,
+    timeout_s: int,
+) -> dict[str, pulumi.Input[Any]]:
+    """The inputs of one serving_probe step (components/hostside/serving_probe.py)."""
+    return {
+        "spec": spec,
+        "python": serving.probe_python,
+        "venvs_dir": venvs_dir(workspace),
+        "pip_args": list(serving.pip_args),
         # Room above the probe's own bound for its last attempts and the report.
-        "PROBE_HARD_TIMEOUT_S": str(timeout_s + 600),
+        "hard_timeout_s": timeout_s + 600,
     }
-    if workspace:
-        env["PROBE_VENV"] = f"{workspace.rstrip('/')}/.benchstack/probe-httpx-0.28.1"
-    if probe_python:
-        env["PROBE_PYTHON"] = probe_python
-    return env
 
 
-# The label a serving container's run token lives in (components/scripts/container_status.sh).
+# The label a serving container's run token lives in (the status probe reads it).
 RUN_TOKEN_LABEL = "benchstack.run-token"
 
 
@@ -117,7 +126,8 @@ def serving_container(
     carries, or a new one when it stopped; the token is a label, so a stopped worker or router
     is replaced (started again, and proven ready) by the next `up`, as the Harbor job is resumed.
     """
-    status = probe_host(host, "container_status.sh", {"CONTAINER": container_name})
+    status = probe_host(host, "container_status.sh",
+                        {"CONTAINER": container_name, "LABEL": RUN_TOKEN_LABEL})
     token = status.apply(lambda s: str(s.get("token") or "start"))
     return docker.Container(
         f"{name}-container",
@@ -150,19 +160,19 @@ def readiness_check(
     name: str,
     *,
     host: Host,
-    spec: pulumi.Input[str],
+    spec: pulumi.Input[Mapping[str, Any]],
     container: docker.Container,
-    workspace: str | None,
-    probe_python: str | None,
+    workspace: str,
+    serving: ServingConfig,
     timeout_s: int,
     parent: pulumi.Resource,
 ) -> ScriptRun:
     """The readiness probe of one container, run on its host (readiness.py over httpx)."""
-    return host_script(
+    return host_step(
         f"{name}-ready",
         host=host,
-        script="serving_probe.sh",
-        env=probe_env(spec, workspace, probe_python, timeout_s),
+        module="serving_probe",
+        inputs=probe_inputs(spec, workspace=workspace, serving=serving, timeout_s=timeout_s),
         # A new container (replacement, new image) must be proven again; a new probe is an
         # update (its code digest is in the command), which runs it again too.
         triggers=[container.id],

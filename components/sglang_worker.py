@@ -12,7 +12,6 @@ backwards; the container is stopped with the seed's 30 s grace.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
@@ -20,12 +19,13 @@ import pulumi
 import pulumi_docker as docker
 
 from components.config import ModelConfig, ServingConfig
-from components.host import Host, host_script
+from components.host import Host, host_step
 from components.serving import (
     docker_provider,
     image_reference,
     readiness_check,
     serving_container,
+    venvs_dir,
 )
 
 # The seed's `docker run` options, shared with the router where they coincide.
@@ -47,7 +47,8 @@ class SGLangWorkerArgs:
     container_name: str
     # The checkpoint on the host, when model.path is relative to the project (local hosts).
     model_path: str | None = None
-    # Where the probe and staging venvs live on the host (default: under $HOME/.cache).
+    # Benchstack's files on the host (its HostCode's workspace): the probe and staging venvs are
+    # cached there. Required by the component; optional for the argv helpers alone.
     workspace: str | None = None
     # Staging the checkpoint from model.s3_uri: the credentials are Pulumi secrets.
     s3_access_key_id: pulumi.Input[str] | None = None
@@ -131,44 +132,45 @@ class SGLangWorker(pulumi.ComponentResource):
         self, name: str, args: SGLangWorkerArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("benchstack:components:SGLangWorker", name, None, opts)
+        if not args.workspace:
+            raise ValueError("SGLangWorkerArgs.workspace: the host's workspace is needed (the "
+                             "probe and staging venvs are cached there)")
         self.args = args
         host = args.host
+        workspace = args.workspace
 
         provider = docker_provider(name, host, self)
 
         # --- the checkpoint: optional staging from S3, then proof it is complete -----------
         model_deps: list[pulumi.Resource] = []
         if args.model.s3_uri:
-            stage_env: dict[str, pulumi.Input[str]] = {
-                "S3_URI": args.model.s3_uri,
-                "MODEL_PATH": args.host_model_path,
-                "AWS_DEFAULT_REGION": args.model.s3_region,
-            }
-            if args.model.s3_endpoint_url:
-                stage_env["S3_ENDPOINT_URL"] = args.model.s3_endpoint_url
-            if args.s3_access_key_id is not None:
-                stage_env["AWS_ACCESS_KEY_ID"] = args.s3_access_key_id
-            if args.s3_secret_access_key is not None:
-                stage_env["AWS_SECRET_ACCESS_KEY"] = args.s3_secret_access_key
-            if args.workspace:
-                stage_env["STAGE_VENV"] = (
-                    f"{args.workspace.rstrip('/')}/.benchstack/stage-boto3-1.44.8"
-                )
-            stage = host_script(
+            credentials = {"aws_access_key_id": args.s3_access_key_id,
+                           "aws_secret_access_key": args.s3_secret_access_key}
+            stage = host_step(
                 f"{name}-model-stage",
                 host=host,
-                script="model_stage.sh",
-                env=stage_env,
+                module="model_stage",
+                inputs={
+                    "s3_uri": args.model.s3_uri,
+                    "model_path": args.host_model_path,
+                    "region": args.model.s3_region,
+                    "endpoint_url": args.model.s3_endpoint_url,
+                    "python": args.model.stage_python,
+                    "venvs_dir": venvs_dir(workspace),
+                    "pip_args": list(args.serving.pip_args),
+                    **credentials,
+                },
                 triggers=[args.model.s3_uri, args.host_model_path],
-                secret_env=("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"),
+                # On the step's standard input, never in its command; unset: boto3's own chain.
+                secret_inputs=tuple(k for k, v in credentials.items() if v is not None),
                 opts=pulumi.ResourceOptions(parent=self),
             )
             model_deps.append(stage.command)
-        check = host_script(
+        check = host_step(
             f"{name}-model-check",
             host=host,
-            script="model_check.sh",
-            env={"MODEL_PATH": args.host_model_path, "MODEL_USER": args.serving.user},
+            module="model_check",
+            inputs={"model_path": args.host_model_path, "user": args.serving.user},
             triggers=[args.host_model_path, args.serving.user],
             opts=pulumi.ResourceOptions(parent=self, depends_on=model_deps),
         )
@@ -219,24 +221,21 @@ class SGLangWorker(pulumi.ComponentResource):
         )
 
         url = args.url
-        spec = json.dumps(
-            {
-                "mode": "worker",
-                "url": url,
-                "expect": expected_server_info(args),
-                "timeout_s": args.serving.health_timeout_s,
-                "interval_s": 5,
-                "container": args.container_name,
-            },
-            sort_keys=True,
-        )
+        spec = {
+            "mode": "worker",
+            "url": url,
+            "expect": expected_server_info(args),
+            "timeout_s": args.serving.health_timeout_s,
+            "interval_s": 5,
+            "container": args.container_name,
+        }
         ready = readiness_check(
             name,
             host=host,
             spec=spec,
             container=container,
-            workspace=args.workspace,
-            probe_python=args.serving.probe_python,
+            workspace=workspace,
+            serving=args.serving,
             timeout_s=args.serving.health_timeout_s,
             parent=self,
         )

@@ -14,5 +14,7 @@ object on its last stdout line, progress on stderr, and fails with exit 1 and on
 `RESOURCE: reason`, as its last stderr line.
 
 It runs on the hosts' own python3 (3.9 or later), so it imports nothing outside the standard
-library (readiness.py, which needs httpx, runs in a venv the serving module builds).
+library. Three files are programs, not steps: readiness.py (httpx) and s3_fetch.py (boto3) run
+with the python of a venv their step builds (pinned_venv.py), and container_status.py is inlined
+in a probe that runs before any code is on the host.
 """

@@ -1,22 +1,12 @@
 #!/usr/bin/env bash
-# Serving container status probe: read-only, run at program time on every `pulumi up`/`preview`.
-# The container carries a run token in a label; while it runs, this returns that token (the
-# component's label is unchanged: nothing happens). When it stopped (a crash, an OOM kill, a
-# reboot), it returns a new token derived from the old one, so the next `up` replaces the
-# container: the worker or router is started again and proven ready. Never fails.
+# Serving container status probe: read-only, run at program time on every `pulumi up`/`preview`
+# (components/serving.py). The probing is components/hostside/container_status.py, inlined
+# below by the host seam (no code is on the host yet) and run with this host's python3.
 #
-# Inputs (environment): CONTAINER (the container's name; required)
-# Outputs (last stdout line, JSON): state (absent | running | stopped), token
+# Inputs (environment): CONTAINER (the container's name), LABEL (the run token's label)
+# Outputs (last stdout line, JSON): state (absent | running | stopped), token. Never fails.
 set -uo pipefail
 
-label=benchstack.run-token
-if ! info=$(docker inspect -f "{{.State.Running}} {{index .Config.Labels \"$label\"}}" "$CONTAINER" 2>/dev/null); then
-  echo '{"state": "absent", "token": "start"}'
-  exit 0
-fi
-read -r running token <<<"$info"
-if [[ "$running" == true ]]; then
-  printf '{"state": "running", "token": "%s"}\n' "${token:-start}"
-else
-  printf '{"state": "stopped", "token": "restart-%s"}\n' "$(printf '%s' "$token" | sha256sum | cut -c1-12)"
-fi
+python3 - "$CONTAINER" "$LABEL" <<'BENCHSTACK_PY' || echo '{"state": "absent", "token": "start"}'
+# benchstack:include ../hostside/container_status.py
+BENCHSTACK_PY

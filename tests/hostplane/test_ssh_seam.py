@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import os
-import shlex
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from components.host import Host, render, ssh_command
-from tests.conftest import SSHD_DIR, SSHD_PORT, run_script
+from components.host import Host, known_host_key_command, parse_outputs, render, ssh_command
+from components.serving import RUN_TOKEN_LABEL
+from tests.conftest import SSHD_DIR, SSHD_PORT
 
 pytestmark = pytest.mark.real
 
@@ -54,10 +54,11 @@ def run(text: str, stdin: str | None = None) -> subprocess.CompletedProcess:
 
 def test_probe_with_a_pinned_key_and_the_stored_key_on_stdin(sshd) -> None:
     peer = host(host_key=sshd["host_key"])
-    remote = render("harbor_status.sh", {"JOB_NAME": "j", "JOBS_DIR": "/nonexistent/results"})
+    remote = render("container_status.sh",
+                    {"CONTAINER": "benchstack-no-such-container", "LABEL": RUN_TOKEN_LABEL})
     proc = run(ssh_command(peer, remote, with_key=True), stdin=sshd["stored_key"])
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.splitlines()[-1] == '{"state": "absent", "token": "start", "pid": null}'
+    assert json.loads(proc.stdout.splitlines()[-1]) == {"state": "absent", "token": "start"}
 
 
 def test_a_key_without_its_newline_is_what_openssh_refuses(sshd, tmp_path) -> None:
@@ -77,12 +78,10 @@ def test_a_wrong_pinned_key_is_refused(sshd, tmp_path) -> None:
 
 
 def known_host_key(peer: Host) -> str:
-    res = run_script("known_host_key.sh", {
-        "SSH_HOST": peer.address, "SSH_PORT": str(peer.port), "KNOWN_HOSTS": peer.known_hosts,
-        "SSH_OPTIONS": " ".join(shlex.quote(o) for o in peer.ssh_options()),
-    }, timeout=60)
+    """The accept-new lookup exactly as the seam's invoke runs it (host.known_host_key)."""
+    res = run(known_host_key_command(peer))
     assert res.returncode == 0, res.stderr
-    return res.outputs["host_key"]
+    return parse_outputs(res.stdout)["host_key"]
 
 
 def test_accept_new_records_the_first_key_then_requires_it(sshd, tmp_path) -> None:

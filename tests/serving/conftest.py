@@ -1,28 +1,32 @@
-"""Serving-plane fixtures: stand-in SGLang workers and the real sglang-router on loopback.
+"""Serving-plane fixtures: stand-in SGLang workers and the real sglang-router on loopback, and
+the serving plane's host steps run as the seam runs them.
 
 Every process a test starts is stopped in a finalizer, also when the test fails.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from components.config import RouterConfig
+from components.host import render_step
 from components.router import router_argv
-from tests.conftest import ROOT, ScriptResult, seam_command
+from tests.conftest import CODE, ROOT, ScriptResult
 
 STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
-READINESS = ROOT / "components" / "readiness.py"
 PYTHON = Path(sys.executable)
 MODEL = "Qwen/Qwen3.8-27B"
 # The seed's layout: what a healthy worker reports and the probe expects.
@@ -80,8 +84,6 @@ class Standin:
         return f"http://{self.host}:{self.port}"
 
     def requests(self, path: str | None = None) -> list[dict]:
-        import json
-
         if not self.request_log.exists():
             return []
         lines = [json.loads(x) for x in self.request_log.read_text().splitlines() if x.strip()]
@@ -141,25 +143,42 @@ def processes(tmp_path: Path) -> Iterator[Processes]:
         procs.close()
 
 
-def run_probe(spec: dict, timeout: float = 120, **env: str) -> ScriptResult:
-    """serving_probe.sh exactly as the host seam runs it: rendered with its inputs, under bash."""
-    import json
+def seam_step(
+    module: str, verb: str, inputs: Mapping[str, Any], secret_inputs: tuple[str, ...] = ()
+) -> str:
+    """The exact command the seam gives a step that runs `python3 -m hostside MODULE VERB` with
+    `inputs` on a host whose code is this checkout's."""
+    return render_step(module, verb, inputs, CODE, secret_inputs)
 
-    inputs = {
-        "PROBE_SPEC": json.dumps(spec),
-        "PROBE_PYTHON": str(PYTHON),
-        **env,
-    }
-    if env.get("PROBE_PYTHON") == "":
-        inputs.pop("PROBE_PYTHON")
+
+def run_step(
+    module: str, inputs: Mapping[str, Any], *, secrets: Mapping[str, Any] | None = None,
+    verb: str = "create", timeout: float = 600,
+) -> ScriptResult:
+    """One host step exactly as the seam runs it: its command under bash, its secrets as JSON
+    on standard input."""
+    secrets = dict(secrets or {})
+    command = seam_step(module, verb, {**inputs, **secrets}, tuple(secrets))
     proc = subprocess.run(
-        ["bash", "-c", seam_command("serving_probe.sh", inputs)],
+        ["bash", "-c", command],
+        input=json.dumps(secrets) if secrets else "",
         capture_output=True,
         text=True,
         timeout=timeout,
-        stdin=subprocess.DEVNULL,
     )
     return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+# Where a probe that is given a python would keep its venv (it builds none).
+UNUSED_VENVS = str(Path(tempfile.gettempdir()) / "benchstack-test-no-venvs")
+
+
+def run_probe(spec: dict, timeout: float = 120, **inputs: Any) -> ScriptResult:
+    """The serving_probe step as the serving components declare it, with this python (it has
+    httpx) unless `python` is given."""
+    values = {"spec": spec, "python": str(PYTHON), "venvs_dir": UNUSED_VENVS, "pip_args": [],
+              "hard_timeout_s": 600, **inputs}
+    return run_step("serving_probe", values, timeout=timeout)
 
 
 def chat(url: str, content: str = "Reply with exactly READY.") -> httpx.Response:

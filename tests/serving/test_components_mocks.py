@@ -26,7 +26,7 @@ from components.config import (
     parse_stack_config,
     split_stack_file,
 )
-from components.host import Host, code_digest, script_closure
+from components.host import Host, code_digest, module_closure
 from components.router import Router, RouterArgs
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
 from tests.conftest import ROOT
@@ -111,11 +111,16 @@ def exported(create: str | dict, key: str) -> str:
     raise AssertionError(f"{key} is not exported by the rendered script")
 
 
+def step_inputs(create: str | dict) -> dict:
+    """The inputs a host step's command gives its module (one JSON object, secrets left out)."""
+    return json.loads(exported(create, "BENCHSTACK_INPUTS"))
+
+
 def stdout_for(name: str, inputs: dict) -> str:
     if name.endswith("-image-load"):
         return json.dumps({"image_id": "sha256:" + "cd" * 32, "architecture": "amd64"})
     if name.endswith("-ready"):
-        spec = json.loads(exported(inputs["create"], "PROBE_SPEC"))
+        spec = step_inputs(inputs["create"])["spec"]
         if spec["mode"] == "worker":
             return json.dumps({"url": spec["url"], "server_info": spec["expect"]})
         return json.dumps({"router_url": spec["url"], "reply": "READY"})
@@ -270,11 +275,12 @@ def test_worker_options_order_and_readiness_spec() -> None:
         assert rec.opts(child).parent is rec.resource("w")
 
     check = rec.named("w-model-check").inputs
-    assert exported(check["create"], "MODEL_PATH") == cfg.model.path
-    assert exported(check["create"], "MODEL_USER") == "1000:1000"
+    assert step_inputs(check["create"]) == {"model_path": cfg.model.path, "user": "1000:1000"}
+    assert "python3 -m hostside model_check create" in check["create"]
 
     ready = rec.named("w-ready").inputs
-    spec = json.loads(exported(ready["create"], "PROBE_SPEC"))
+    probe = step_inputs(ready["create"])
+    spec = probe["spec"]
     assert spec["mode"] == "worker"
     assert spec["url"] == "http://10.0.0.11:30001"
     assert spec["timeout_s"] == cfg.serving.health_timeout_s
@@ -285,9 +291,14 @@ def test_worker_options_order_and_readiness_spec() -> None:
         "mem_fraction_static": 0.9, "reasoning_parser": "qwen3", "tool_call_parser": "qwen3_coder",
     }
     # The probe runs readiness.py from the host code: its digest is in the command.
-    assert "$BENCHSTACK_CODE/scripts/serving_probe.sh" in ready["create"]
-    assert ready["create"].endswith(f"# code {code_digest(script_closure('serving_probe.sh'))}")
-    assert exported(ready["create"], "PROBE_VENV").startswith(cfg.workspace)
+    assert "python3 -m hostside serving_probe create" in ready["create"]
+    assert "hostside/readiness.py" in module_closure("serving_probe")
+    assert ready["create"].endswith(f"# code {code_digest(module_closure('serving_probe'))}")
+    # Every value from the config: no python of its own (a venv under the workspace), the
+    # pip arguments, and a backstop above the probe's own bound.
+    assert probe["python"] is None and probe["pip_args"] == []
+    assert probe["venvs_dir"] == f"{cfg.workspace}/.benchstack"
+    assert probe["hard_timeout_s"] == cfg.serving.health_timeout_s + 600
 
 
 def test_worker_outputs() -> None:
@@ -314,7 +325,7 @@ def test_max_total_tokens_only_when_configured() -> None:
                                                           max_total_tokens=300000)).url])
     command = rec.named("w-container").inputs["command"]
     assert command[-2:] == ["--max-total-tokens", "300000"]
-    spec = json.loads(exported(rec.named("w-ready").inputs["create"], "PROBE_SPEC"))
+    spec = step_inputs(rec.named("w-ready").inputs["create"])["spec"]
     assert spec["expect"]["max_total_tokens"] == 300000
 
 
@@ -326,7 +337,7 @@ def test_unset_optional_flags_are_left_out() -> None:
     command = rec.named("w-container").inputs["command"]
     for flag in ("--max-mamba-cache-size", "--reasoning-parser", "--tool-call-parser"):
         assert flag not in command
-    spec = json.loads(exported(rec.named("w-ready").inputs["create"], "PROBE_SPEC"))
+    spec = step_inputs(rec.named("w-ready").inputs["create"])["spec"]
     assert set(spec["expect"]).isdisjoint({"max_mamba_cache_size", "reasoning_parser",
                                            "tool_call_parser"})
 
@@ -337,8 +348,9 @@ def test_image_archive_route_uses_the_loaded_image_id() -> None:
     rec = declare(lambda: [SGLangWorker("w", args).url])
     assert not rec.of_type("docker:index/remoteImage:RemoteImage")
     load = rec.named("w-image-load").inputs
-    assert exported(load["create"], "IMAGE_ARCHIVE") == "/data/sglang.tar"
-    assert exported(load["create"], "IMAGE") == cfg.serving.image
+    assert step_inputs(load["create"]) == {"archive": "/data/sglang.tar",
+                                           "image": cfg.serving.image}
+    assert "python3 -m hostside serving_image create" in load["create"]
     assert rec.named("w-container").inputs["image"] == "sha256:" + "cd" * 32
 
 
@@ -351,17 +363,44 @@ def test_s3_staging_runs_before_the_check_with_secret_credentials() -> None:
     )
     rec = declare(lambda: [SGLangWorker("w", args).url])
     stage = rec.named("w-model-stage").inputs
-    assert exported(stage["create"], "S3_URI") == "s3://models/qwen/Qwen3.8-27B"
-    # Credentials travel on the script's stdin, never in its arguments (readable in `ps`).
-    with pytest.raises(AssertionError, match="not exported"):
-        exported(stage["create"], "AWS_SECRET_ACCESS_KEY")
+    inputs = step_inputs(stage["create"])
+    assert inputs == {
+        "s3_uri": "s3://models/qwen/Qwen3.8-27B", "model_path": cfg.model.path,
+        "region": cfg.model.s3_region, "endpoint_url": None, "python": None,
+        "venvs_dir": f"{cfg.workspace}/.benchstack", "pip_args": [],
+    }
+    # Credentials travel on the step's stdin, never in its arguments (readable in `ps`).
     assert is_secret(stage["stdin"])  # never in plain state
-    fed = stage["stdin"]["value"]
-    assert f"export AWS_SECRET_ACCESS_KEY={shlex.quote('very-secret')}" in fed
+    assert json.loads(stage["stdin"]["value"]) == {"aws_access_key_id": "AKIA-TEST",
+                                                   "aws_secret_access_key": "very-secret"}
     # The command itself holds no secret, so it stays plain (diffs show it).
     assert not is_secret(stage["create"]) and "very-secret" not in stage["create"]
     assert stage["logging"] == "none"  # nor in the logs
     assert rec.resource("w-model-stage") in rec.opts("w-model-check").depends_on
+
+
+def test_s3_staging_without_credentials_uses_boto3s_chain() -> None:
+    cfg = stack("a100")
+    args = worker_args(cfg, "worker-a", s3_uri="s3://models/q", stage_python="/opt/py/bin/python",
+                       pip_args=["--index-url", "http://127.0.0.1:3141/simple"])
+    rec = declare(lambda: [SGLangWorker("w", args).url])
+    stage = rec.named("w-model-stage").inputs
+    inputs = step_inputs(stage["create"])
+    assert inputs["aws_access_key_id"] is None and inputs["aws_secret_access_key"] is None
+    assert inputs["python"] == "/opt/py/bin/python"
+    assert inputs["pip_args"] == ["--index-url", "http://127.0.0.1:3141/simple"]
+    assert "stdin" not in stage and "logging" not in stage
+
+
+def test_the_components_need_the_workspace() -> None:
+    """Their venvs are cached in benchstack's own directory there (the host's last delete
+    removes it)."""
+    cfg = stack("a100")
+    with pytest.raises(ValueError, match="SGLangWorkerArgs.workspace"):
+        declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a", workspace=None)).url])
+    with pytest.raises(ValueError, match="RouterArgs.workspace"):
+        declare(lambda: [Router("r", router_args(cfg, ["http://10.0.0.11:30001"],
+                                                 workspace=None)).router_url])
 
 
 def test_no_s3_no_staging() -> None:
@@ -426,9 +465,13 @@ def test_router_container_flag_by_flag(stack_name) -> None:
     assert rec.resource("router-reach") in opts.depends_on
     assert rec.resource("router-container") in rec.opts("router-ready").depends_on
 
-    reach = json.loads(exported(rec.named("router-reach").inputs["create"], "PROBE_SPEC"))
-    assert reach == {"mode": "reach", "worker_urls": urls, "timeout_s": 60}
-    ready = json.loads(exported(rec.named("router-ready").inputs["create"], "PROBE_SPEC"))
+    reach_step = rec.named("router-reach").inputs
+    reach = step_inputs(reach_step["create"])
+    assert reach["spec"] == {"mode": "reach", "worker_urls": urls, "timeout_s": 60}
+    assert reach["hard_timeout_s"] == 60 * len(urls) + 600
+    # Another set of workers is another path to prove: the spec is the trigger.
+    assert reach_step["triggers"] == [json.dumps(reach["spec"], sort_keys=True)]
+    ready = step_inputs(rec.named("router-ready").inputs["create"])["spec"]
     assert ready["mode"] == "router"
     assert ready["url"] == "http://127.0.0.1:30000"
     assert ready["model"] == "Qwen/Qwen3.8-27B"

@@ -1,4 +1,5 @@
-"""serving_image_load.sh for real: `docker save` archives of the canary image on the test engine."""
+"""The serving_image step (an image from an archive) for real, as the seam runs it: `docker save`
+archives of the canary image on the test engine."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import docker, run_script
+from tests.conftest import ScriptResult, docker
+from tests.serving.conftest import run_step
 
 pytestmark = pytest.mark.real
 
@@ -33,31 +35,44 @@ def save(canary_image: str, tag: str, archive: Path) -> str:
     return image_id
 
 
+def image_load(archive: Path, image: str) -> ScriptResult:
+    return run_step("serving_image", {"archive": str(archive), "image": image})
+
+
 def test_load_then_idempotent(canary_image: str, tag: str, tmp_path: Path) -> None:
     archive = tmp_path / "sglang.tar"
     image_id = save(canary_image, tag, archive)
-    first = run_script("serving_image_load.sh", {"IMAGE_ARCHIVE": str(archive), "IMAGE": tag})
+    first = image_load(archive, tag)
     assert first.returncode == 0, first.stderr
     assert first.outputs == {"image": tag, "image_id": image_id, "architecture": "amd64",
                              "loaded": True}
-    second = run_script("serving_image_load.sh", {"IMAGE_ARCHIVE": str(archive), "IMAGE": tag})
+    second = image_load(archive, tag)
     assert second.returncode == 0, second.stderr
     assert second.outputs["loaded"] is False
     assert second.outputs["image_id"] == image_id
 
 
 def test_missing_archive(tmp_path: Path) -> None:
-    result = run_script("serving_image_load.sh",
-                        {"IMAGE_ARCHIVE": str(tmp_path / "none.tar"), "IMAGE": "x:y"})
+    result = image_load(tmp_path / "none.tar", "x:y")
     assert result.returncode == 1
     assert "none.tar not found" in result.reason
+
+
+def test_not_a_docker_archive(tmp_path: Path) -> None:
+    archive = tmp_path / "other.tar"
+    with tarfile.open(archive, "w") as tar:
+        tar.add(__file__, arcname="README")
+    result = image_load(archive, "x:y")
+    assert result.returncode == 1
+    assert result.reason == (
+        f"serving_image: {archive} has no readable manifest.json: is it a docker-archive tar?")
 
 
 def test_archive_without_the_configured_tag(canary_image: str, tag: str, tmp_path: Path) -> None:
     archive = tmp_path / "sglang.tar"
     save(canary_image, tag, archive)
     other = f"benchstack-test/not-in-archive:{uuid.uuid4().hex[:8]}"
-    result = run_script("serving_image_load.sh", {"IMAGE_ARCHIVE": str(archive), "IMAGE": other})
+    result = image_load(archive, other)
     assert result.returncode == 1
     assert f"does not hold {other}" in result.reason
 
@@ -84,7 +99,7 @@ def test_arm64_archive_is_refused_and_removed(canary_image: str, tag: str, tmp_p
         for path in sorted(root.iterdir()):
             tar.add(path, arcname=path.name)
 
-    result = run_script("serving_image_load.sh", {"IMAGE_ARCHIVE": str(arm), "IMAGE": tag})
+    result = image_load(arm, tag)
     assert result.returncode == 1
     assert "is arm64, not amd64" in result.reason
     # Left as found: the wrong image is not kept under the tag.

@@ -1,4 +1,4 @@
-"""Readiness probes for real: serving_probe.sh as the host seam runs it, against stand-in
+"""Readiness probes for real: the serving_probe step as the host seam runs it, against stand-in
 SGLang workers and the real sglang-router (PyPI 0.3.2) on loopback."""
 
 from __future__ import annotations
@@ -14,7 +14,15 @@ from components.config import ModelConfig, ServingConfig
 from components.host import Host
 from components.sglang_worker import SGLangWorkerArgs, expected_server_info, serve_argv
 from tests.conftest import docker
-from tests.serving.conftest import MODEL, SEED_EXPECT, Processes, chat, free_port, run_probe
+from tests.serving.conftest import (
+    MODEL,
+    PYTHON,
+    SEED_EXPECT,
+    Processes,
+    chat,
+    free_port,
+    run_probe,
+)
 
 pytestmark = pytest.mark.real
 
@@ -217,27 +225,40 @@ def test_router_started_with_a_worker_down_reports_it_unregistered(processes: Pr
 
 
 def test_probe_venv_failure_leaves_nothing_behind(tmp_path: Path) -> None:
-    venv = tmp_path / "probe-venv"
+    venvs = tmp_path / "venvs"
     # --no-index: pip may not look anywhere, so the install fails without any network.
-    result = run_probe(worker_spec("http://127.0.0.1:1"), PROBE_PYTHON="",
-                       PROBE_VENV=str(venv), PROBE_PIP_ARGS="--no-index", HOME=str(tmp_path))
+    result = run_probe(worker_spec("http://127.0.0.1:1"), python=None, venvs_dir=str(venvs),
+                       pip_args=["--no-index"])
     assert result.returncode == 1
-    assert "pip could not install httpx==0.28.1" in result.reason
-    assert not venv.exists()
+    assert result.reason.startswith("serving_probe: pip could not install httpx==0.28.1")
     # Not even the staging directory of the half-built venv.
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("probe-venv")] == []
+    assert list(venvs.iterdir()) == []
+
+
+def test_a_probe_venv_already_built_is_reused(processes: Processes, tmp_path: Path) -> None:
+    """Without serving.probe_python the probe runs with the pinned venv's python; one already
+    there (a python that imports httpx: this one, by a wrapper) is used as it is."""
+    worker = processes.standin()
+    venv = tmp_path / "workspace" / ".benchstack" / "probe-httpx-0.28.1"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").write_text(f'#!/bin/sh\nexec {PYTHON} "$@"\n')
+    (venv / "bin" / "python").chmod(0o755)
+    result = run_probe(worker_spec(worker.url), python=None, venvs_dir=str(venv.parent))
+    assert result.returncode == 0, result.stderr
+    assert "building" not in result.stderr
+    assert result.outputs["server_info"]["tp_size"] == 4
 
 
 def test_hard_timeout_backstop(processes: Processes) -> None:
     worker = processes.standin("--never-healthy")
     start = time.monotonic()
-    result = run_probe(worker_spec(worker.url, timeout_s=60), PROBE_HARD_TIMEOUT_S="2")
+    result = run_probe(worker_spec(worker.url, timeout_s=60), hard_timeout_s=2)
     assert time.monotonic() - start < 15
     assert result.returncode == 1
-    assert "still running after PROBE_HARD_TIMEOUT_S=2s" in result.reason
+    assert "probe still running after its hard timeout of 2s: killed" in result.reason
 
 
 def test_bad_probe_python_is_named() -> None:
-    result = run_probe(worker_spec("http://127.0.0.1:1"), PROBE_PYTHON="/bin/false")
+    result = run_probe(worker_spec("http://127.0.0.1:1"), python="/bin/false")
     assert result.returncode == 1
-    assert "PROBE_PYTHON=/bin/false cannot import httpx" in result.reason
+    assert "serving.probe_python /bin/false cannot import httpx" in result.reason

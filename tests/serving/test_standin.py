@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from components.readiness import READY_PROMPT
-from tests.conftest import ROOT, run_script
-from tests.serving.conftest import MODEL, Processes, chat, free_port
+from components.hostside.readiness import READY_PROMPT
+from tests.conftest import ROOT
+from tests.serving.conftest import MODEL, Processes, chat, free_port, run_step
 from tests.standins import sglang_worker as standin
 
 DEMO_MODEL = ROOT / "demo" / "model"
@@ -285,8 +285,7 @@ def terminus_first_message(task: str) -> str:
 
 
 def test_demo_checkpoint_passes_the_model_check() -> None:
-    result = run_script("model_check.sh", {"MODEL_PATH": str(DEMO_MODEL),
-                                           "MODEL_USER": "1000:1000"})
+    result = run_step("model_check", {"model_path": str(DEMO_MODEL), "user": "1000:1000"})
     assert result.returncode == 0, result.stderr
     assert result.outputs["shards"] == 2
     assert result.outputs["bytes"] >= result.outputs["index_total_size"] > 0

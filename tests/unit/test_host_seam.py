@@ -1,23 +1,38 @@
-"""The host seam: how a script and its inputs reach a host, run for real with bash."""
+"""The host seam: how a script and its inputs reach a host, run for real with bash; the venvs
+its steps build; the host-key lookup it runs where Pulumi runs."""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import json
+import shlex
 import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
+from components import known_hosts
 from components.host import (
     CODE_ROOT,
+    KNOWN_HOST_KEY_MARK,
     SCRIPTS_DIR,
+    Host,
     code_digest,
     code_files,
+    known_host_key_command,
+    module_closure,
+    parse_outputs,
     render,
     render_call,
     script_closure,
     script_text,
     secret_stdin,
 )
+from components.hostside.pinned_venv import pinned_venv
+from components.hostside.step import HostError
 
 
 @pytest.fixture
@@ -80,13 +95,24 @@ def test_a_step_calls_its_script_from_the_host_code_and_names_its_digest(probe_s
 
 def test_the_digest_covers_the_files_a_script_names_and_only_those():
     """An edited module is an update of exactly the steps whose scripts run it."""
-    assert script_closure("serving_probe.sh") == (
-        "readiness.py", "scripts/lib/pinned_venv.sh", "scripts/serving_probe.sh")
     assert script_closure("harbor_status.sh") == ("scripts/harbor_status.sh",)
     # What HostCode ships covers every file any step names.
     shipped = set(code_files())
     for script in SCRIPTS_DIR.glob("*.sh"):
         assert set(script_closure(script.name)) <= shipped, script.name
+
+
+def test_a_steps_digest_covers_the_programs_it_runs_in_its_venv():
+    """readiness.py and s3_fetch.py are run, not imported (they need httpx and boto3): an edited
+    one is still an update of exactly the steps that run it."""
+    shared = ("hostside/__init__.py", "hostside/__main__.py", "hostside/step.py")
+    assert module_closure("serving_probe") == tuple(sorted((
+        *shared, "hostside/pinned_venv.py", "hostside/readiness.py", "hostside/serving_probe.py")))
+    assert module_closure("model_stage") == tuple(sorted((
+        *shared, "hostside/model_stage.py", "hostside/pinned_venv.py", "hostside/s3_fetch.py")))
+    assert module_closure("model_check") == tuple(sorted((*shared, "hostside/model_check.py")))
+    for module in ("serving_probe", "model_stage", "model_check", "serving_image"):
+        assert set(module_closure(module)) <= set(code_files()), module
 
 
 def test_an_unknown_file_of_the_host_code_is_refused(tmp_path):
@@ -99,32 +125,101 @@ def test_an_unknown_file_of_the_host_code_is_refused(tmp_path):
         path.unlink()
 
 
-def test_pinned_venv_builds_once_reuses_and_leaves_nothing_on_failure(tmp_path: Path):
-    script = (
-        "set -euo pipefail\n"
-        "die() { printf 'probe: %s\\n' \"$*\" >&2; exit 1; }\n"
-        "log() { printf '[probe] %s\\n' \"$*\" >&2; }\n"
-        + (SCRIPTS_DIR / "lib" / "pinned_venv.sh").read_text()
-        + 'pinned_venv "$VENV" "$MODULE" "$REQ" 300 PIP_ARGS ""\n'
-    )
+def tiny_wheel(directory: Path, name: str = "benchstack_tiny", version: str = "1.0") -> Path:
+    """A pure-Python wheel made here, so pip installs it with no index and no network."""
+    files = {f"{name}/__init__.py": b"VALUE = 1\n",
+             f"{name}-{version}.dist-info/METADATA":
+                 f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+             f"{name}-{version}.dist-info/WHEEL":
+                 b"Wheel-Version: 1.0\nGenerator: benchstack-tests\nRoot-Is-Purelib: true\n"
+                 b"Tag: py3-none-any\n"}
 
-    def pinned(venv: Path, module: str, req: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            ["bash", "-c", script],
-            env={"PATH": "/usr/bin:/bin", "VENV": str(venv), "MODULE": module, "REQ": req},
-            capture_output=True, text=True, timeout=600,
-        )
+    def digest(data: bytes) -> str:
+        return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
-    venv = tmp_path / "venv"
-    first = pinned(venv, "idna", "idna")
-    assert first.returncode == 0, first.stderr
-    assert first.stdout.strip() == f"{venv}/bin/python" and "building the venv" in first.stderr
-    again = pinned(venv, "idna", "idna")
-    assert again.returncode == 0 and "building" not in again.stderr
+    record = "".join(f"{path},sha256={digest(data)},{len(data)}\n" for path, data in files.items())
+    record += f"{name}-{version}.dist-info/RECORD,,\n"
+    wheel = directory / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, data in files.items():
+            archive.writestr(path, data)
+        archive.writestr(f"{name}-{version}.dist-info/RECORD", record)
+    return wheel
 
-    bad = pinned(tmp_path / "bad", "nosuchmodule", "benchstack-no-such-package==9.9.9")
-    assert bad.returncode != 0
-    assert bad.stderr.strip().splitlines()[-1].startswith(
-        "probe: pip could not install benchstack-no-such-package==9.9.9"
-    )
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["venv"], "a half-built venv was left"
+
+def test_pinned_venv_builds_once_reuses_and_leaves_nothing_on_failure(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+):
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    tiny_wheel(wheels)
+    offline = ["--no-index", "--find-links", str(wheels)]
+    venvs = tmp_path / "venvs"
+
+    def pinned(name: str, module: str, requirement: str) -> str:
+        return pinned_venv(venvs / name, module, requirement, pip_timeout_s=300,
+                           pip_args=offline, step="probe")
+
+    python = pinned("venv", "benchstack_tiny", "benchstack_tiny==1.0")
+    assert python == f"{venvs}/venv/bin/python"
+    assert "[probe] building the venv" in capfd.readouterr().err
+    proc = subprocess.run([python, "-I", "-c", "import benchstack_tiny as t; print(t.VALUE)"],
+                          capture_output=True, text=True, check=True)
+    assert proc.stdout.strip() == "1"
+    assert pinned("venv", "benchstack_tiny", "benchstack_tiny==1.0") == python
+    assert "building" not in capfd.readouterr().err
+
+    with pytest.raises(HostError, match=r"^pip could not install benchstack_tiny==9\.9: check"):
+        pinned("bad", "benchstack_tiny", "benchstack_tiny==9.9")
+    assert sorted(p.name for p in venvs.iterdir()) == ["venv"], "a half-built venv was left"
+
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJlbmNoc3RhY2stdW5pdC1ob3N0LWtleS0wMDAwMDA"
+OTHER = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGJlbmNoc3RhY2stdW5pdC1vdGhlci1rZXktMDAwMDA"
+
+
+def test_a_recorded_host_key_is_read_also_hashed(tmp_path: Path):
+    path = tmp_path / "known_hosts"
+    path.write_text(f"# a comment\n10.0.0.9 {OTHER}\n[10.0.0.7]:2222 {KEY} comment\n")
+    assert known_hosts.recorded_key("[10.0.0.7]:2222", path) == KEY
+    assert known_hosts.recorded_key("10.0.0.7", path) == ""
+    subprocess.run(["ssh-keygen", "-H", "-f", str(path)], capture_output=True, check=True)
+    assert "10.0.0.7" not in path.read_text()
+    assert known_hosts.recorded_key("[10.0.0.7]:2222", path) == KEY
+    # No contact when one is recorded.
+    assert known_hosts.host_key("[10.0.0.7]:2222", str(path), ["false"]) == KEY
+
+
+def test_without_a_record_the_first_contact_records_it(tmp_path: Path,
+                                                        capfd: pytest.CaptureFixture[str]):
+    path = tmp_path / "ssh" / "known_hosts"
+    record = ["sh", "-c", f"echo '[10.0.0.7]:2222 {KEY}' >>{shlex.quote(str(path))}"]
+    assert known_hosts.host_key("[10.0.0.7]:2222", str(path), record) == KEY
+    assert path.read_text() == f"[10.0.0.7]:2222 {KEY}\n"
+    assert known_hosts.host_key("[10.0.0.7]:2222", str(tmp_path / "none"), ["true"]) == ""
+    assert capfd.readouterr().err.strip() == (
+        "known_host_key: [10.0.0.7]:2222 presented no host key (unreachable, or not SSH)")
+
+
+def test_the_lookup_command_contacts_with_the_seams_options_and_no_login(tmp_path: Path):
+    """The seam builds the one ssh command (accept-new into the stack's known_hosts, no
+    authentication method), and the program's own python runs the lookup."""
+    host = Host(name="gpu", address="10.0.0.7", port=2222, user="bench",
+                known_hosts=str(tmp_path / "known_hosts"), key_path="/keys/id")
+    command = known_host_key_command(host)
+    argv = shlex.split(command, comments=True)
+    assert argv[:3] == [sys.executable, "-I", str(CODE_ROOT / "known_hosts.py")]
+    assert command.endswith(f"# {KNOWN_HOST_KEY_MARK}")
+    spec = json.loads(argv[3])
+    assert spec["name"] == "[10.0.0.7]:2222" and spec["known_hosts"] == host.known_hosts
+    contact = spec["contact"]
+    assert contact[:2] == ["ssh", "-n"] and contact[-3:] == ["-p", "2222", "10.0.0.7"]
+    for option in ("StrictHostKeyChecking=accept-new", f"UserKnownHostsFile={host.known_hosts}",
+                   "PreferredAuthentications=none", "BatchMode=yes"):
+        assert option in contact, option
+    # Run as the invoke runs it (bash), with a key already recorded: no contact at all.
+    (tmp_path / "known_hosts").write_text(f"[10.0.0.7]:2222 {KEY}\n")
+    proc = subprocess.run(["/bin/bash", "-c", command], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert parse_outputs(proc.stdout) == {"host_key": KEY}

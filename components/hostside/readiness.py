@@ -1,9 +1,11 @@
 """Readiness probes for the serving plane: SGLang workers and the router, over HTTP with httpx.
 
-This file is shipped to the hosts: `serving_probe.sh` writes it into a temporary file and runs it
-with a small venv that has httpx, so each probe runs where the network path matters (a worker's
-probe on its own host, the router's on the Harbor host, which also proves the private network
-from there to every worker). It imports nothing from the project and runs standalone:
+The one program of the host package that needs more than the standard library: the
+`serving_probe` step runs it with the python of a small venv that has httpx (hostside/
+pinned_venv.py), on the host where the network path matters (a worker's probe on its own host,
+the router's on the Harbor host, which also proves the private network from there to every
+worker). It imports nothing from the project (nor from the package) and runs standalone, on
+python3 3.9 or later:
 
     python readiness.py worker --url http://10.0.0.11:30001 --expect '{"tp_size": 4}' --timeout 1800
     python readiness.py router --url http://127.0.0.1:30000 --model Qwen/Qwen3.8-27B \
@@ -187,7 +189,7 @@ def server_info(client: httpx.Client, base_url: str) -> dict:
 def same(want: object, got: object) -> bool:
     if isinstance(want, bool) or isinstance(got, bool):
         return want == got
-    if isinstance(want, int | float) and isinstance(got, int | float):
+    if isinstance(want, (int, float)) and isinstance(got, (int, float)):
         # 0.90 in the config and 0.9 from the server are the same setting.
         return math.isclose(float(want), float(got), rel_tol=1e-9, abs_tol=1e-9)
     return want == got
