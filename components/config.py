@@ -268,6 +268,10 @@ class AgentConfig(Model):
     max_output_tokens: int | None = Field(default=None, gt=0)
     record_terminal_session: bool = True
 
+    @property
+    def needs_model(self) -> bool:
+        return self.name not in MODEL_FREE_AGENTS
+
 
 TASK_NAME = r"^[A-Za-z0-9][A-Za-z0-9._/-]*$"
 
@@ -468,7 +472,7 @@ class StackConfig(Model):
 
     @property
     def needs_model(self) -> bool:
-        return self.harbor.agent.name not in MODEL_FREE_AGENTS
+        return self.harbor.agent.needs_model
 
     def workspace_of(self, host: HostConfig) -> str:
         """Where benchstack keeps its files on `host`."""
@@ -669,6 +673,13 @@ def _check(cfg: StackConfig) -> list[str]:
                 f"{ns}:dataset.{key}: {value!r} leaves the project directory; relative paths are "
                 "relative to it (give an absolute path for a dataset elsewhere)"
             )
+    remote_harbor = [h.name for h in cfg.hosts if "harbor" in h.roles and not h.is_local]
+    if dataset.path and not PurePosixPath(dataset.path).is_absolute() and remote_harbor:
+        problems.append(
+            f"{ns}:dataset.path: {dataset.path!r} is relative (to the project directory, which "
+            f"only the local host has), but the Harbor host {remote_harbor[0]} is remote: give "
+            "the absolute path of the tasks on it (Harbor stores it verbatim)"
+        )
     if (dataset.repo is None) == (dataset.path is None):
         problems.append(f"{ns}:dataset: set exactly one of {ns}:dataset.repo or .path")
     if dataset.repo is not None and dataset.commit is None:

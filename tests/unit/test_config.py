@@ -183,6 +183,11 @@ INVALID = [
         [("dataset.path", "/data/tb")],
         "benchstack:dataset: set exactly one",
     ),
+    ("short-commit", a100, [("dataset.commit", "7131e43")], "benchstack:dataset.commit"),
+    ("relative-dataset-on-remote-harbor", a100,
+     [("dataset.repo", DELETE), ("dataset.commit", DELETE), ("dataset.path", "datasets/tb")],
+     "benchstack:dataset.path: 'datasets/tb' is relative (to the project directory, which only "
+     "the local host has), but the Harbor host"),
     ("bad-agent", local, [("harbor.agent.name", "terminus")], "benchstack:harbor.agent.name"),
     ("ssh-without-user", a100, [("hosts.0.user", DELETE)], "benchstack:hosts[0].user"),
     ("bad-sha", local, [("harbor.wheel_sha256", "abc")], "benchstack:harbor.wheel_sha256"),
