@@ -52,8 +52,6 @@ import pulumi
 
 from components.config import DatasetConfig, HarborConfig
 from components.harbor_config import (
-    DatasetSpec,
-    JobSettings,
     config_digest,
     expectations_json,
     preflight_expectations,
@@ -84,49 +82,37 @@ class HarborJobArgs:
     api_key: pulumi.Input[str] = "EMPTY"
 
 
-def _settings(args: HarborJobArgs) -> tuple[DatasetSpec, JobSettings]:
-    """The two sections as the rendering models (harbor_config.py) take them."""
-    harbor, agent, data = args.harbor, args.harbor.agent, args.dataset
-    dataset = DatasetSpec(
-        git_url=data.repo,
-        commit=data.commit,
-        subdir=data.tasks_subdir,
-        path=args.dataset_path,
-        expected_tasks=data.expected_tasks,
-        include=tuple(data.include),
-        exclude=tuple(data.exclude),
-    )
-    job = JobSettings(
-        agent=agent.name,
-        n_concurrent_trials=harbor.n_concurrent_trials,
-        n_concurrent_agents=agent.n_concurrent,
-        n_attempts=harbor.n_attempts,
-        model_name=args.model_name,
-        temperature=agent.temperature,
-        top_p=agent.top_p,
-        top_k=agent.top_k,
-        max_input_tokens=agent.max_input_tokens,
-        max_output_tokens=agent.max_output_tokens,
-        record_terminal_session=agent.record_terminal_session,
-        agent_timeout_multiplier=harbor.agent_timeout_multiplier,
-        agent_setup_timeout_multiplier=harbor.agent_setup_timeout_multiplier,
-        verifier_timeout_multiplier=harbor.verifier_timeout_multiplier,
-        environment_build_timeout_multiplier=harbor.environment_build_timeout_multiplier,
-        container_network=harbor.container_network,
-    )
-    if job.uses_model and args.api_base is None:
-        raise ValueError("HarborJobArgs.api_base is required for the terminus-2 agent")
-    return dataset, job
+def check_args(args: HarborJobArgs) -> None:
+    """What only the wiring can get wrong (the sections themselves are checked as config)."""
+    if args.harbor.agent.needs_model:
+        for key in ("model_name", "api_base"):
+            if getattr(args, key) is None:
+                raise ValueError(
+                    f"HarborJobArgs.{key} is required for the {args.harbor.agent.name} agent")
+    if args.dataset.path is not None and not (args.dataset_path or "").startswith("/"):
+        raise ValueError(
+            "HarborJobArgs.dataset_path: a path dataset needs its absolute path on the Harbor "
+            f"host (Harbor stores it verbatim), got {args.dataset_path!r}"
+        )
 
 
-def dataset_dir(workspace: str, dataset: DatasetSpec) -> str:
-    """Where the task dirs are on the host (a clone is named after the repository and commit)."""
-    if dataset.path:
-        return dataset.path.rstrip("/")
-    if not (dataset.git_url and dataset.commit):
-        raise ValueError("dataset: set `path`, or `git_url` and `commit`")
-    repo = PurePosixPath(dataset.git_url.rstrip("/")).name.removesuffix(".git")
+def clone_dir(workspace: str, dataset: DatasetConfig) -> str | None:
+    """Where a git dataset is cloned on the host (named after the repository and commit); None
+    for a dataset that is a path."""
+    if dataset.repo is None or dataset.commit is None:
+        return None
+    repo = PurePosixPath(dataset.repo.rstrip("/")).name.removesuffix(".git")
     return f"{workspace}/datasets/{repo}-{dataset.commit[:12]}"
+
+
+def tasks_dir_of(workspace: str, dataset: DatasetConfig, dataset_path: str | None) -> str:
+    """Where the task dirs are on the host: the clone's tasks_subdir, or the given path."""
+    clone = clone_dir(workspace, dataset)
+    if clone is not None:
+        return f"{clone}/{dataset.tasks_subdir}"
+    if not dataset_path:
+        raise ValueError("dataset: set `path`, or `repo` and `commit`")
+    return dataset_path.rstrip("/")
 
 
 @dataclass(frozen=True)
@@ -142,31 +128,36 @@ class Rendered:
 
 
 def render_plan(
-    job: JobSettings,
-    dataset: DatasetSpec,
+    harbor: HarborConfig,
+    dataset: DatasetConfig,
     *,
+    model_name: str | None,
     workspace: str,
     tasks_dir: str,
     api_base: str | None,
     tools_dir: str | None,
     proxy_url: str | None,
-    job_name_prefix: str,
     job_name: str | None = None,
 ) -> Rendered:
-    """The job config, compose override, job name and preflight checks for resolved inputs."""
+    """The job config, compose override, job name and preflight checks for resolved inputs.
+
+    The name: `job_name`, else harbor.job_name, else harbor.job_name_prefix and a digest."""
     config_dir = f"{workspace}/configs"
     config_yaml = render_job_config(
-        job,
+        harbor,
+        dataset=dataset,
+        model_name=model_name,
+        api_base=api_base,
         jobs_dir=jobdir.jobs_dir(workspace),
         dataset_path=tasks_dir,
-        dataset=dataset,
-        api_base=api_base,
     )
-    compose_yaml = render_compose_override(job, tools_dir=tools_dir, proxy_url=proxy_url)
-    name = job_name or f"{job_name_prefix}-{config_digest(config_yaml, compose_yaml)}"
+    compose_yaml = render_compose_override(harbor, tools_dir=tools_dir, proxy_url=proxy_url)
+    name = (job_name or harbor.job_name
+            or f"{harbor.job_name_prefix}-{config_digest(config_yaml, compose_yaml)}")
     compose_path = f"{config_dir}/{name}.compose.yaml"
     checks = preflight_expectations(
-        job, dataset_path=tasks_dir, dataset=dataset, api_base=api_base, compose_path=compose_path
+        harbor, dataset=dataset, model_name=model_name, api_base=api_base,
+        dataset_path=tasks_dir, compose_path=compose_path,
     )
     return Rendered(
         job_name=name,
@@ -305,14 +296,12 @@ class HarborJob(pulumi.ComponentResource):
         self, name: str, args: HarborJobArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("benchstack:components:HarborJob", name, None, opts)
-        dataset, job = _settings(args)
-        host = args.host
+        check_args(args)
+        host, harbor, dataset = args.host, args.harbor, args.dataset
         workspace = args.workspace.rstrip("/")
         jobs_dir = jobdir.jobs_dir(workspace)
         log_dir = jobdir.log_dir(workspace)
-        tasks_dir = dataset_dir(workspace, dataset)
-        if dataset.git_url:
-            tasks_dir = f"{tasks_dir}/{dataset.subdir}"
+        tasks_dir = tasks_dir_of(workspace, dataset, args.dataset_path)
 
         # The job needs whatever the caller depends on (router, images, tool bundle, proxy
         # bridge) before any of its steps runs, not just before the component "completes".
@@ -328,47 +317,46 @@ class HarborJob(pulumi.ComponentResource):
             module="harbor_install",
             inputs={
                 "workspace": workspace,
-                "version": args.harbor.version,
-                "wheel_sha256": args.harbor.wheel_sha256,
-                "python": args.harbor.python,
-                "wheel": args.harbor.wheel_path,
+                "version": harbor.version,
+                "wheel_sha256": harbor.wheel_sha256,
+                "python": harbor.python,
+                "wheel": harbor.wheel_path,
             },
-            delete_inputs={"workspace": workspace, "version": args.harbor.version},
+            delete_inputs={"workspace": workspace, "version": harbor.version},
             opts=child(),
         )
-        clone_dir = None if dataset.path else dataset_dir(workspace, dataset)
+        clone = clone_dir(workspace, dataset)
         dataset_run = host_step(
             f"{name}-dataset",
             host=host,
             module="harbor_dataset",
             inputs={
-                "dataset_path": dataset.path,
-                "git_url": dataset.git_url,
+                "dataset_path": args.dataset_path,
+                "git_url": dataset.repo,
                 "commit": dataset.commit,
-                "clone_dir": clone_dir,
-                "subdir": dataset.subdir,
+                "clone_dir": clone,
+                "subdir": dataset.tasks_subdir,
                 "expected_tasks": dataset.expected_tasks,
                 "include": list(dataset.include),
                 "exclude": list(dataset.exclude),
             },
-            delete_inputs={"clone_dir": clone_dir},
+            delete_inputs={"clone_dir": clone},
             opts=child(),
         )
 
         rendered = pulumi.Output.all(args.api_base, args.tools_dir, args.proxy_url).apply(
             lambda v: render_plan(
-                job,
+                harbor,
                 dataset,
+                model_name=args.model_name,
                 workspace=workspace,
                 tasks_dir=tasks_dir,
                 api_base=v[0],
                 tools_dir=v[1],
                 proxy_url=v[2],
-                job_name_prefix=args.harbor.job_name_prefix,
-                job_name=args.harbor.job_name,
             )
         )
-        default_bin = installed_harbor_bin(workspace, args.harbor.version)
+        default_bin = installed_harbor_bin(workspace, harbor.version)
         # Known from the config and tied to the step (see ToolBundle.tools_dir for why).
         harbor_bin = pulumi.Output.all(install.command.id, default_bin).apply(lambda v: v[1])
         job_name = rendered.apply(lambda r: r.job_name)
@@ -380,8 +368,8 @@ class HarborJob(pulumi.ComponentResource):
         steps = declare_job_steps(
             name,
             host=host,
-            harbor=args.harbor,
-            n_concurrent=job.n_concurrent_trials,
+            harbor=harbor,
+            n_concurrent=harbor.n_concurrent_trials,
             rendered=rendered,
             harbor_bin=harbor_bin,
             jobs_dir=jobs_dir,
@@ -403,9 +391,9 @@ class HarborJob(pulumi.ComponentResource):
 
         # What a rerun of some of this job's tasks repeats exactly (components/harbor_rerun.py).
         self.host = host
-        self.harbor = args.harbor
-        self.settings = job
-        self.dataset_spec = dataset
+        self.harbor = harbor
+        self.dataset = dataset
+        self.model_name = args.model_name
         self.workspace = workspace
         self.tasks_dir = tasks_dir
         self.log_dir = log_dir

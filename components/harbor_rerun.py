@@ -131,14 +131,15 @@ def plan_rerun(
     name = rerun_job_name(main_job_name, chosen)
     api_base, tools_dir, proxy_url = plan_inputs
     rendered = render_plan(
-        job.settings,
-        job.dataset_spec.model_copy(update={"include": chosen}),
+        job.harbor,
+        # The main job's dataset, narrowed to the rerun tasks.
+        job.dataset.model_copy(update={"include": list(chosen)}),
+        model_name=job.model_name,
         workspace=job.workspace,
         tasks_dir=job.tasks_dir,
         api_base=api_base,
         tools_dir=tools_dir,
         proxy_url=proxy_url,
-        job_name_prefix=job.harbor.job_name_prefix,
         job_name=name,
     )
     return RerunPlan(waiting="", tasks=chosen, job_name=name, rendered=rendered)
@@ -197,7 +198,7 @@ class HarborRerun(pulumi.ComponentResource):
             name,
             host=host,
             harbor=job.harbor,
-            n_concurrent=job.settings.n_concurrent_trials,
+            n_concurrent=job.harbor.n_concurrent_trials,
             rendered=plan.apply(lambda p: p.rendered),
             harbor_bin=job.harbor_bin,
             jobs_dir=jobs_dir,

@@ -21,10 +21,11 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from components.harbor_config import DatasetSpec, JobSettings
+from components.config import DatasetConfig, HarborConfig
 from components.harbor_job import Rendered, render_plan
 from components.host import render, render_step, secret_stdin
 from components.hostside import jobdir
@@ -125,6 +126,19 @@ def install_harbor(workspace: Path, **changes) -> ScriptResult:
     return seam_step("harbor_install", "create", inputs, timeout=900)
 
 
+def harbor_section(agent: str | dict = "oracle", *, n_concurrent_trials: int,
+                   **changes: Any) -> HarborConfig:
+    """A minimal stack `harbor:` section, parsed by the stack config's model (its defaults and
+    checks). `agent` is a name or the agent section; the agent's n_concurrent defaults to the
+    trials', which is what Harbor does with it unset."""
+    section = agent if isinstance(agent, dict) else {"name": agent}
+    return HarborConfig.model_validate({
+        "version": "0.21.0", "wheel_sha256": WHEEL_SHA256, "job_name_prefix": "test",
+        "n_concurrent_trials": n_concurrent_trials,
+        "agent": {"n_concurrent": n_concurrent_trials, **section}, **changes,
+    })
+
+
 def dataset_inputs(**changes) -> dict:
     """The dataset step's inputs for a local task dir (`changes` replace them)."""
     return {"dataset_path": None, "git_url": None, "commit": None, "clone_dir": None,
@@ -149,7 +163,7 @@ class Job:
     plan: Rendered
     workspace: Path
     harbor_bin: str
-    settings: JobSettings
+    harbor: HarborConfig
 
     @property
     def name(self) -> str:
@@ -205,7 +219,7 @@ class Job:
     def stop(self, timeout_s: int = 60) -> ScriptResult:
         return seam_step("harbor_launch", "delete", {
             "job_name": self.name, "jobs_dir": str(self.jobs_dir), "log_dir": str(self.log_dir),
-            "n_concurrent": self.settings.n_concurrent_trials, "stop_timeout_s": timeout_s,
+            "n_concurrent": self.harbor.n_concurrent_trials, "stop_timeout_s": timeout_s,
         })
 
     def wait_finished(self, timeout: float = 240) -> dict:
@@ -256,9 +270,10 @@ class JobFactory:
     def plan(
         self,
         dataset: Path,
-        settings: JobSettings,
+        harbor: HarborConfig,
         *,
         include: tuple[str, ...] = (),
+        model_name: str | None = None,
         tools_dir: str | None = None,
         proxy_url: str | None = None,
         api_base: str | None = None,
@@ -266,17 +281,18 @@ class JobFactory:
         workspace: Path | None = None,
     ) -> Job:
         workspace = workspace or self.root
-        spec = DatasetSpec(path=str(dataset), expected_tasks=3, include=include)
+        spec = DatasetConfig(path=str(dataset), expected_tasks=3, include=list(include),
+                             manifest_path=str(dataset))
         plan = render_plan(
-            settings, spec, workspace=str(workspace), tasks_dir=str(dataset), api_base=api_base,
-            tools_dir=tools_dir, proxy_url=proxy_url, job_name_prefix="test", job_name=job_name,
+            harbor, spec, model_name=model_name, workspace=str(workspace), tasks_dir=str(dataset),
+            api_base=api_base, tools_dir=tools_dir, proxy_url=proxy_url, job_name=job_name,
         )
         result = seam_step("harbor_configs", "create", {
             "config_path": plan.config_path, "compose_path": plan.compose_path,
             "job_config_yaml": plan.config_yaml, "compose_yaml": plan.compose_yaml,
         })
         assert result.returncode == 0, result.stderr
-        job = Job(plan, workspace, self.harbor_bin, settings)
+        job = Job(plan, workspace, self.harbor_bin, harbor)
         self.jobs.append(job)
         return job
 

@@ -1,4 +1,7 @@
-"""The rendered Harbor job config, compose override and preflight checks (no Harbor needed)."""
+"""The rendered Harbor job config, compose override and preflight checks (no Harbor needed).
+
+They render the stack's own `harbor` and `dataset` sections; what those sections accept is
+tests/unit/test_config.py's."""
 
 from __future__ import annotations
 
@@ -6,29 +9,38 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from components.config import KNOWN_HARBOR_WHEELS, DatasetConfig, HarborConfig
 from components.harbor_config import (
-    DatasetSpec,
-    JobSettings,
     compose_override,
     job_config,
     preflight_expectations,
 )
 from components.harbor_job import render_plan
 
-SEED = JobSettings(
-    agent="terminus-2", n_concurrent_trials=25, n_concurrent_agents=20,
-    model_name="openai/Qwen/Qwen3.8-27B", temperature=1.0, top_p=0.95,
-    max_input_tokens=262144, max_output_tokens=65536, record_terminal_session=True,
-    agent_timeout_multiplier=6.0, agent_setup_timeout_multiplier=5.0,
-)
-TB21 = DatasetSpec(git_url="file:///srv/tb21.git",
-                   commit="7131e4375048a0e408a8fb404b5f499d726b695b", expected_tasks=89)
+
+def harbor_section(**changes) -> HarborConfig:
+    """A stack's `harbor:` section (the seed's), parsed by the stack config's model."""
+    section = {
+        "version": "0.21.0", "wheel_sha256": KNOWN_HARBOR_WHEELS["0.21.0"],
+        "n_concurrent_trials": 25, "agent_timeout_multiplier": 6.0,
+        "agent_setup_timeout_multiplier": 5.0, "job_name_prefix": "tb21",
+        "agent": {"name": "terminus-2", "n_concurrent": 20, "temperature": 1.0, "top_p": 0.95,
+                  "max_input_tokens": 262144, "max_output_tokens": 65536,
+                  "record_terminal_session": True},
+    }
+    return HarborConfig.model_validate(section | changes)
+
+
+SEED = harbor_section()
+MODEL = "openai/Qwen/Qwen3.8-27B"
+TB21 = DatasetConfig(repo="file:///srv/tb21.git", commit="7131e4375048a0e408a8fb404b5f499d726b695b",
+                     expected_tasks=89, manifest_path="datasets/tb21")
 API = "http://127.0.0.1:30000/v1"
 
 
 def test_seed_settings_render_the_seed_job_config() -> None:
     config = job_config(SEED, jobs_dir="/ws/results", dataset_path="/ws/tb/tasks", dataset=TB21,
-                        api_base=API)
+                        model_name=MODEL, api_base=API)
     assert config["n_concurrent_trials"] == 25
     assert config["agent_timeout_multiplier"] == 6.0
     assert config["agent_setup_timeout_multiplier"] == 5.0
@@ -49,13 +61,14 @@ def test_seed_settings_render_the_seed_job_config() -> None:
 
 
 def test_top_k_goes_through_extra_body_and_oracle_has_no_model() -> None:
-    settings = SEED.model_copy(update={"top_k": 20})
-    config = job_config(settings, jobs_dir="/r", dataset_path="/d", dataset=TB21, api_base=API)
+    settings = harbor_section(agent={**SEED.agent.model_dump(), "top_k": 20})
+    config = job_config(settings, jobs_dir="/r", dataset_path="/d", dataset=TB21,
+                        model_name=MODEL, api_base=API)
     assert config["agents"][0]["kwargs"]["llm_call_kwargs"]["extra_body"] == {"top_k": 20}
-    oracle = job_config(JobSettings(agent="oracle", n_concurrent_trials=1), jobs_dir="/r",
-                        dataset_path="/d",
-                        dataset=TB21, api_base=None)
-    assert oracle["agents"] == [{"name": "oracle"}]
+    oracle = harbor_section(n_concurrent_trials=1, agent={"name": "oracle", "n_concurrent": 1})
+    oracle_config = job_config(oracle, jobs_dir="/r", dataset_path="/d", dataset=TB21,
+                               model_name=None, api_base=None)
+    assert oracle_config["agents"] == [{"name": "oracle", "n_concurrent": 1}]
 
 
 def test_compose_override_mounts_the_bundle_and_sets_the_proxy() -> None:
@@ -71,7 +84,7 @@ def test_compose_override_mounts_the_bundle_and_sets_the_proxy() -> None:
 
 
 def test_no_network_containers_refuse_a_proxy() -> None:
-    offline = SEED.model_copy(update={"container_network": "none"})
+    offline = harbor_section(container_network="none")
     main = compose_override(offline, tools_dir="/t", proxy_url=None)["services"]["main"]
     assert main["network_mode"] == "none" and "extra_hosts" not in main
     with pytest.raises(ValueError, match="container_network"):
@@ -79,36 +92,30 @@ def test_no_network_containers_refuse_a_proxy() -> None:
 
 
 @pytest.mark.parametrize(
-    ("kwargs", "field"),
+    ("changes", "field"),
     [
-        ({"agent": "terminus-2", "model_name": None}, "model_name"),
-        ({"agent": "terminus-1"}, "agent"),
+        ({"agent": {"name": "terminus-1", "n_concurrent": 1}}, "agent.name"),
         ({"n_concurrent_trials": 0}, "n_concurrent_trials"),
+        ({"agent_timeout_multiplier": 0}, "agent_timeout_multiplier"),
     ],
 )
-def test_bad_job_settings_name_the_field(kwargs: dict, field: str) -> None:
-    base = {"agent": "oracle", "n_concurrent_trials": 1} | kwargs
+def test_bad_harbor_sections_name_the_field(changes: dict, field: str) -> None:
     with pytest.raises(ValidationError, match=field):
-        JobSettings(**base)
+        harbor_section(**changes)
 
 
-@pytest.mark.parametrize(
-    ("kwargs", "field"),
-    [
-        ({"path": "/d", "git_url": "file:///r"}, "exactly one"),
-        ({"git_url": "file:///r"}, "dataset.commit"),
-        ({"git_url": "file:///r", "commit": "7131e43"}, "40-hex"),
-        ({"path": "relative/tasks"}, "absolute"),
-    ],
-)
-def test_bad_dataset_specs_name_the_field(kwargs: dict, field: str) -> None:
-    with pytest.raises(ValidationError, match=field):
-        DatasetSpec(expected_tasks=3, **kwargs)
+@pytest.mark.parametrize(("model_name", "api_base", "field"),
+                         [(None, API, "model_name"), (MODEL, None, "api_base")])
+def test_a_model_agent_without_its_endpoint_names_the_field(
+        model_name: str | None, api_base: str | None, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        job_config(SEED, jobs_dir="/r", dataset_path="/d", dataset=TB21, model_name=model_name,
+                   api_base=api_base)
 
 
 def _plan(**changes):
     inputs = {"workspace": "/ws", "tasks_dir": "/ws/tasks", "api_base": API,
-              "tools_dir": "/ws/tools", "proxy_url": None, "job_name_prefix": "tb21"} | changes
+              "tools_dir": "/ws/tools", "proxy_url": None, "model_name": MODEL} | changes
     return render_plan(SEED, TB21, **inputs)
 
 
@@ -119,13 +126,17 @@ def test_job_name_follows_the_config() -> None:
     assert _plan(api_base="http://127.0.0.1:30001/v1").job_name != first.job_name
     assert _plan(tools_dir="/other").job_name != first.job_name
     assert _plan(job_name="fixed").job_name == "fixed"
+    pinned = render_plan(harbor_section(job_name="pinned"), TB21, model_name=MODEL,
+                         workspace="/ws", tasks_dir="/ws/tasks", api_base=API, tools_dir=None,
+                         proxy_url=None)
+    assert pinned.job_name == "pinned", "harbor.job_name replaces the digest"
     assert first.compose_path == f"/ws/configs/{first.job_name}.compose.yaml"
     assert yaml.safe_load(first.config_yaml)["jobs_dir"] == "/ws/results"
 
 
 def test_preflight_checks_cover_the_seed_fields() -> None:
-    checks = preflight_expectations(SEED, dataset_path="/d", dataset=TB21, api_base=API,
-                                    compose_path="/c.yaml")
+    checks = preflight_expectations(SEED, dataset_path="/d", dataset=TB21, model_name=MODEL,
+                                    api_base=API, compose_path="/c.yaml")
     paths = {".".join(map(str, c["path"])) for c in checks}
     for field in ("n_concurrent_trials", "agent_timeout_multiplier",
                   "agent_setup_timeout_multiplier", "agents.0.name", "agents.0.n_concurrent",

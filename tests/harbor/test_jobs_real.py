@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from components.harbor_config import JobSettings
 from tests.conftest import CANARY_IMAGE, docker
-from tests.harbor.conftest import API_KEY, NOFILE, JobFactory
+from tests.harbor.conftest import API_KEY, NOFILE, JobFactory, harbor_section
 from tests.hostplane.steps import build_tool_bundle
 
 PROXY_URL = "http://host.docker.internal:27891"
@@ -44,7 +43,7 @@ def wait_for(predicate, timeout: float, what: str) -> None:
 
 def test_oracle_job_through_the_override(jobs: JobFactory, demo_dataset: Path,
                                          tool_bundle: str, canary_image: str) -> None:
-    settings = JobSettings(agent="oracle", n_concurrent_trials=3, agent_timeout_multiplier=1.0)
+    settings = harbor_section(n_concurrent_trials=3, agent_timeout_multiplier=1.0)
     job = jobs.plan(demo_dataset, settings, tools_dir=tool_bundle, proxy_url=PROXY_URL)
     preflight = job.preflight()
     assert preflight.returncode == 0, preflight.stderr
@@ -106,7 +105,7 @@ def test_oracle_job_through_the_override(jobs: JobFactory, demo_dataset: Path,
 def test_sigterm_stops_cleanly_then_resume_finishes(jobs: JobFactory, demo_dataset: Path,
                                                    canary_image: str) -> None:
     # hello-file-slow sleeps 15 s; with a 20x agent timeout it passes when left to finish.
-    settings = JobSettings(agent="oracle", n_concurrent_trials=1, agent_timeout_multiplier=20.0)
+    settings = harbor_section(n_concurrent_trials=1, agent_timeout_multiplier=20.0)
     job = jobs.plan(demo_dataset, settings, include=("hello-file-slow",))
     assert job.preflight().returncode == 0
     launched = job.launch()
@@ -154,7 +153,7 @@ def test_trial_cancelled_during_setup_is_run_again_on_resume(
     trial's result.json with no exception, no agent run and no verifier result (seen in this
     repo's e2e run), and `harbor job resume` then counts it as done: a silent 0. The launch
     sets such a trial aside (kept, beside the job) so the resume runs it."""
-    settings = JobSettings(agent="oracle", n_concurrent_trials=1)
+    settings = harbor_section(n_concurrent_trials=1)
     job = jobs.plan(demo_dataset, settings, include=("hello-file",))
     assert job.preflight().returncode == 0
     assert job.launch().returncode == 0
@@ -185,7 +184,7 @@ def test_trial_cancelled_during_setup_is_run_again_on_resume(
 
 def test_sigkill_leftovers_are_removed_then_resume(jobs: JobFactory, demo_dataset: Path,
                                                           canary_image: str) -> None:
-    settings = JobSettings(agent="oracle", n_concurrent_trials=1, agent_timeout_multiplier=20.0)
+    settings = harbor_section(n_concurrent_trials=1, agent_timeout_multiplier=20.0)
     job = jobs.plan(demo_dataset, settings, include=("hello-file-slow",))
     assert job.preflight().returncode == 0
     launched = job.launch()

@@ -7,15 +7,14 @@ import json
 import re
 from pathlib import Path
 
-from components.harbor_config import JobSettings
-from tests.harbor.conftest import JobFactory
+from tests.harbor.conftest import JobFactory, harbor_section
 
-SEED_LIKE = JobSettings(
-    agent="terminus-2", n_concurrent_trials=25, n_concurrent_agents=20,
-    model_name="openai/Qwen/Qwen3.8-27B", temperature=1.0, top_p=0.95, top_k=20,
-    max_input_tokens=262144, max_output_tokens=65536, agent_timeout_multiplier=6.0,
-    agent_setup_timeout_multiplier=5.0,
+SEED_LIKE = harbor_section(
+    {"name": "terminus-2", "n_concurrent": 20, "temperature": 1.0, "top_p": 0.95, "top_k": 20,
+     "max_input_tokens": 262144, "max_output_tokens": 65536},
+    n_concurrent_trials=25, agent_timeout_multiplier=6.0, agent_setup_timeout_multiplier=5.0,
 )
+MODEL = "openai/Qwen/Qwen3.8-27B"
 API = "http://127.0.0.1:30000/v1"
 
 
@@ -25,8 +24,8 @@ def test_seed_settings_pass_the_preflight(jobs: JobFactory, demo_dataset: Path,
     (tools / "bin").mkdir(parents=True)
     for tool in ("tmux", "asciinema"):
         (tools / "bin" / tool).touch()
-    job = jobs.plan(demo_dataset, SEED_LIKE, api_base=API, tools_dir=str(tools),
-                    proxy_url="http://host.docker.internal:27891")
+    job = jobs.plan(demo_dataset, SEED_LIKE, model_name=MODEL, api_base=API,
+                    tools_dir=str(tools), proxy_url="http://host.docker.internal:27891")
     result = job.preflight()
     assert result.returncode == 0, result.stderr
     assert result.outputs["checked_fields"] == len(json.loads(job.plan.expected))
@@ -37,7 +36,7 @@ def test_seed_settings_pass_the_preflight(jobs: JobFactory, demo_dataset: Path,
 
 
 def test_a_changed_field_is_named(jobs: JobFactory, demo_dataset: Path) -> None:
-    job = jobs.plan(demo_dataset, SEED_LIKE, api_base=API)
+    job = jobs.plan(demo_dataset, SEED_LIKE, model_name=MODEL, api_base=API)
     config = Path(job.plan.config_path)
     # Someone edits the file on the host after it was rendered.
     config.write_text(config.read_text().replace(API, "http://127.0.0.1:30999/v1"))
@@ -51,7 +50,7 @@ def test_a_changed_field_is_named(jobs: JobFactory, demo_dataset: Path) -> None:
 def test_a_dropped_field_falls_back_to_harbors_default_and_is_caught(
     jobs: JobFactory, demo_dataset: Path
 ) -> None:
-    job = jobs.plan(demo_dataset, SEED_LIKE, api_base=API)
+    job = jobs.plan(demo_dataset, SEED_LIKE, model_name=MODEL, api_base=API)
     config = Path(job.plan.config_path)
     config.write_text(config.read_text().replace("agent_timeout_multiplier: 6.0\n", ""))
     result = job.preflight()
@@ -61,7 +60,7 @@ def test_a_dropped_field_falls_back_to_harbors_default_and_is_caught(
 
 
 def test_harbor_rejects_the_config(jobs: JobFactory, demo_dataset: Path) -> None:
-    job = jobs.plan(demo_dataset, SEED_LIKE, api_base=API)
+    job = jobs.plan(demo_dataset, SEED_LIKE, model_name=MODEL, api_base=API)
     config = Path(job.plan.config_path)
     # n_concurrent above n_concurrent_trials: Harbor's own validation refuses it.
     config.write_text(config.read_text().replace("n_concurrent: 20", "n_concurrent: 30"))
@@ -72,7 +71,8 @@ def test_harbor_rejects_the_config(jobs: JobFactory, demo_dataset: Path) -> None
 
 def test_a_missing_tool_bundle_is_caught(jobs: JobFactory, demo_dataset: Path,
                                          tmp_path: Path) -> None:
-    job = jobs.plan(demo_dataset, SEED_LIKE, api_base=API, tools_dir=str(tmp_path / "nope"))
+    job = jobs.plan(demo_dataset, SEED_LIKE, model_name=MODEL, api_base=API,
+                    tools_dir=str(tmp_path / "nope"))
     result = job.preflight()
     assert result.returncode != 0
     assert f"mount source {tmp_path / 'nope'}" in result.reason
@@ -80,7 +80,7 @@ def test_a_missing_tool_bundle_is_caught(jobs: JobFactory, demo_dataset: Path,
 
 def test_an_existing_job_name_with_another_config(jobs: JobFactory, demo_dataset: Path,
                                                   canary_image: str) -> None:
-    first = jobs.plan(demo_dataset, JobSettings(agent="oracle", n_concurrent_trials=1),
+    first = jobs.plan(demo_dataset, harbor_section(n_concurrent_trials=1),
                       include=("hello-file",), job_name="pinned")
     assert first.preflight().returncode == 0
     assert first.launch().returncode == 0, first.log_tail()
@@ -88,7 +88,9 @@ def test_an_existing_job_name_with_another_config(jobs: JobFactory, demo_dataset
     assert before["rewards"] == {"1.0": 1}
     result_id = json.loads((first.dir / "result.json").read_text())["id"]
 
-    second = jobs.plan(demo_dataset, JobSettings(agent="oracle", n_concurrent_trials=2),
+    # Only the trials change (the agents' limit stays 1): the refusal names that field.
+    second = jobs.plan(demo_dataset,
+                       harbor_section({"name": "oracle", "n_concurrent": 1}, n_concurrent_trials=2),
                        include=("hello-file",), job_name="pinned")
     result = second.preflight()
     assert result.returncode != 0
@@ -98,14 +100,15 @@ def test_an_existing_job_name_with_another_config(jobs: JobFactory, demo_dataset
     assert json.loads((first.dir / "result.json").read_text())["id"] == result_id
     assert len([p for p in first.dir.iterdir() if p.is_dir()]) == 1
     # The same config under the same name is fine (that is a resume).
-    again = jobs.plan(demo_dataset, JobSettings(agent="oracle", n_concurrent_trials=1),
+    again = jobs.plan(demo_dataset, harbor_section(n_concurrent_trials=1),
                       include=("hello-file",), job_name="pinned")
     assert again.preflight().returncode == 0
 
 
 def test_every_problem_is_listed_the_first_is_the_reason(jobs: JobFactory, demo_dataset: Path,
                                                           tmp_path: Path) -> None:
-    job = jobs.plan(demo_dataset, SEED_LIKE, api_base=API, tools_dir=str(tmp_path / "nope"))
+    job = jobs.plan(demo_dataset, SEED_LIKE, model_name=MODEL, api_base=API,
+                    tools_dir=str(tmp_path / "nope"))
     config = Path(job.plan.config_path)
     config.write_text(config.read_text().replace(API, "http://127.0.0.1:30999/v1"))
     result = job.preflight()

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from components.harbor_config import JobSettings
 from tests.conftest import ROOT
-from tests.harbor.conftest import JobFactory
+from tests.harbor.conftest import JobFactory, harbor_section
 from tests.harbor.test_terminus_real import free_port, wait_http
 from tests.hostplane.steps import build_tool_bundle
 
@@ -65,12 +64,13 @@ def test_terminus2_on_the_demo_tasks_with_the_scripted_model(
     tools = tmp_path / "harbor-tools-amd64"
     built = build_tool_bundle(tools, canary_image)
     assert built.returncode == 0, built.stderr[-2000:]
-    settings = JobSettings(
-        agent="terminus-2", n_concurrent_trials=3, n_concurrent_agents=3,
-        model_name=f"openai/{MODEL}", temperature=0.0, max_input_tokens=32768,
-        max_output_tokens=1024, record_terminal_session=False, container_network="none",
+    settings = harbor_section(
+        {"name": "terminus-2", "n_concurrent": 3, "temperature": 0.0, "max_input_tokens": 32768,
+         "max_output_tokens": 1024, "record_terminal_session": False},
+        n_concurrent_trials=3, container_network="none",
     )
-    job = jobs.plan(demo_dataset, settings, tools_dir=str(tools), api_base=f"{url}/v1")
+    job = jobs.plan(demo_dataset, settings, tools_dir=str(tools), model_name=f"openai/{MODEL}",
+                    api_base=f"{url}/v1")
     launched = job.launch()
     assert launched.returncode == 0, launched.stderr + job.log_tail()
     job.wait_finished(timeout=300)

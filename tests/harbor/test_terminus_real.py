@@ -17,9 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from components.harbor_config import JobSettings
 from tests.conftest import ROOT, docker
-from tests.harbor.conftest import JobFactory
+from tests.harbor.conftest import JobFactory, harbor_section
 from tests.hostplane.steps import build_tool_bundle
 
 STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
@@ -98,13 +97,13 @@ def test_terminus2_uses_the_mounted_bundle_in_an_offline_container(
     built = build_tool_bundle(tools, canary_image)
     assert built.returncode == 0, built.stderr[-2000:]
 
-    settings = JobSettings(
-        agent="terminus-2", n_concurrent_trials=1, n_concurrent_agents=1,
-        model_name=f"openai/{MODEL}", temperature=0.0, max_input_tokens=32768,
-        max_output_tokens=1024, record_terminal_session=True, container_network="none",
+    settings = harbor_section(
+        {"name": "terminus-2", "n_concurrent": 1, "temperature": 0.0, "max_input_tokens": 32768,
+         "max_output_tokens": 1024, "record_terminal_session": True},
+        n_concurrent_trials=1, container_network="none",
     )
     job = jobs.plan(demo_dataset, settings, include=("hello-file",), tools_dir=str(tools),
-                    api_base=f"{url}/v1")
+                    model_name=f"openai/{MODEL}", api_base=f"{url}/v1")
     preflight = job.preflight()
     assert preflight.returncode == 0, preflight.stderr
     launched = job.launch()
