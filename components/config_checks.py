@@ -1,0 +1,325 @@
+"""The stack config's cross-section checks: what no single section can see on its own.
+
+Owns: `stack_problems(cfg)`, every check that compares sections or hosts (a GPU layout against the
+serving plane, a model against the GPU memory, agents against trials and capacity, address pools
+against each other, the hosts' addresses and Docker's bridge, ports two services would bind,
+a wheel's sha against its version, dataset paths against the Harbor host), the rerun tasks
+against the dataset (`check_rerun_tasks`), and `ConfigError`, which lists the problems. Each
+problem is one `benchstack:<key>: <message>` line naming the key to change. The models and
+their field checks are components/config_models.py's; components/config.py runs both.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from pathlib import PurePosixPath
+
+import pulumi
+
+from components.config_models import (
+    NAMESPACE,
+    PROJECT_DIR,
+    RerunsConfig,
+    StackConfig,
+    looks_numeric,
+)
+
+BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int4": 0.5}
+# Harbor wheels whose sha256 is known: a version and a hash that do not belong together are a
+# copy-paste slip, caught before a venv is built from the wrong wheel.
+KNOWN_HARBOR_WHEELS = {
+    "0.21.0": "c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21",
+}
+# Where Docker puts docker0 by default: a pool there takes the bridge's own subnet.
+DOCKER_DEFAULT_BRIDGE = ipaddress.ip_network("172.17.0.0/16")
+LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
+
+
+class ConfigError(pulumi.RunError, ValueError):
+    """A stack config that cannot work; `problems` lists `key: message` lines.
+
+    A `pulumi.RunError`: the CLI prints its message alone, with no traceback, and registers
+    nothing.
+    """
+
+    def __init__(self, problems: list[str], source: str = "stack config"):
+        self.problems = problems
+        super().__init__(f"{source} is invalid:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def stack_problems(cfg: StackConfig) -> list[str]:
+    """Every cross-section problem of a parsed config, each naming the key to change."""
+    problems: list[str] = []
+    ns = NAMESPACE
+
+    names = [h.name for h in cfg.hosts]
+    for dup in sorted({n for n in names if names.count(n) > 1}):
+        problems.append(f"{ns}:hosts: host name {dup!r} is used twice")
+    for i, host in enumerate(cfg.hosts):
+        if host.arch != "amd64":
+            problems.append(
+                f"{ns}:hosts[{i}].arch: {host.name} is {host.arch!r}; task images and the tool "
+                "bundle are amd64 only"
+            )
+        cpu_serving = cfg.serving is not None and cfg.serving.gpus is None
+        if "gpu_worker" in host.roles and host.gpus is None and not cpu_serving:
+            problems.append(f"{ns}:hosts[{i}].gpus: {host.name} has role gpu_worker but no gpus "
+                            f"(only stand-in workers without GPUs, {ns}:serving.gpus: null, "
+                            "need none)")
+        if "gpu_worker" in host.roles and host.gpus is not None and cpu_serving:
+            problems.append(f"{ns}:serving.gpus: null, but {host.name} declares "
+                            f"{ns}:hosts[{i}].gpus: the workers would not use them")
+        if not host.is_local and host.user is None:
+            problems.append(f"{ns}:hosts[{i}].user: SSH host {host.name} needs a user")
+        if not host.is_local and host.host_key is None and cfg.ssh.host_key_policy == "pinned":
+            port = f"-p {host.port} " if host.port != 22 else ""
+            problems.append(
+                f"{ns}:hosts[{i}].host_key: {ns}:ssh.host_key_policy is pinned and {host.name} "
+                f"has no key: set it from `ssh-keyscan {port}-t ed25519 {host.address}`"
+            )
+
+    harbor_hosts = [h.name for h in cfg.hosts if "harbor" in h.roles]
+    if len(harbor_hosts) != 1:
+        problems.append(
+            f"{ns}:hosts: exactly one host needs the role harbor, found {len(harbor_hosts)}"
+            + (f" ({', '.join(harbor_hosts)})" if harbor_hosts else "")
+        )
+
+    if cfg.needs_model:
+        if not cfg.gpu_hosts:
+            problems.append(
+                f"{ns}:hosts: agent {cfg.harbor.agent.name!r} needs a model, but no host has "
+                "the role gpu_worker"
+            )
+        for key in ("model", "serving", "router"):
+            if getattr(cfg, key) is None:
+                problems.append(
+                    f"{ns}:{key}: agent {cfg.harbor.agent.name!r} needs a model; set {ns}:{key}"
+                )
+    elif cfg.gpu_hosts and cfg.serving is None:
+        problems.append(f"{ns}:serving: hosts have the role gpu_worker but {ns}:serving is unset")
+
+    if cfg.gpu_hosts and cfg.serving and (cfg.model is None or cfg.router is None):
+        missing = [k for k in ("model", "router") if getattr(cfg, k) is None]
+        problems.extend(f"{ns}:{k}: GPU workers are declared; set {ns}:{k}" for k in missing)
+
+    serving, model = cfg.serving, cfg.model
+    if model and not PurePosixPath(model.path).is_absolute():
+        remote = [h.name for h in cfg.gpu_hosts if not h.is_local]
+        if remote:
+            problems.append(
+                f"{ns}:model.path: {model.path!r} is relative (to the project directory, which "
+                f"only the local host has), but GPU hosts {', '.join(remote)} are remote: give "
+                "the absolute path of the checkpoint on them"
+            )
+    if serving:
+        per_host = serving.tp_size * serving.dp_size
+        for i, host in enumerate(cfg.hosts):
+            if "gpu_worker" in host.roles and host.gpus and host.gpus.count != per_host:
+                problems.append(
+                    f"{ns}:serving.tp_size: tp_size x dp_size = {serving.tp_size} x "
+                    f"{serving.dp_size} = {per_host}, but {ns}:hosts[{i}].gpus.count of "
+                    f"{host.name} is {host.gpus.count}"
+                )
+        if model:
+            weights_gb = model.params_billion * BYTES_PER_PARAM[model.dtype] / serving.tp_size
+            for i, host in enumerate(cfg.hosts):
+                if "gpu_worker" not in host.roles or host.gpus is None:
+                    continue
+                budget = host.gpus.memory_gb * serving.mem_fraction_static
+                if weights_gb > budget:
+                    problems.append(
+                        f"{ns}:serving.tp_size: {model.name} ({model.params_billion:g}B "
+                        f"{model.dtype}) needs {weights_gb:.1f} GB of weights per GPU at "
+                        f"tp_size {serving.tp_size}, above {host.gpus.memory_gb:g} GB x "
+                        f"mem_fraction_static {serving.mem_fraction_static:g} = {budget:.1f} GB "
+                        f"on {host.name} ({ns}:hosts[{i}].gpus.memory_gb)"
+                    )
+        capacity = cfg.replicas * serving.max_running_requests
+        if cfg.needs_model and cfg.harbor.agent.n_concurrent > capacity:
+            problems.append(
+                f"{ns}:harbor.agent.n_concurrent: {cfg.harbor.agent.n_concurrent} concurrent "
+                f"agents exceed the serving capacity of {cfg.replicas} replicas x "
+                f"max_running_requests {serving.max_running_requests} = {capacity}"
+            )
+        agent = cfg.harbor.agent
+        if agent.max_input_tokens and agent.max_input_tokens > serving.context_length:
+            problems.append(
+                f"{ns}:harbor.agent.max_input_tokens: {agent.max_input_tokens} is above "
+                f"{ns}:serving.context_length {serving.context_length}"
+            )
+        if agent.max_output_tokens and agent.max_output_tokens > serving.context_length:
+            problems.append(
+                f"{ns}:harbor.agent.max_output_tokens: {agent.max_output_tokens} is above "
+                f"{ns}:serving.context_length {serving.context_length}"
+            )
+
+    if cfg.harbor.agent.n_concurrent > cfg.harbor.n_concurrent_trials:
+        problems.append(
+            f"{ns}:harbor.agent.n_concurrent: {cfg.harbor.agent.n_concurrent} is above "
+            f"{ns}:harbor.n_concurrent_trials {cfg.harbor.n_concurrent_trials} (Harbor refuses it)"
+        )
+
+    reruns = cfg.harbor.reruns
+    if reruns and cfg.dataset.exclude:
+        for task in sorted(set(reruns.tasks) & set(cfg.dataset.exclude)):
+            problems.append(
+                f"{ns}:harbor.reruns: task {task!r} is excluded from the dataset "
+                f"({ns}:dataset.exclude), so the main job never ran it"
+            )
+    if reruns and cfg.dataset.include:
+        for task in sorted(set(reruns.tasks) - set(cfg.dataset.include)):
+            problems.append(
+                f"{ns}:harbor.reruns: task {task!r} is not in {ns}:dataset.include, so the main "
+                "job never ran it"
+            )
+
+    needed = cfg.harbor.n_concurrent_trials + cfg.docker.network_margin
+    if cfg.address_pool_networks < needed:
+        problems.append(
+            f"{ns}:docker.address_pools: they give {cfg.address_pool_networks} networks, but "
+            f"{cfg.harbor.n_concurrent_trials} concurrent trials need one each plus a margin of "
+            f"{cfg.docker.network_margin} ({needed}); widen the base or raise the size"
+        )
+    pools = [p.network for p in cfg.docker.address_pools]
+    for a in range(len(pools)):
+        for b in range(a + 1, len(pools)):
+            if pools[a].overlaps(pools[b]):
+                problems.append(
+                    f"{ns}:docker.address_pools[{b}]: {pools[b]} overlaps address_pools[{a}] "
+                    f"{pools[a]}"
+                )
+
+    router = cfg.router
+    if router and router.policy == "power_of_two" and not router.dp_aware and len(
+            cfg.gpu_hosts) < 2:
+        problems.append(f"{ns}:router.policy: power_of_two needs at least 2 workers")
+    problems.extend(_pool_clashes(cfg))
+    if cfg.docker.proof_networks > cfg.address_pool_networks:
+        problems.append(
+            f"{ns}:docker.proof_networks: {cfg.docker.proof_networks} proof networks, but "
+            f"{ns}:docker.address_pools give only {cfg.address_pool_networks}"
+        )
+    if serving and serving.max_total_tokens and serving.max_total_tokens < serving.context_length:
+        problems.append(
+            f"{ns}:serving.max_total_tokens: {serving.max_total_tokens} is below "
+            f"{ns}:serving.context_length {serving.context_length}: one full-context request "
+            "could never be scheduled"
+        )
+    if serving and serving.port < 1024 and not serving.user.startswith("0:"):
+        problems.append(
+            f"{ns}:serving.port: {serving.port} is a privileged port, which uid "
+            f"{serving.user.split(':')[0]} ({ns}:serving.user) cannot bind: use a port >= 1024"
+        )
+    known = KNOWN_HARBOR_WHEELS.get(cfg.harbor.version)
+    owner = next((v for v, sha in KNOWN_HARBOR_WHEELS.items() if sha == cfg.harbor.wheel_sha256),
+                 None)
+    if (known and known != cfg.harbor.wheel_sha256) or (owner and owner != cfg.harbor.version):
+        problems.append(
+            f"{ns}:harbor.wheel_sha256: it is not the sha256 of the harbor {cfg.harbor.version} "
+            f"wheel" + (f" (it is {owner}'s)" if owner else f" ({known})")
+        )
+
+    dataset = cfg.dataset
+    for key, value in (("path", dataset.path), ("manifest_path", dataset.manifest_path)):
+        if value and not value.startswith("/") and _escapes_project(value):
+            problems.append(
+                f"{ns}:dataset.{key}: {value!r} leaves the project directory; relative paths are "
+                "relative to it (give an absolute path for a dataset elsewhere)"
+            )
+    remote_harbor = [h.name for h in cfg.hosts if "harbor" in h.roles and not h.is_local]
+    if dataset.path and not PurePosixPath(dataset.path).is_absolute() and remote_harbor:
+        problems.append(
+            f"{ns}:dataset.path: {dataset.path!r} is relative (to the project directory, which "
+            f"only the local host has), but the Harbor host {remote_harbor[0]} is remote: give "
+            "the absolute path of the tasks on it (Harbor stores it verbatim)"
+        )
+    if (dataset.repo is None) == (dataset.path is None):
+        problems.append(f"{ns}:dataset: set exactly one of {ns}:dataset.repo or .path")
+    if dataset.repo is not None and dataset.commit is None:
+        problems.append(f"{ns}:dataset.commit: a git dataset must be pinned to a commit")
+
+    problems.extend(_port_clashes(cfg))
+    return problems
+
+
+def _escapes_project(relative: str) -> bool:
+    resolved = (PROJECT_DIR / relative).resolve()
+    return not resolved.is_relative_to(PROJECT_DIR.resolve())
+
+
+def _pool_clashes(cfg: StackConfig) -> list[str]:
+    """Pools that would take addresses already in use: loopback, Docker's default bridge, or a
+    host's own address (the trial networks' routes would shadow it)."""
+    ns = NAMESPACE
+    problems = []
+    host_ips = []
+    for i, host in enumerate(cfg.hosts):
+        for key, value in (("address", host.address), ("private_ip", host.private_ip)):
+            if value and looks_numeric(value):
+                host_ips.append((f"{ns}:hosts[{i}].{key}", ipaddress.ip_address(value)))
+    for j, pool in enumerate(cfg.docker.address_pools):
+        net, key = pool.network, f"{ns}:docker.address_pools[{j}]"
+        if net.version == 4 and net.overlaps(LOOPBACK):
+            problems.append(f"{key}: {net} overlaps loopback {LOOPBACK}")
+        if net.version == 4 and net.overlaps(DOCKER_DEFAULT_BRIDGE):
+            problems.append(
+                f"{key}: {net} overlaps {DOCKER_DEFAULT_BRIDGE}, the Docker bridge (docker0) "
+                "default; choose a base outside it"
+            )
+        for host_key, ip in host_ips:
+            if ip in net:
+                problems.append(f"{key}: {net} holds {ip}, the address in {host_key}")
+    return problems
+
+
+def _port_clashes(cfg: StackConfig) -> list[str]:
+    """Ports that two services would bind on the same host."""
+    ns = NAMESPACE
+    bound: dict[str, dict[int, str]] = {}
+
+    def bind(host: str, port: int, key: str) -> str | None:
+        owner = bound.setdefault(host, {}).get(port)
+        if owner:
+            return f"{key}: port {port} on {host} is already used by {owner}"
+        bound[host][port] = key
+        return None
+
+    problems = []
+    harbor = cfg.harbor_host.name if any("harbor" in h.roles for h in cfg.hosts) else None
+    if cfg.serving:
+        for i, host in enumerate(cfg.hosts):
+            if "gpu_worker" not in host.roles:
+                continue
+            key = f"{ns}:hosts[{i}].serving_port" if host.serving_port else f"{ns}:serving.port"
+            clash = bind(host.name, cfg.worker_port(host), key)
+            if clash:
+                problems.append(clash)
+    if cfg.router and harbor:
+        clash = bind(harbor, cfg.router.port, f"{ns}:router.port")
+        if clash:
+            problems.append(clash)
+    if cfg.proxy and harbor:
+        for port, key in ((cfg.proxy.upstream_port, "proxy.upstream"),
+                          (cfg.proxy.bridge_port, "proxy.bridge_port")):
+            clash = bind(harbor, port, f"{ns}:{key}")
+            if clash:
+                problems.append(clash)
+    return problems
+
+
+def check_rerun_tasks(reruns: RerunsConfig | None, dataset_tasks: list[str], source: str) -> None:
+    """Every listed rerun task is a task of the dataset (its directory in `source`)."""
+    if reruns is None:
+        return
+    known = set(dataset_tasks)
+    unknown = [t for t in reruns.tasks if t not in known]
+    if unknown:
+        sample = ", ".join(sorted(known)[:5])
+        raise ConfigError(
+            [
+                f"{NAMESPACE}:harbor.reruns: task {t!r} is not a task of the dataset {source} "
+                f"(its tasks look like: {sample})"
+                for t in unknown
+            ]
+        )
