@@ -21,7 +21,7 @@ from components.config_models import (
     PROJECT_DIR,
     RerunsConfig,
     StackConfig,
-    looks_numeric,
+    ip_of,
 )
 
 BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int4": 0.5}
@@ -256,8 +256,9 @@ def _pool_clashes(cfg: StackConfig) -> list[str]:
     host_ips = []
     for i, host in enumerate(cfg.hosts):
         for key, value in (("address", host.address), ("private_ip", host.private_ip)):
-            if value and looks_numeric(value):
-                host_ips.append((f"{ns}:hosts[{i}].{key}", ipaddress.ip_address(value)))
+            ip = ip_of(value)
+            if ip is not None:
+                host_ips.append((f"{ns}:hosts[{i}].{key}", ip))
     for j, pool in enumerate(cfg.docker.address_pools):
         net, key = pool.network, f"{ns}:docker.address_pools[{j}]"
         if net.version == 4 and net.overlaps(LOOPBACK):

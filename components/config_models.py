@@ -22,6 +22,7 @@ PROJECT_DIR = Path(__file__).resolve().parent.parent
 Role = Literal["gpu_worker", "harbor"]
 AgentName = Literal["oracle", "nop", "terminus-2"]
 MODEL_FREE_AGENTS = {"oracle", "nop"}
+Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class Model(BaseModel):
@@ -37,6 +38,14 @@ class GpuSpec(Model):
     memory_gb: float = Field(gt=0)
 
 
+def ip_of(value: str | None) -> Address | None:
+    """The IP address `value` is, or None for a host name (or `local`, or nothing)."""
+    try:
+        return ipaddress.ip_address(value or "")
+    except ValueError:
+        return None
+
+
 def _ip(value: str) -> str:
     ipaddress.ip_address(value)
     return value
@@ -49,14 +58,18 @@ def _host_ip(value: str) -> str:
     return value
 
 
+def _host_address(value: str) -> str:
+    """An IP is checked as one; so is what can only be meant as one (digits and dots, or a
+    colon: 10.0.0.300 and 10.0.0 are typos, not host names); anything else is a host name."""
+    if ip_of(value) is not None or ":" in value or re.fullmatch(r"[0-9.]+", value):
+        return _host_ip(value)
+    return value
+
+
 def _absolute(value: str) -> str:
     if not value.startswith("/"):
         raise ValueError(f"must be an absolute path on the host, got {value!r}")
     return value
-
-
-def looks_numeric(value: str) -> bool:
-    return all(c.isdigit() or c in ".:" for c in value)
 
 
 class HostConfig(Model):
@@ -91,8 +104,7 @@ class HostConfig(Model):
     @field_validator("address")
     @classmethod
     def _address(cls, value: str) -> str:
-        # 10.0.0.300 or 10.0.0 is a typo, not a host name.
-        return _host_ip(value) if looks_numeric(value) else value
+        return _host_address(value)
 
     @field_validator("private_ip")
     @classmethod

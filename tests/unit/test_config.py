@@ -207,6 +207,8 @@ INVALID = [
     ("pool-holds-a-host", a100, [("docker.address_pools", [{"base": "10.0.0.0/16", "size": 24}])],
      "holds 10.0.0.11, the address in benchstack:hosts[0].address"),
     ("bad-ip", a100, [("hosts.0.address", "10.0.0.300")], "benchstack:hosts[0].address"),
+    ("bad-ipv6", a100, [("hosts.0.address", "fd00::1::2")], "benchstack:hosts[0].address"),
+    ("unspecified-ipv6", a100, [("hosts.0.private_ip", "::")], "benchstack:hosts[0].private_ip"),
     ("bad-private-ip", a100, [("hosts.0.private_ip", "10.0.0")], "benchstack:hosts[0].private_ip"),
     ("empty-address", a100, [("hosts.0.address", "")], "benchstack:hosts[0].address"),
     ("bad-router-bind", a100, [("router.bind_host", "localhost:30000")],
@@ -258,6 +260,14 @@ def test_invalid_config_names_the_key(case):
     with pytest.raises(ConfigError) as info:
         parse_stack_config(values)
     assert expected in str(info.value)
+
+
+def test_host_names_and_ipv6_addresses_are_addresses_too():
+    values = a100()
+    _set(values, "hosts.0.address", "gpu-a.lab")
+    _set(values, "hosts.1.private_ip", "fd00::11")
+    cfg = parse_stack_config(values)
+    assert [h.reach_address for h in cfg.hosts] == ["gpu-a.lab", "fd00::11"]
 
 
 def test_unknown_top_level_key_is_rejected_when_read_from_file(tmp_path):
