@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from types import UnionType
 from typing import Any
@@ -152,6 +153,17 @@ def _plaintext_secrets(secrets: dict[str, Any]) -> list[str]:
     ]
 
 
+@dataclass(frozen=True, kw_only=True)
+class StackSecrets:
+    """Secret config values; each is a secret Output or None (api_key: "EMPTY" when unset)."""
+
+    ssh_private_key: pulumi.Output[str] | None
+    api_key: pulumi.Output[str]
+    registry_password: pulumi.Output[str] | None
+    s3_access_key_id: pulumi.Output[str] | None
+    s3_secret_access_key: pulumi.Output[str] | None
+
+
 def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:
     """Read the current stack's config through Pulumi (the program's entry point)."""
     config = pulumi.Config(NAMESPACE)
@@ -217,15 +229,3 @@ def _stack_file_problems(path: Path) -> list[str]:
     unknown = [f"{NAMESPACE}:{k}: unknown key" for k in sorted(values)
                if k not in StackConfig.model_fields]
     return unknown + _plaintext_secrets(secrets)
-
-
-class StackSecrets:
-    """Secret config values; each is a secret `pulumi.Output[str]` or None."""
-
-    def __init__(self, *, ssh_private_key, api_key, registry_password, s3_access_key_id,
-                 s3_secret_access_key):
-        self.ssh_private_key = ssh_private_key
-        self.api_key = api_key
-        self.registry_password = registry_password
-        self.s3_access_key_id = s3_access_key_id
-        self.s3_secret_access_key = s3_secret_access_key
