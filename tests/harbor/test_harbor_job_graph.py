@@ -266,7 +266,9 @@ def test_remote_hosts_probe_over_ssh() -> None:
     ("changes", "message"),
     [
         ({"api_base": None}, "HarborJobArgs.api_base"),
+        ({"model_name": None}, "HarborJobArgs.model_name"),
         ({"dataset_path": None}, "dataset"),
+        ({"dataset_path": "data/tasks"}, "HarborJobArgs.dataset_path"),
     ],
 )
 def test_bad_args_name_the_field(changes: dict, message: str) -> None:
