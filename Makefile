@@ -23,9 +23,10 @@ lint:
 	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
 
 # The fast loop: every test that needs no peer (no Docker engine, registry, Harbor, S3, sshd or
-# Pulumi CLI), in under a minute; only the Python environment is set up.
+# Pulumi CLI), in under a minute; only the Python environment is set up. One worker per core,
+# each taking whole files (a file's module fixtures, the dev-set audits, run once).
 unit: $(VENV)/.benchstack-test
-	$(PY) -m pytest -q -m "not real"
+	$(PY) -m pytest -q -m "not real" -n auto --dist loadfile
 
 $(VENV)/.benchstack-test: pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)

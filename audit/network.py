@@ -17,7 +17,9 @@ from __future__ import annotations
 import bisect
 import ipaddress
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+
+from audit.memo import by_text
 
 FAMILIES = ("http_5xx", "http_429", "proxy", "dns", "tls", "reset", "timeout", "refused", "fetch")
 
@@ -299,6 +301,7 @@ def host_in(text: str) -> str | None:
     return None
 
 
+@by_text()
 def classify_line(line: str) -> tuple[str, int | None, str | None, bool] | None:
     """(family, status, host, via_proxy) for a failing line, or None."""
     if not _ANY.search(line):
@@ -325,9 +328,20 @@ def classify_line(line: str) -> tuple[str, int | None, str | None, bool] | None:
 
 def failures_in(text: str, where, context_host: str | None = None, limit: int = 50):
     """Every failing line of `text` as NetFailure; `where(line_no)` names its place."""
-    out: list[NetFailure] = []
+    return [
+        NetFailure(family, status, host, where(n), line, via_proxy, proxy)
+        for n, family, status, host, line, via_proxy, proxy in _failing_lines(
+            text, context_host, limit
+        )
+    ]
+
+
+@by_text()
+def _failing_lines(text: str, context_host: str | None, limit: int) -> tuple[tuple, ...]:
+    """failures_in's reading, where each line is only its number (pure: remembered)."""
+    out: list[tuple] = []
     if not text or not might_fail(text):
-        return out
+        return ()
     last_command_host = context_host
     lines = text.splitlines()
     for n in _candidates(text, lines):
@@ -348,25 +362,23 @@ def failures_in(text: str, where, context_host: str | None = None, limit: int = 
         proxy = _apt_went_through_proxy(line, [line, *window])
         via_proxy = via_proxy or proxy is not None
         stripped = line.strip()
-        out.append(
-            NetFailure(
-                family,
-                status,
-                host or last_command_host,
-                where(n),
-                stripped if len(stripped) <= 240 else stripped[:237] + "...",
-                via_proxy,
-                proxy,
-            )
-        )
+        out.append((
+            n,
+            family,
+            status,
+            host or last_command_host,
+            stripped if len(stripped) <= 240 else stripped[:237] + "...",
+            via_proxy,
+            proxy,
+        ))
         if len(out) >= limit:
             break
-    named = {f.host for f in out if f.host}
-    if len(named) == 1 and any(f.host is None for f in out):
+    named = {f[3] for f in out if f[3]}
+    if len(named) == 1 and any(f[3] is None for f in out):
         # One tool run, one endpoint: its traceback lines without a URL are about that host too.
         (only,) = named
-        out = [f if f.host else replace(f, host=only) for f in out]
-    return out
+        out = [f if f[3] else (*f[:3], only, *f[4:]) for f in out]
+    return tuple(out)
 
 
 _PROMPT_LINE = re.compile(r"(?m)^[+$] ")

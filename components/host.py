@@ -63,8 +63,9 @@ class ShippedCode:
 class Host:
     """Where scripts and containers run, and how every SSH path reaches it.
 
-    `private_key` is a Pulumi secret (None: the ssh agent); `key_path` is a key file for the
-    paths that run the local OpenSSH client with no way to take key material (pulumi-docker).
+    `private_key` is a Pulumi secret (None: the ssh agent; unused on the local host, where
+    nothing goes over ssh); `key_path` is a key file for the paths that run the local OpenSSH
+    client with no way to take key material (pulumi-docker).
 
     Host keys, the same on every path (remote commands, the status probe, the Docker
     provider): `host_key` ("ssh-ed25519 AAAA...") pins the one key accepted; without it,
@@ -123,6 +124,11 @@ class Host:
     def accepted_host_key(self) -> pulumi.Output[str]:
         """The one host key every path accepts (looked up once per program run)."""
         return known_host_key(self)
+
+    @property
+    def docker_ssh_opts(self) -> list[str] | None:
+        """pulumi-docker's `ssh_opts` toward this host: none for the local engine's socket."""
+        return None if self.is_local else self.ssh_options()
 
     @property
     def docker_host(self) -> str:
@@ -332,6 +338,20 @@ def ssh_command(
         "set -euo pipefail; key=$(mktemp); trap 'rm -f \"$key\"' EXIT; chmod 600 \"$key\"; "
         f"printf '%s\\n' \"$(cat)\" >\"$key\"; {pipe}{ssh} -i \"$key\" {target} {remote}"
     )
+
+
+def here_command(
+    host: Host, command_text: str, *, input_command: str | None = None
+) -> tuple[str, pulumi.Input[str] | None]:
+    """The bash command, run here, that runs `command_text` on `host` (itself on the local host,
+    over ssh otherwise; with `input_command`, that local command's output is its standard
+    input), and what must reach it on its standard input: the private key, or None."""
+    key = None if host.is_local else host.private_key
+    if host.is_local:
+        pipe = f"{input_command} | " if input_command else ""
+        return f"{pipe}{command_text}", None
+    return ssh_command(host, command_text, with_key=key is not None,
+                       input_command=input_command), key
 
 
 def run_here(

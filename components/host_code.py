@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 import pulumi
 import pulumi_command as command
 
-from components.host import CODE_ROOT, Host, ShippedCode, code_digest, code_files, ssh_command
+from components.host import CODE_ROOT, Host, ShippedCode, code_digest, code_files, here_command
 
 # `<workspace>/.benchstack` is benchstack's own on every host: the code, and the venvs steps
 # cache beside it (readiness probe, model staging). The last delete on the host removes it.
@@ -80,16 +80,12 @@ class HostCode(pulumi.ComponentResource):
         install = "bash -c " + shlex.quote(install_script(code_dir, digest))
         remove = "bash -c " + shlex.quote(
             remove_script(f"{args.workspace.rstrip('/')}/{OWN_DIR}"))
-        key = None if host.is_local else host.private_key
+        # Local or over ssh: the seam decides (the key, if any, on standard input).
+        create, key = here_command(host, install, input_command=pack)
+        delete, _ = here_command(host, remove)
         extra: dict = {}
-        if host.is_local:
-            create, delete = f"{pack} | {install}", remove
-        else:
-            with_key = key is not None
-            create = ssh_command(host, install, with_key=with_key, input_command=pack)
-            delete = ssh_command(host, remove, with_key=with_key)
-            if with_key:
-                extra = {"stdin": pulumi.Output.secret(key), "logging": command.local.Logging.NONE}
+        if key is not None:
+            extra = {"stdin": pulumi.Output.secret(key), "logging": command.local.Logging.NONE}
         copy = command.local.Command(
             f"{name}-copy",
             create=create,

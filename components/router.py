@@ -103,7 +103,7 @@ class Router(pulumi.ComponentResource):
         # The private network from this host to every worker: the path the router will use.
         reach_spec = worker_urls.apply(
             lambda urls: {"mode": "reach", "worker_urls": urls,
-                          "timeout_s": args.router.worker_timeout_s}
+                          "timeout_s": args.router.worker_timeout_s, "interval_s": 2}
         )
         reach = host_step(
             f"{name}-reach",

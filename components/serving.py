@@ -28,12 +28,12 @@ def docker_provider(name: str, host: Host, parent: pulumi.Resource) -> docker.Pr
     key material, only a file or an agent. Writing the secret key to a stable path would leave
     it on disk in plain text, so the key comes from the user's ssh-agent (`ssh-add`) or from a
     key file they already keep (`hosts[].ssh_key_path`). The host-key policy and BatchMode come
-    from the seam (`Host.ssh_options`), the same as every other SSH path.
+    from the seam (`Host.docker_ssh_opts`), the same as every other SSH path.
     """
     return docker.Provider(
         f"{name}-docker",
         host=host.docker_host,
-        ssh_opts=None if host.is_local else host.ssh_options(),
+        ssh_opts=host.docker_ssh_opts,
         opts=pulumi.ResourceOptions(parent=parent),
     )
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from components import host as host_seam
 from components.host import CODE_ROOT, render_call
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,6 +112,24 @@ def docker(*args: str, check: bool = True, timeout: float = 300) -> subprocess.C
     return subprocess.run(
         ["docker", *args], capture_output=True, text=True, check=check, timeout=timeout
     )
+
+
+@pytest.fixture
+def scratch_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A copy of the host code (components/scripts/, components/hostside/) that the seam reads
+    instead of the checkout's, for a test that adds a throwaway script or module: the checkout's
+    own stays as it is for every other test (and every other worker) reading it meanwhile."""
+    root = tmp_path / "components"
+    shutil.copytree(CODE_ROOT / "scripts", root / "scripts")
+    shutil.copytree(CODE_ROOT / "hostside", root / "hostside",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(host_seam, "CODE_ROOT", root)
+    monkeypatch.setattr(host_seam, "SCRIPTS_DIR", root / "scripts")
+    host_seam.script_closure.cache_clear()
+    host_seam.module_closure.cache_clear()
+    yield root
+    host_seam.script_closure.cache_clear()
+    host_seam.module_closure.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -6,6 +6,7 @@ import re
 
 from audit import layout as L
 from audit.evidence import Chunk, TrialEvidence
+from audit.memo import by_text
 from audit.verdict import Proof, short
 
 
@@ -76,13 +77,22 @@ def innermost_owner(text: str) -> str | None:
 def first_hit(chunks: list[Chunk], pattern: re.Pattern[str]) -> tuple[str, str] | None:
     """(where, line) of the first line of `chunks` the pattern matches."""
     for c in chunks:
-        m = pattern.search(c.text)
-        if m:
-            line_no = c.text.count("\n", 0, m.start()) + 1
-            start = c.text.rfind("\n", 0, m.start()) + 1
-            end = c.text.find("\n", m.start())
-            return c.where(line_no), short(c.text[start : end if end != -1 else None])
+        hit = _first_line(c.text, pattern)
+        if hit is not None:
+            return c.where(hit[0]), short(hit[1])
     return None
+
+
+@by_text()
+def _first_line(text: str, pattern: re.Pattern[str]) -> tuple[int, str] | None:
+    """(number, text) of the first line `pattern` matches in `text` (pure: remembered)."""
+    m = pattern.search(text)
+    if not m:
+        return None
+    line_no = text.count("\n", 0, m.start()) + 1
+    start = text.rfind("\n", 0, m.start()) + 1
+    end = text.find("\n", m.start())
+    return line_no, text[start : end if end != -1 else None]
 
 
 def proof_at(cause, chunks: list[Chunk], pattern: re.Pattern[str], reading: str = ""):

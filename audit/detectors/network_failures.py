@@ -17,6 +17,7 @@ from audit.detectors.common import etype, tests_reported
 from audit.evidence import TrialEvidence
 from audit.job_context import JobContext
 from audit.learned import Knowledge, register
+from audit.memo import by_text
 from audit.verdict import Classification, Proof, exception_line
 
 VERIFIER = register(
@@ -167,14 +168,16 @@ def agent_network(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     return _network_verdict(ev, ctx, "agent", outside[0], len(outside), outside)
 
 
-def _answer_lines(text: str) -> list[str]:
-    """The lines of `text` that show a server answered (one scan of the text, not one a line)."""
+@by_text()
+def _answer_lines(text: str) -> tuple[str, ...]:
+    """The lines of `text` that show a server answered (one scan of the text, not one a line;
+    pure: remembered)."""
     out = []
     for m in (*N.SUCCESS.finditer(text), *_ANSWER.finditer(text)):
         start = text.rfind("\n", 0, m.start()) + 1
         end = text.find("\n", m.end())
         out.append(text[start : end if end != -1 else len(text)])
-    return out
+    return tuple(out)
 
 
 def _contradicted(f: N.NetFailure, index: int, answered: dict[str, list[int]]) -> bool:

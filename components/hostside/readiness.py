@@ -7,11 +7,11 @@ the router's on the Harbor host, which also proves the private network from ther
 worker). It imports nothing from the project (nor from the package) and runs standalone, on
 python3 3.9 or later:
 
-    python readiness.py worker --url http://10.0.0.11:30001 --expect '{"tp_size": 4}' --timeout 1800
-    python readiness.py router --url http://127.0.0.1:30000 --model Qwen/Qwen3.8-27B \
-        --worker-url http://10.0.0.11:30001 --worker-url http://10.0.0.12:30001 --timeout 600
-    python readiness.py reach --worker-url http://10.0.0.11:30001 --timeout 60
-    python readiness.py spec '{"mode": "worker", "url": ..., "expect": {...}, "timeout_s": 1800}'
+    python readiness.py spec '{"mode": "worker", "url": ..., "expect": {...}, "timeout_s": 1800,
+                               "interval_s": 5, "container": ...}'
+
+(modes worker, router and reach; the spec is the whole input, as hostside steps take theirs:
+its bounds come from the config through the components, so this file has no defaults of its own.)
 
 Progress goes to stderr; the result is ONE JSON object on the last stdout line. On failure the
 last stderr line says what is wrong (every mismatch at once) and the exit code is 1.
@@ -19,7 +19,6 @@ last stderr line says what is wrong (every mismatch at once) and the exit code i
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import subprocess
@@ -111,7 +110,7 @@ def wait_healthy(
     base_url: str,
     timeout_s: float,
     *,
-    interval_s: float = 2.0,
+    interval_s: float,
     progress_every_s: float = 30.0,
     what: str = "server",
     hint: str = LOAD_HINT,
@@ -211,7 +210,7 @@ def check_worker(
     expect: Mapping[str, object],
     timeout_s: float,
     *,
-    interval_s: float = 2.0,
+    interval_s: float,
     container: str | None = None,
     client: httpx.Client | None = None,
 ) -> dict:
@@ -238,7 +237,7 @@ def check_worker(
         }
 
 
-def check_reach(worker_urls: Sequence[str], timeout_s: float, *, interval_s: float = 2.0) -> dict:
+def check_reach(worker_urls: Sequence[str], timeout_s: float, *, interval_s: float) -> dict:
     """Every worker answers /health from this host: proves the network path the router uses."""
     failures = []
     with make_client() as http:
@@ -350,8 +349,8 @@ def check_router(
     worker_urls: Sequence[str],
     timeout_s: float,
     *,
-    interval_s: float = 2.0,
-    worker_timeout_s: float = 30.0,
+    interval_s: float,
+    worker_timeout_s: float,
     dp_size: int | None = None,
     container: str | None = None,
 ) -> dict:
@@ -397,8 +396,9 @@ def check_router(
 def run_spec(spec: Mapping[str, Any]) -> dict:
     """The host script's entry point: one JSON spec, one result (its values as JSON gives them)."""
     mode = spec.get("mode")
-    timeout_s = float(spec.get("timeout_s", 600))
-    interval_s = float(spec.get("interval_s", 2.0))
+    # Every bound comes with the spec (the components pass them from the config): none here.
+    timeout_s = float(spec["timeout_s"])
+    interval_s = float(spec["interval_s"])
     if mode == "worker":
         expect = spec.get("expect") or {}
         if not isinstance(expect, dict):
@@ -413,7 +413,7 @@ def run_spec(spec: Mapping[str, Any]) -> dict:
             [str(u) for u in spec.get("worker_urls") or []],
             timeout_s,
             interval_s=interval_s,
-            worker_timeout_s=float(spec.get("worker_timeout_s", 30.0)),
+            worker_timeout_s=float(spec["worker_timeout_s"]),
             dp_size=int(spec["dp_size"]) if spec.get("dp_size") else None,
             container=str(spec["container"]) if spec.get("container") else None,
         )
@@ -424,34 +424,14 @@ def run_spec(spec: Mapping[str, Any]) -> dict:
 
 
 def parse_args(argv: Sequence[str]) -> dict:
-    parser = argparse.ArgumentParser(description="SGLang worker and router readiness probes")
-    sub = parser.add_subparsers(dest="mode", required=True)
-    worker = sub.add_parser("worker")
-    worker.add_argument("--url", required=True)
-    worker.add_argument("--expect", default="{}", help="JSON object of server_info fields")
-    router = sub.add_parser("router")
-    router.add_argument("--url", required=True)
-    router.add_argument("--model", required=True)
-    reach = sub.add_parser("reach")
-    for p in (router, reach):
-        p.add_argument("--worker-url", action="append", default=[], dest="worker_urls")
-    for p in (worker, router):
-        p.add_argument("--container", default=None, help="fail at once if it exits")
-    for p in (worker, router, reach):
-        p.add_argument("--timeout", type=float, default=600.0, dest="timeout_s")
-        p.add_argument("--interval", type=float, default=2.0, dest="interval_s")
-    spec = sub.add_parser("spec")
-    spec.add_argument("json")
-    args = parser.parse_args(argv)
-    if args.mode == "spec":
-        value = json.loads(args.json)
-        if not isinstance(value, dict):
-            raise ProbeError("probe spec must be a JSON object")
-        return value
-    values = vars(args)
-    if args.mode == "worker":
-        values["expect"] = json.loads(values["expect"])
-    return values
+    """`spec JSON`: the probe's one JSON object, every bound in it (the serving_probe step
+    passes it); a missing key is a bad argument (exit 2), never a default of this file's."""
+    if len(argv) != 2 or argv[0] != "spec":
+        raise ProbeError("usage: readiness.py spec JSON (as the serving_probe step runs it)")
+    value = json.loads(argv[1])
+    if not isinstance(value, dict):
+        raise ProbeError("probe spec must be a JSON object")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

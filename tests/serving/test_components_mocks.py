@@ -467,7 +467,8 @@ def test_router_container_flag_by_flag(stack_name) -> None:
 
     reach_step = rec.named("router-reach").inputs
     reach = step_inputs(reach_step["create"])
-    assert reach["spec"] == {"mode": "reach", "worker_urls": urls, "timeout_s": 60}
+    assert reach["spec"] == {"mode": "reach", "worker_urls": urls, "timeout_s": 60,
+                             "interval_s": 2}
     assert reach["hard_timeout_s"] == 60 * len(urls) + 600
     # Another set of workers is another path to prove: the spec is the trigger.
     assert reach_step["triggers"] == [json.dumps(reach["spec"], sort_keys=True)]

@@ -136,7 +136,7 @@ def test_router_healthy_path_through_the_real_router(processes: Processes) -> No
     b = processes.standin(host="127.0.0.2")
     router = processes.router([a.url, b.url])
     spec = {"mode": "router", "url": router, "model": MODEL, "worker_urls": [a.url, b.url],
-            "timeout_s": 60, "interval_s": 0.5, "dp_size": 2}
+            "timeout_s": 60, "interval_s": 0.5, "worker_timeout_s": 30, "dp_size": 2}
     result = run_probe(spec)
     assert result.returncode == 0, result.stderr
     out = result.outputs
@@ -160,7 +160,7 @@ def test_router_without_the_expected_dp_ranks_fails_naming_the_worker(
     router = processes.router([a.url, b.url])
     result = run_probe({"mode": "router", "url": router, "model": MODEL,
                         "worker_urls": [a.url, b.url], "timeout_s": 5, "interval_s": 0.5,
-                        "dp_size": 2})
+                        "worker_timeout_s": 30, "dp_size": 2})
     assert result.returncode == 1
     assert f"{b.url} registered for DP rank(s) ['0'], want 0..1" in result.reason
     assert f"{a.url} registered" not in result.reason
@@ -170,7 +170,7 @@ def test_router_lists_a_different_model_fails_naming_both(processes: Processes) 
     a = processes.standin("--served-model-name", "other/model")
     router = processes.router([a.url])
     spec = {"mode": "router", "url": router, "model": MODEL, "worker_urls": [a.url],
-            "timeout_s": 20, "interval_s": 0.5}
+            "timeout_s": 20, "interval_s": 0.5, "worker_timeout_s": 30}
     result = run_probe(spec)
     assert result.returncode == 1
     assert "other/model" in result.reason and MODEL in result.reason
@@ -181,7 +181,8 @@ def test_one_worker_down_behind_the_router(processes: Processes) -> None:
     b = processes.standin(host="127.0.0.2")
     router = processes.router([a.url, b.url])
     ready = run_probe({"mode": "router", "url": router, "model": MODEL,
-                       "worker_urls": [a.url, b.url], "timeout_s": 60, "interval_s": 0.5})
+                       "worker_urls": [a.url, b.url], "timeout_s": 60, "interval_s": 0.5,
+                       "worker_timeout_s": 30})
     assert ready.returncode == 0, ready.stderr
     b.stop()
 

@@ -169,7 +169,8 @@ def test_router_health_models_and_ready(stack: Stack) -> None:
     # "READY" answered through the router.
     urls = [w.url for w in stack.workers]
     probe = run_probe({"mode": "router", "url": stack.router_url, "model": MODEL,
-                       "worker_urls": urls, "timeout_s": 30, "interval_s": 0.5, "dp_size": 2})
+                       "worker_urls": urls, "timeout_s": 30, "interval_s": 0.5,
+                       "worker_timeout_s": 30, "dp_size": 2})
     assert probe.returncode == 0, probe.stderr
     assert probe.outputs["workers"] == sorted(f"{u}@{r}" for u in urls for r in range(2))
     assert probe.outputs["reply_is_ready"] is True

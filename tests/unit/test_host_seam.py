@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from components import host as host_seam
 from components import known_hosts
 from components.host import (
     CODE_ROOT,
@@ -36,16 +37,16 @@ from components.hostside.step import HostError
 
 
 @pytest.fixture
-def probe_script():
-    """A throwaway script in components/scripts (the seam only runs scripts from there)."""
-    path = SCRIPTS_DIR / "_seam_probe.sh"
+def probe_script(scratch_code: Path):
+    """A throwaway script in the host code's scripts/ (the seam only runs scripts from there),
+    in a copy of it (tests/conftest.py `scratch_code`)."""
+    path = scratch_code / "scripts" / "_seam_probe.sh"
     path.write_text(
         "set -euo pipefail\n"
         'printf \'{"plain": "%s", "secret": "%s"}\\n\' "$PLAIN" "$TOKEN"\n'
         "tr '\\0' ' ' </proc/$$/cmdline >&2\n"
     )
-    yield path.name
-    path.unlink()
+    return path.name
 
 
 def run(command: str, stdin: str = "") -> subprocess.CompletedProcess:
@@ -82,7 +83,7 @@ def test_includes_are_expanded_once_where_they_stand():
 
 def test_a_step_calls_its_script_from_the_host_code_and_names_its_digest(probe_script):
     env = {"PLAIN": "it's $HOME; `x`", "TOKEN": "s3cr3t-value"}
-    command = render_call(probe_script, env, str(CODE_ROOT), secret_env=("TOKEN",))
+    command = render_call(probe_script, env, str(host_seam.CODE_ROOT), secret_env=("TOKEN",))
     # Short: the call, not the script's text.
     assert "printf" not in command and len(command) < 400
     assert "s3cr3t-value" not in command
@@ -115,14 +116,11 @@ def test_a_steps_digest_covers_the_programs_it_runs_in_its_venv():
         assert set(module_closure(module)) <= set(code_files()), module
 
 
-def test_an_unknown_file_of_the_host_code_is_refused(tmp_path):
-    path = SCRIPTS_DIR / "_seam_missing.sh"
+def test_an_unknown_file_of_the_host_code_is_refused(scratch_code: Path):
+    path = scratch_code / "scripts" / "_seam_missing.sh"
     path.write_text('python3 "$BENCHSTACK_CODE/no_such_module.py"\n')
-    try:
-        with pytest.raises(ValueError, match="no_such_module.py"):
-            script_closure.__wrapped__("_seam_missing.sh")
-    finally:
-        path.unlink()
+    with pytest.raises(ValueError, match="no_such_module.py"):
+        script_closure.__wrapped__("_seam_missing.sh")
 
 
 def tiny_wheel(directory: Path, name: str = "benchstack_tiny", version: str = "1.0") -> Path:

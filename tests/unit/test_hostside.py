@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from components import host as host_seam
 from components.host import CODE_ROOT, code_digest, code_files, module_closure, render_step
 
 HOSTSIDE = CODE_ROOT / "hostside"
@@ -23,9 +24,10 @@ def run(command: str, stdin: str = "") -> subprocess.CompletedProcess:
 
 
 @pytest.fixture
-def probe_module():
-    """A throwaway module in the package (the seam only runs modules from there)."""
-    path = HOSTSIDE / "_seam_probe.py"
+def probe_module(scratch_code: Path):
+    """A throwaway module in the package (the seam only runs modules from there), in a copy of
+    the host code (tests/conftest.py `scratch_code`)."""
+    path = scratch_code / "hostside" / "_seam_probe.py"
     path.write_text(
         "from dataclasses import dataclass\n"
         "from .step import emit, log, read\n\n"
@@ -33,15 +35,12 @@ def probe_module():
         "def create():\n    i = read(Inputs)\n    log('probe', 'got both')\n"
         "    emit({'plain': i.plain, 'token': i.token})\n"
     )
-    module_closure.cache_clear()
-    yield "_seam_probe"
-    path.unlink()
-    module_closure.cache_clear()
+    return "_seam_probe"
 
 
 def test_a_step_gets_its_inputs_as_json_and_its_secrets_on_stdin(probe_module):
     inputs = {"plain": "it's $HOME; `x` \"q\"", "token": "s3cr3t-value"}
-    command = render_step(probe_module, "create", inputs, str(CODE_ROOT), ("token",))
+    command = render_step(probe_module, "create", inputs, str(host_seam.CODE_ROOT), ("token",))
     assert "s3cr3t-value" not in command and len(command) < 500
     proc = run(command, json.dumps({"token": "s3cr3t-value"}))
     assert proc.returncode == 0, proc.stderr
