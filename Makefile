@@ -36,7 +36,7 @@ $(VENV)/.benchstack-test: pyproject.toml
 # lint, then the fast loop, then every test with a real peer: all tests, each once.
 test: setup
 	$(MAKE) --no-print-directory lint
-	$(PY) -m pytest -q -m "not real"
+	$(PY) -m pytest -q -m "not real" -n auto --dist loadfile
 	$(PY) -m pytest -q -m real
 
 # The stack's lifecycle, from a fresh clone with nothing run before: setup.sh --stack gets what

@@ -139,7 +139,11 @@ def test_launch_detach_record_then_leave_alone_stop_and_resume(tmp_path: Path) -
         assert resumed.returncode == 0, resumed.stderr
         assert resumed.outputs["mode"] == "resume" and resumed.outputs["pid"] != pid
         pid = resumed.outputs["pid"]
-        assert f"job resume -p {out['job_dir']}" in log.read_text()
+        # The launch returns once Harbor runs; its first line reaches the log a moment later.
+        deadline = time.monotonic() + 20
+        while f"job resume -p {out['job_dir']}" not in log.read_text():
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.1)
         assert job.status() == {"state": "running", "token": status["token"], "pid": pid}
     finally:
         job.stop()
