@@ -111,7 +111,9 @@ class Bridge:
 @pytest.fixture
 def bridge(tmp_path: Path, docker_engine: None) -> Iterator[Bridge]:
     gateway = docker_gateway()
-    port = free_port(gateway)
+    # Free on every address (a wildcard bind), not only the gateway's: the bridge refuses a port
+    # anybody listens on, and a port free on the gateway can be the S3 stand-in's on loopback.
+    port = free_port("0.0.0.0")
     proxy = ProxyConfig(upstream=PROXY, bridge_port=port)
     inputs = {**step_inputs(proxy, str(tmp_path / "state"), "start", None),
               "name": f"bste-bridge-{uuid.uuid4().hex[:8]}"}
