@@ -126,8 +126,6 @@ class ImageSet(pulumi.ComponentResource):
         )
         self.manifest = pulumi.Output.from_input(args.manifest.as_dict())
         self.manifest_hash = pulumi.Output.from_input(manifest_hash)
-        # For depends_on: the HarborJob must not launch before every image is here.
-        self.ready = run.command
         self.register_outputs(
             {
                 "images_ready": self.images_ready,
