@@ -49,9 +49,22 @@ class ConfigError(pulumi.RunError, ValueError):
 
 def stack_problems(cfg: StackConfig) -> list[str]:
     """Every cross-section problem of a parsed config, each naming the key to change."""
+    return [
+        *_host_problems(cfg),
+        *_model_problems(cfg),
+        *_serving_problems(cfg),
+        *_harbor_problems(cfg),
+        *_docker_problems(cfg),
+        *_router_problems(cfg),
+        *_dataset_problems(cfg),
+        *_port_clashes(cfg),
+    ]
+
+
+def _host_problems(cfg: StackConfig) -> list[str]:
+    """The hosts: names, architecture, roles against GPUs, SSH users and keys."""
     problems: list[str] = []
     ns = NAMESPACE
-
     names = [h.name for h in cfg.hosts]
     for dup in sorted({n for n in names if names.count(n) > 1}):
         problems.append(f"{ns}:hosts: host name {dup!r} is used twice")
@@ -84,7 +97,14 @@ def stack_problems(cfg: StackConfig) -> list[str]:
             f"{ns}:hosts: exactly one host needs the role harbor, found {len(harbor_hosts)}"
             + (f" ({', '.join(harbor_hosts)})" if harbor_hosts else "")
         )
+    return problems
 
+
+def _model_problems(cfg: StackConfig) -> list[str]:
+    """What a model-using agent or a GPU worker needs declared, and where the checkpoint is."""
+    problems: list[str] = []
+    ns = NAMESPACE
+    model = cfg.model
     if cfg.needs_model:
         if not cfg.gpu_hosts:
             problems.append(
@@ -102,8 +122,6 @@ def stack_problems(cfg: StackConfig) -> list[str]:
     if cfg.gpu_hosts and cfg.serving and (cfg.model is None or cfg.router is None):
         missing = [k for k in ("model", "router") if getattr(cfg, k) is None]
         problems.extend(f"{ns}:{k}: GPU workers are declared; set {ns}:{k}" for k in missing)
-
-    serving, model = cfg.serving, cfg.model
     if model and not PurePosixPath(model.path).is_absolute():
         remote = [h.name for h in cfg.gpu_hosts if not h.is_local]
         if remote:
@@ -112,48 +130,74 @@ def stack_problems(cfg: StackConfig) -> list[str]:
                 f"only the local host has), but GPU hosts {', '.join(remote)} are remote: give "
                 "the absolute path of the checkpoint on them"
             )
-    if serving:
-        per_host = serving.tp_size * serving.dp_size
-        for i, host in enumerate(cfg.hosts):
-            if "gpu_worker" in host.roles and host.gpus and host.gpus.count != per_host:
-                problems.append(
-                    f"{ns}:serving.tp_size: tp_size x dp_size = {serving.tp_size} x "
-                    f"{serving.dp_size} = {per_host}, but {ns}:hosts[{i}].gpus.count of "
-                    f"{host.name} is {host.gpus.count}"
-                )
-        if model:
-            weights_gb = model.params_billion * BYTES_PER_PARAM[model.dtype] / serving.tp_size
-            for i, host in enumerate(cfg.hosts):
-                if "gpu_worker" not in host.roles or host.gpus is None:
-                    continue
-                budget = host.gpus.memory_gb * serving.mem_fraction_static
-                if weights_gb > budget:
-                    problems.append(
-                        f"{ns}:serving.tp_size: {model.name} ({model.params_billion:g}B "
-                        f"{model.dtype}) needs {weights_gb:.1f} GB of weights per GPU at "
-                        f"tp_size {serving.tp_size}, above {host.gpus.memory_gb:g} GB x "
-                        f"mem_fraction_static {serving.mem_fraction_static:g} = {budget:.1f} GB "
-                        f"on {host.name} ({ns}:hosts[{i}].gpus.memory_gb)"
-                    )
-        capacity = cfg.replicas * serving.max_running_requests
-        if cfg.needs_model and cfg.harbor.agent.n_concurrent > capacity:
-            problems.append(
-                f"{ns}:harbor.agent.n_concurrent: {cfg.harbor.agent.n_concurrent} concurrent "
-                f"agents exceed the serving capacity of {cfg.replicas} replicas x "
-                f"max_running_requests {serving.max_running_requests} = {capacity}"
-            )
-        agent = cfg.harbor.agent
-        if agent.max_input_tokens and agent.max_input_tokens > serving.context_length:
-            problems.append(
-                f"{ns}:harbor.agent.max_input_tokens: {agent.max_input_tokens} is above "
-                f"{ns}:serving.context_length {serving.context_length}"
-            )
-        if agent.max_output_tokens and agent.max_output_tokens > serving.context_length:
-            problems.append(
-                f"{ns}:harbor.agent.max_output_tokens: {agent.max_output_tokens} is above "
-                f"{ns}:serving.context_length {serving.context_length}"
-            )
+    return problems
 
+
+def _serving_problems(cfg: StackConfig) -> list[str]:
+    """The serving plane against the GPUs, the model's weights, the agents and its own limits."""
+    problems: list[str] = []
+    ns = NAMESPACE
+    serving, model = cfg.serving, cfg.model
+    if serving is None:
+        return problems
+    per_host = serving.tp_size * serving.dp_size
+    for i, host in enumerate(cfg.hosts):
+        if "gpu_worker" in host.roles and host.gpus and host.gpus.count != per_host:
+            problems.append(
+                f"{ns}:serving.tp_size: tp_size x dp_size = {serving.tp_size} x "
+                f"{serving.dp_size} = {per_host}, but {ns}:hosts[{i}].gpus.count of "
+                f"{host.name} is {host.gpus.count}"
+            )
+    if model:
+        weights_gb = model.params_billion * BYTES_PER_PARAM[model.dtype] / serving.tp_size
+        for i, host in enumerate(cfg.hosts):
+            if "gpu_worker" not in host.roles or host.gpus is None:
+                continue
+            budget = host.gpus.memory_gb * serving.mem_fraction_static
+            if weights_gb > budget:
+                problems.append(
+                    f"{ns}:serving.tp_size: {model.name} ({model.params_billion:g}B "
+                    f"{model.dtype}) needs {weights_gb:.1f} GB of weights per GPU at "
+                    f"tp_size {serving.tp_size}, above {host.gpus.memory_gb:g} GB x "
+                    f"mem_fraction_static {serving.mem_fraction_static:g} = {budget:.1f} GB "
+                    f"on {host.name} ({ns}:hosts[{i}].gpus.memory_gb)"
+                )
+    capacity = cfg.replicas * serving.max_running_requests
+    if cfg.needs_model and cfg.harbor.agent.n_concurrent > capacity:
+        problems.append(
+            f"{ns}:harbor.agent.n_concurrent: {cfg.harbor.agent.n_concurrent} concurrent "
+            f"agents exceed the serving capacity of {cfg.replicas} replicas x "
+            f"max_running_requests {serving.max_running_requests} = {capacity}"
+        )
+    agent = cfg.harbor.agent
+    if agent.max_input_tokens and agent.max_input_tokens > serving.context_length:
+        problems.append(
+            f"{ns}:harbor.agent.max_input_tokens: {agent.max_input_tokens} is above "
+            f"{ns}:serving.context_length {serving.context_length}"
+        )
+    if agent.max_output_tokens and agent.max_output_tokens > serving.context_length:
+        problems.append(
+            f"{ns}:harbor.agent.max_output_tokens: {agent.max_output_tokens} is above "
+            f"{ns}:serving.context_length {serving.context_length}"
+        )
+    if serving.max_total_tokens and serving.max_total_tokens < serving.context_length:
+        problems.append(
+            f"{ns}:serving.max_total_tokens: {serving.max_total_tokens} is below "
+            f"{ns}:serving.context_length {serving.context_length}: one full-context request "
+            "could never be scheduled"
+        )
+    if serving.port < 1024 and not serving.user.startswith("0:"):
+        problems.append(
+            f"{ns}:serving.port: {serving.port} is a privileged port, which uid "
+            f"{serving.user.split(':')[0]} ({ns}:serving.user) cannot bind: use a port >= 1024"
+        )
+    return problems
+
+
+def _harbor_problems(cfg: StackConfig) -> list[str]:
+    """The Harbor job: agents against trials, reruns against the dataset, the wheel's sha."""
+    problems: list[str] = []
+    ns = NAMESPACE
     if cfg.harbor.agent.n_concurrent > cfg.harbor.n_concurrent_trials:
         problems.append(
             f"{ns}:harbor.agent.n_concurrent: {cfg.harbor.agent.n_concurrent} is above "
@@ -173,7 +217,21 @@ def stack_problems(cfg: StackConfig) -> list[str]:
                 f"{ns}:harbor.reruns: task {task!r} is not in {ns}:dataset.include, so the main "
                 "job never ran it"
             )
+    known = KNOWN_HARBOR_WHEELS.get(cfg.harbor.version)
+    owner = next((v for v, sha in KNOWN_HARBOR_WHEELS.items() if sha == cfg.harbor.wheel_sha256),
+                 None)
+    if (known and known != cfg.harbor.wheel_sha256) or (owner and owner != cfg.harbor.version):
+        problems.append(
+            f"{ns}:harbor.wheel_sha256: it is not the sha256 of the harbor {cfg.harbor.version} "
+            f"wheel" + (f" (it is {owner}'s)" if owner else f" ({known})")
+        )
+    return problems
 
+
+def _docker_problems(cfg: StackConfig) -> list[str]:
+    """The address pools: enough networks for the trials, no overlaps or clashes, the proof."""
+    problems: list[str] = []
+    ns = NAMESPACE
     needed = cfg.harbor.n_concurrent_trials + cfg.docker.network_margin
     if cfg.address_pool_networks < needed:
         problems.append(
@@ -189,37 +247,30 @@ def stack_problems(cfg: StackConfig) -> list[str]:
                     f"{ns}:docker.address_pools[{b}]: {pools[b]} overlaps address_pools[{a}] "
                     f"{pools[a]}"
                 )
-
-    router = cfg.router
-    if router and router.policy == "power_of_two" and not router.dp_aware and len(
-            cfg.gpu_hosts) < 2:
-        problems.append(f"{ns}:router.policy: power_of_two needs at least 2 workers")
     problems.extend(_pool_clashes(cfg))
     if cfg.docker.proof_networks > cfg.address_pool_networks:
         problems.append(
             f"{ns}:docker.proof_networks: {cfg.docker.proof_networks} proof networks, but "
             f"{ns}:docker.address_pools give only {cfg.address_pool_networks}"
         )
-    if serving and serving.max_total_tokens and serving.max_total_tokens < serving.context_length:
-        problems.append(
-            f"{ns}:serving.max_total_tokens: {serving.max_total_tokens} is below "
-            f"{ns}:serving.context_length {serving.context_length}: one full-context request "
-            "could never be scheduled"
-        )
-    if serving and serving.port < 1024 and not serving.user.startswith("0:"):
-        problems.append(
-            f"{ns}:serving.port: {serving.port} is a privileged port, which uid "
-            f"{serving.user.split(':')[0]} ({ns}:serving.user) cannot bind: use a port >= 1024"
-        )
-    known = KNOWN_HARBOR_WHEELS.get(cfg.harbor.version)
-    owner = next((v for v, sha in KNOWN_HARBOR_WHEELS.items() if sha == cfg.harbor.wheel_sha256),
-                 None)
-    if (known and known != cfg.harbor.wheel_sha256) or (owner and owner != cfg.harbor.version):
-        problems.append(
-            f"{ns}:harbor.wheel_sha256: it is not the sha256 of the harbor {cfg.harbor.version} "
-            f"wheel" + (f" (it is {owner}'s)" if owner else f" ({known})")
-        )
+    return problems
 
+
+def _router_problems(cfg: StackConfig) -> list[str]:
+    """The router's policy against the workers behind it."""
+    problems: list[str] = []
+    ns = NAMESPACE
+    router = cfg.router
+    if router and router.policy == "power_of_two" and not router.dp_aware and len(
+            cfg.gpu_hosts) < 2:
+        problems.append(f"{ns}:router.policy: power_of_two needs at least 2 workers")
+    return problems
+
+
+def _dataset_problems(cfg: StackConfig) -> list[str]:
+    """The dataset: one pinned source, paths the Harbor host can read."""
+    problems: list[str] = []
+    ns = NAMESPACE
     dataset = cfg.dataset
     for key, value in (("path", dataset.path), ("manifest_path", dataset.manifest_path)):
         if value and not value.startswith("/") and _escapes_project(value):
@@ -238,8 +289,6 @@ def stack_problems(cfg: StackConfig) -> list[str]:
         problems.append(f"{ns}:dataset: set exactly one of {ns}:dataset.repo or .path")
     if dataset.repo is not None and dataset.commit is None:
         problems.append(f"{ns}:dataset.commit: a git dataset must be pinned to a commit")
-
-    problems.extend(_port_clashes(cfg))
     return problems
 
 
