@@ -42,6 +42,7 @@ from pathlib import Path
 from . import daemon_json as dj
 from . import dockerd_restart
 from .step import INPUTS_VAR, HostError, emit, log, read
+from .step import run as _run
 
 MODULE = "daemon_config"
 PROOF_PREFIX = "benchstack-pool-proof"
@@ -61,12 +62,6 @@ class Inputs:
     docker_host: str
 
 
-def _run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise HostError(f"`{' '.join(cmd[:3])}` did not answer within {timeout:g}s") from None
 
 
 class Docker:

@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from .proxy_status import LOOP_MARKER, Files, cmdline, listeners, loop_pid, pid_in, unit_active
 from .proxy_status import read as read_state
 from .step import HostError, emit, log, read
+from .step import run as _run
 
 MODULE = "proxy_bridge"
 # The network whose gateway the bridge binds: containers reach it as host.docker.internal through
@@ -89,14 +90,6 @@ class DeleteInputs:
     state_dir: str
 
 
-def _run(cmd: list[str], timeout: float = 120, input: str | None = None
-         ) -> subprocess.CompletedProcess:
-    stdin = None if input is not None else subprocess.DEVNULL
-    try:
-        return subprocess.run(cmd, input=input, stdin=stdin, capture_output=True, text=True,
-                              errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise HostError(f"`{' '.join(cmd[:3])}` did not answer within {timeout:g}s") from None
 
 
 def as_root(cmd: list[str]) -> list[str]:

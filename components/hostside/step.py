@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 from typing import Any, TypeVar
 
@@ -74,3 +75,15 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
            if k != "PYTHONPATH" and not k.startswith("BENCHSTACK_")}
     env.update(extra or {})
     return env
+
+
+def run(cmd: list[str], timeout: float = 120, input: str | None = None
+        ) -> subprocess.CompletedProcess:
+    """Run a host command, its output captured as text (undecodable bytes replaced), bounded:
+    one that hangs past `timeout` is a one-line reason, not a step that never ends."""
+    stdin = None if input is not None else subprocess.DEVNULL
+    try:
+        return subprocess.run(cmd, input=input, stdin=stdin, capture_output=True, text=True,
+                              errors="replace", timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise HostError(f"`{' '.join(cmd[:3])}` did not answer within {timeout:g}s") from None

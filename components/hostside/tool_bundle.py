@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .step import HostError, emit, log, read
+from .step import run as _run
 
 MODULE = "tool_bundle"
 # Bumped whenever the bundle layout, its modes or the wrappers change, so old bundles are rebuilt.
@@ -178,12 +179,6 @@ tmux kill-server
 '''
 
 
-def _run(cmd: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              errors="replace", timeout=timeout)
-    except subprocess.TimeoutExpired:
-        raise HostError(f"`{' '.join(cmd[:3])}` did not answer within {timeout:g}s") from None
 
 
 def _last_line(text: str) -> str:
