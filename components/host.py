@@ -1,24 +1,24 @@
-"""The host seam: the one place that decides how a script runs on a host.
+"""The host seam: the one place that decides how a step runs on a host.
 
 A host is either the machine running Pulumi (`address: local`) or a server reached over SSH.
-Components call `host_script` and never branch on which: local hosts get a
+Components call `host_step` and never branch on which: local hosts get a
 `command.local.Command`, remote hosts a `command.remote.Command`.
 
 The code a step runs is on the host already. `HostCode` (components/host_code.py) copies the
-host's code (every script and the standalone Python modules they call, at their paths under
-`components/`) to `<workspace>/.benchstack/code` once per version, and each step's command is
-a short call of one script there: its inputs as `export` lines rendered with `shlex.quote`
-(an SSH server only passes the environment it `AcceptEnv`s, so the provider's `environment`
-cannot be relied on), then `exec bash $BENCHSTACK_CODE/scripts/<script>`. So a failing step
-prints its reason, not its source, and the state holds no script text. The command also names
-the digest of the files that script uses, so an edited script is an update of exactly the steps
-that run it.
+host's code (the package components/hostside and the probes' scripts) to
+`<workspace>/.benchstack/code` once per version, and each step's command is a short call of it:
+`python3 -m hostside MODULE VERB`, its inputs one JSON object in an exported variable rendered
+with `shlex.quote` (an SSH server only passes the environment it `AcceptEnv`s, so the
+provider's `environment` cannot be relied on), its secrets as JSON on standard input. So a
+failing step prints its reason, not its source, and the state holds no code. The command also
+names the digest of the files the module runs, so an edited module is an update of exactly the
+steps that run it.
 
 The read-only probes run at program time (`command.local.run`, every preview and up) are the
 exception: they run before anything is copied, so their script reaches the host whole, with its
 `# benchstack:include FILE` lines replaced by those files (`render`).
 
-By convention a script's last stdout line is a JSON object with its outputs; `ScriptRun.outputs`
+By convention a step's last stdout line is a JSON object with its outputs; `ScriptRun.outputs`
 parses it.
 """
 
@@ -84,7 +84,7 @@ class Host:
     # A host still booting refuses connections: retry with a pause, not in a tight loop.
     dial_error_limit: int = 20
     per_dial_timeout: int = 15
-    # Set by __main__ once HostCode is declared for the host; host_script requires it.
+    # Set by __main__ once HostCode is declared for the host; host_step requires it.
     code: ShippedCode | None = None
 
     @property
@@ -211,23 +211,6 @@ def render(script: str, env: Mapping[str, str], secret_env: Sequence[str] = ()) 
         prelude += 'eval "$(cat)"\n'
     name = Path(script).stem.replace(".", "-")
     return f"bash -c {shlex.quote(prelude + script_text(script))} benchstack-{name}"
-
-
-def render_call(
-    script: str, env: Mapping[str, str], code_dir: str, secret_env: Sequence[str] = ()
-) -> str:
-    """The command line that runs `script` from the host's code in `code_dir`, with `env` as
-    exported variables (those in `secret_env` from standard input, as for `render`). It ends
-    with the digest of the files the script runs, so it changes when they do."""
-    plain = {"BENCHSTACK_CODE": code_dir}
-    plain.update((k, v) for k, v in env.items() if k not in secret_env)
-    prelude = _exports(plain)
-    if secret_env:
-        prelude += 'eval "$(cat)"\n'
-    call = f'exec bash "$BENCHSTACK_CODE/scripts/{script}"'
-    digest = code_digest(script_closure(script))
-    name = Path(script).stem.replace(".", "-")
-    return f"bash -c {shlex.quote(prelude + call)} benchstack-{name} # code {digest}"
 
 
 HOSTSIDE = "hostside"
@@ -501,7 +484,6 @@ def _declare(
     triggers: Sequence[pulumi.Input],
     stdin: pulumi.Output[str] | None,
     waiting: pulumi.Input[str] | None,
-    waiting_create: Callable[[str], str],
     opts: pulumi.ResourceOptions | None,
 ) -> ScriptRun:
     """The command resource of one step, local or over SSH: the seam's one decision."""
@@ -509,7 +491,8 @@ def _declare(
     if waiting is not None:
         reason = pulumi.Output.from_input(waiting)
         create = pulumi.Output.all(reason, create).apply(
-            lambda v: waiting_create(v[0]) if v[0] else v[1]
+            lambda v: render_step("waiting", "create", {"waiting": v[0], "step": resource_name},
+                                  code.path) if v[0] else v[1]
         )
         if delete is not None:
             delete = pulumi.Output.all(reason, delete).apply(lambda v: None if v[0] else v[1])
@@ -545,52 +528,6 @@ def _declare(
             triggers=list(triggers), opts=opts, **extra,
         )
     return ScriptRun(command=resource, outputs=resource.stdout.apply(parse_outputs))
-
-
-def host_script(
-    resource_name: str,
-    *,
-    host: Host,
-    script: str,
-    env: Mapping[str, pulumi.Input[str]] | None = None,
-    delete_script: str | None = None,
-    delete_env: Mapping[str, pulumi.Input[str]] | None = None,
-    triggers: Sequence[pulumi.Input] = (),
-    secret_env: Sequence[str] = (),
-    waiting: pulumi.Input[str] | None = None,
-    opts: pulumi.ResourceOptions | None = None,
-) -> ScriptRun:
-    """Declare one run of a bash script of `components/scripts/` on `host`; see the module
-    docstring. `waiting`: see `host_step`."""
-    code = _code_of(host, resource_name)
-    env = dict(env or {})
-    secret_keys = tuple(k for k in secret_env if k in env)
-    # The command holds no secret (they travel on standard input), so it is built without them:
-    # plain in the state and in `preview --diff`.
-    plain_env = {k: v for k, v in env.items() if k not in secret_keys}
-    create = _resolved(
-        plain_env, lambda values: render_call(script, values, code.path, secret_keys)
-    )
-    # A delete reads no standard input: it gets no secrets at all.
-    delete_values = {
-        k: v for k, v in (delete_env if delete_env is not None else env).items()
-        if k not in secret_keys
-    }
-    delete: pulumi.Output[Any] | None = (
-        _resolved(delete_values, lambda values: render_call(delete_script, values, code.path))
-        if delete_script
-        else None
-    )
-    stdin = (
-        _resolved(env, lambda values: secret_stdin(values, secret_keys)) if secret_keys else None
-    )
-    return _declare(
-        resource_name, host=host, create=create, delete=delete, triggers=triggers, stdin=stdin,
-        waiting=waiting,
-        waiting_create=lambda why: render_step(
-            "waiting", "create", {"waiting": why, "step": resource_name}, code.path),
-        opts=opts,
-    )
 
 
 def host_step(
@@ -633,8 +570,5 @@ def host_step(
     )
     return _declare(
         resource_name, host=host, create=create, delete=delete, triggers=triggers, stdin=stdin,
-        waiting=waiting,
-        waiting_create=lambda why: render_step(
-            "waiting", "create", {"waiting": why, "step": resource_name}, code.path),
-        opts=opts,
+        waiting=waiting, opts=opts,
     )

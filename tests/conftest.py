@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from components import host as host_seam
-from components.host import CODE_ROOT, render_call
+from components.host import CODE_ROOT
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "components" / "scripts"
@@ -50,20 +49,6 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.real)
 
 
-def seam_command(name: str, env: dict[str, str], secret_env: tuple[str, ...] = ()) -> str:
-    """The exact command the seam gives a step that runs `name` with `env` on a host whose code
-    is this checkout's (see `CODE`)."""
-    return render_call(name, env, CODE, secret_env)
-
-
-def called_script(command: str) -> str:
-    """The script a step's command runs (the name under scripts/), read back from the command."""
-    match = re.search(r'exec bash "\$BENCHSTACK_CODE/scripts/([^"]+)"', command)
-    if match is None:
-        raise AssertionError(f"not a call of the host code: {command[:200]}")
-    return match.group(1)
-
-
 def script_source(name: str) -> str:
     return (SCRIPTS / name).read_text()
 
@@ -91,21 +76,6 @@ class ScriptResult:
 
 # The host code as HostCode copies it to a host: the same files at the same paths.
 CODE = str(CODE_ROOT)
-
-
-def run_script(name: str, env: dict[str, str] | None = None, timeout: float = 600) -> ScriptResult:
-    """Run components/scripts/<name> from the host code (this checkout's components/, laid out
-    as HostCode ships it), inputs as environment."""
-    full_env = {**os.environ, "BENCHSTACK_CODE": CODE, **(env or {})}
-    proc = subprocess.run(
-        ["bash", str(CODE_ROOT / "scripts" / name)],
-        env=full_env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-    return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
 
 
 def docker(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:

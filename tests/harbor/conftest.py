@@ -4,8 +4,8 @@ leftover compose projects), also when the test fails.
 
 Every step runs exactly as the host seam runs it: the command `components.host.render_step`
 gives a step (`python3 -m hostside MODULE VERB` from the host code, its inputs one JSON object,
-its secrets as JSON on standard input), under `bash -c` (`seam_step`). The scripts left (the
-tool bundle's, the probes) run through `seam`, as `render_call` gives them.
+its secrets as JSON on standard input), under `bash -c` (`seam_step`). The status probe runs
+as `probe_host` runs it (`probe`).
 """
 
 from __future__ import annotations
@@ -27,9 +27,9 @@ import pytest
 
 from components.config import DatasetConfig, HarborConfig
 from components.harbor_job import Rendered, render_plan
-from components.host import render, render_step, secret_stdin
+from components.host import render, render_step
 from components.hostside import jobdir
-from tests.conftest import CODE, ROOT, STATE, ScriptResult, docker, seam_command
+from tests.conftest import CODE, ROOT, STATE, ScriptResult, docker
 
 DEMO_TASKS = ROOT / "demo" / "tasks"
 WHEEL = STATE / "wheels" / "harbor-0.21.0-py3-none-any.whl"
@@ -40,25 +40,6 @@ HARBOR_PYTHON = os.environ.get(
 API_KEY = "sk-benchstack-harbor-test"
 # The machine's hard limit may be below the seed's 65536: the launch refuses to start otherwise.
 NOFILE = min(65536, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-
-
-def seam(
-    script: str, env: dict[str, str], timeout: float = 600, secret_env: tuple[str, ...] = ()
-) -> ScriptResult:
-    """Run components/scripts/<script> the way the host seam does (rendered, `bash -c`,
-    secrets on standard input, never on the command line)."""
-    command = seam_command(script, env, secret_env)
-    for key in secret_env:
-        if env[key] in command:
-            raise AssertionError(f"secret {key} is on the command line")
-    proc = subprocess.run(
-        ["bash", "-c", command],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        input=secret_stdin(env, secret_env) if secret_env else "",
-    )
-    return ScriptResult(proc.returncode, proc.stdout, proc.stderr)
 
 
 def seam_step(

@@ -14,20 +14,17 @@ from pathlib import Path
 
 import pytest
 
-from components import host as host_seam
 from components import known_hosts
 from components.host import (
     CODE_ROOT,
     KNOWN_HOST_KEY_MARK,
     SCRIPTS_DIR,
     Host,
-    code_digest,
     code_files,
     known_host_key_command,
     module_closure,
     parse_outputs,
     render,
-    render_call,
     script_closure,
     script_text,
     secret_stdin,
@@ -79,19 +76,6 @@ def test_includes_are_expanded_once_where_they_stand():
     text = script_text("harbor_status.sh")
     assert text.count("def status(") == 1
     assert not [ln for ln in text.splitlines() if ln.startswith("# benchstack:include")]
-
-
-def test_a_step_calls_its_script_from_the_host_code_and_names_its_digest(probe_script):
-    env = {"PLAIN": "it's $HOME; `x`", "TOKEN": "s3cr3t-value"}
-    command = render_call(probe_script, env, str(host_seam.CODE_ROOT), secret_env=("TOKEN",))
-    # Short: the call, not the script's text.
-    assert "printf" not in command and len(command) < 400
-    assert "s3cr3t-value" not in command
-    proc = run(command, secret_stdin(env, ("TOKEN",)))
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == '{"plain": "it\'s $HOME; `x`", "secret": "s3cr3t-value"}'
-    assert "s3cr3t-value" not in proc.stderr
-    assert command.endswith(f"# code {code_digest(script_closure(probe_script))}")
 
 
 def test_the_digest_covers_the_files_a_script_names_and_only_those():
