@@ -39,7 +39,7 @@ SSHD_DIR = STATE / "sshd"
 PEER_FIXTURES = {
     "docker_engine", "canary_image", "harbor_bin", "installed_harbor", "demo_dataset", "jobs",
     "s3_env", "s3_client", "bucket", "engine", "test_engine", "registry", "own_registry",
-    "test_images", "processes", "sshd",
+    "test_images", "processes", "sshd", "k8s_cluster",
 }
 
 

