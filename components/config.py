@@ -42,9 +42,11 @@ from components.config_models import (
     AgentConfig,
     DatasetConfig,
     DockerConfig,
+    EnvironmentConfig,
     HarborConfig,
     HostConfig,
     ImagesConfig,
+    KubernetesConfig,
     ModelConfig,
     ProxyConfig,
     RerunsConfig,
@@ -64,9 +66,11 @@ __all__ = [
     "ConfigError",
     "DatasetConfig",
     "DockerConfig",
+    "EnvironmentConfig",
     "HarborConfig",
     "HostConfig",
     "ImagesConfig",
+    "KubernetesConfig",
     "ModelConfig",
     "ProxyConfig",
     "RerunsConfig",
@@ -115,6 +119,8 @@ SECRET_KEYS = {
     "registryPassword",
     "s3AccessKeyId",
     "s3SecretAccessKey",
+    "kubeconfig",
+    "kubernetesRegistryPassword",
 }
 
 
@@ -162,6 +168,9 @@ class StackSecrets:
     registry_password: pulumi.Output[str] | None
     s3_access_key_id: pulumi.Output[str] | None
     s3_secret_access_key: pulumi.Output[str] | None
+    # The cluster's kubeconfig and the pods' registry password (harbor.environment kubernetes).
+    kubeconfig: pulumi.Output[str] | None = None
+    kubernetes_registry_password: pulumi.Output[str] | None = None
 
 
 def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:
@@ -190,14 +199,33 @@ def load_pulumi_config() -> tuple[StackConfig, StackSecrets]:
         registry_password=config.get_secret("registryPassword"),
         s3_access_key_id=config.get_secret("s3AccessKeyId"),
         s3_secret_access_key=config.get_secret("s3SecretAccessKey"),
+        kubeconfig=config.get_secret("kubeconfig"),
+        kubernetes_registry_password=config.get_secret("kubernetesRegistryPassword"),
     )
-    if stack_config.images.username and secrets.registry_password is None:
-        raise ConfigError(
-            [f"{NAMESPACE}:registryPassword: {NAMESPACE}:images.username is set; set the password "
-             f"with `pulumi config set --secret {NAMESPACE}:registryPassword`"],
-            "stack config",
-        )
+    problems = _missing_secrets(stack_config, secrets)
+    if problems:
+        raise ConfigError(problems, "stack config")
     return stack_config, secrets
+
+
+def _missing_secrets(cfg: StackConfig, secrets: StackSecrets) -> list[str]:
+    """Secrets a section needs that are not set, each with the command that sets it."""
+    ns = NAMESPACE
+    needed = []
+    if cfg.images.username and secrets.registry_password is None:
+        needed.append(("registryPassword", f"{ns}:images.username is set"))
+    k8s = cfg.harbor.kubernetes
+    if k8s is not None and secrets.kubeconfig is None:
+        needed.append(("kubeconfig", f"{ns}:harbor.environment.kind is kubernetes; the "
+                       "cluster's kubeconfig"))
+    if k8s is not None and k8s.registry_username and secrets.kubernetes_registry_password is None:
+        needed.append(("kubernetesRegistryPassword",
+                       f"{ns}:harbor.environment.kubernetes.registry_username is set"))
+    return [
+        f"{ns}:{key}: {why}: set it with `pulumi config set --secret {ns}:{key}`"
+        + (" < FILE" if key == "kubeconfig" else "")
+        for key, why in needed
+    ]
 
 
 def decode_config_value(raw: str, field: FieldInfo) -> Any:

@@ -54,6 +54,7 @@ def stack_problems(cfg: StackConfig) -> list[str]:
         *_model_problems(cfg),
         *_serving_problems(cfg),
         *_harbor_problems(cfg),
+        *_kubernetes_problems(cfg),
         *_docker_problems(cfg),
         *_router_problems(cfg),
         *_dataset_problems(cfg),
@@ -228,12 +229,41 @@ def _harbor_problems(cfg: StackConfig) -> list[str]:
     return problems
 
 
+def _kubernetes_problems(cfg: StackConfig) -> list[str]:
+    """What only works for trials on the Harbor host's Docker engine, asked of a cluster."""
+    if cfg.harbor.kubernetes is None:
+        return []
+    ns = NAMESPACE
+    problems = []
+    if cfg.proxy is not None:
+        problems.append(
+            f"{ns}:proxy: the proxy bridge serves containers on the Harbor host's Docker engine; "
+            "pods on a cluster get their egress from the cluster: drop the proxy section (set "
+            f"{ns}:harbor.environment.kubernetes.egress_url to have it checked before launch)"
+        )
+    if cfg.harbor.container_network != "default":
+        problems.append(
+            f"{ns}:harbor.container_network: {cfg.harbor.container_network!r} is a Docker "
+            "network mode; on kubernetes the cluster's network policy decides: drop the key"
+        )
+    return problems
+
+
 def _docker_problems(cfg: StackConfig) -> list[str]:
     """The address pools: enough networks for the trials, no overlaps or clashes, the proof."""
     problems: list[str] = []
     ns = NAMESPACE
+    if cfg.docker is None:
+        return [
+            f"{ns}:docker: missing; host {h.name!r} runs the stack's containers "
+            + ("(an SGLang worker)" if "gpu_worker" in h.roles else "(the trials: "
+               f"{ns}:harbor.environment.kind is docker)")
+            + ", so its daemon's address pools must be declared"
+            for h in cfg.docker_hosts[:1]
+        ]
+    trials_on_host = cfg.harbor.kubernetes is None
     needed = cfg.harbor.n_concurrent_trials + cfg.docker.network_margin
-    if cfg.address_pool_networks < needed:
+    if trials_on_host and cfg.address_pool_networks < needed:
         problems.append(
             f"{ns}:docker.address_pools: they give {cfg.address_pool_networks} networks, but "
             f"{cfg.harbor.n_concurrent_trials} concurrent trials need one each plus a margin of "
@@ -308,7 +338,7 @@ def _pool_clashes(cfg: StackConfig) -> list[str]:
             ip = ip_of(value)
             if ip is not None:
                 host_ips.append((f"{ns}:hosts[{i}].{key}", ip))
-    for j, pool in enumerate(cfg.docker.address_pools):
+    for j, pool in enumerate(cfg.docker.address_pools if cfg.docker else []):
         net, key = pool.network, f"{ns}:docker.address_pools[{j}]"
         if net.version == 4 and net.overlaps(LOOPBACK):
             problems.append(f"{key}: {net} overlaps loopback {LOOPBACK}")

@@ -295,6 +295,66 @@ class RerunsConfig(Model):
         return self
 
 
+# A Kubernetes object name (a DNS-1123 label): namespaces, secrets, service accounts.
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+# A Kubernetes quantity: 4, 500m, 8Gi, 1.5...
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|M|Mi|G|Gi|T|Ti)?$"
+# The Python client Harbor 0.21.0's ack environment imports and does not install itself.
+KUBERNETES_CLIENT = "kubernetes==35.0.0"
+
+
+class QuotaConfig(Model):
+    """`harbor.environment.kubernetes.quota`: the namespace's ResourceQuota, the cap on what the
+    trials' pods may request at once (Harbor's pods request each task's cpus/memory_mb)."""
+
+    cpu: str = Field(pattern=QUANTITY)
+    memory: str = Field(pattern=QUANTITY)
+    pods: int | None = Field(default=None, ge=1)
+
+
+class KubernetesConfig(Model):
+    """`harbor.environment.kubernetes`: the trials as pods on the user's cluster (Harbor's `ack`
+    environment). The kubeconfig is the secret `benchstack:kubeconfig`, never in this file."""
+
+    # The trials' namespace: the stack creates it (and deletes it, with its pods, on destroy).
+    namespace: str = Field(max_length=63, pattern=DNS_LABEL)
+    # The registry the pods pull the task images from (`host[:port]`): every task's
+    # docker_image must be in it (checked before launch).
+    registry: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?(/[a-z0-9._/-]+)?$")
+    # With the secret `benchstack:kubernetesRegistryPassword`: the pods' image pull secret.
+    registry_username: str | None = None
+    quota: QuotaConfig
+    # Harbor runs the trial pods privileged (as 0.21.0 does by default); false drops it through
+    # pod_overrides, for clusters whose policy refuses privileged pods.
+    privileged: bool = True
+    # The image the pre-launch probe pod runs; default: the first task image.
+    probe_image: str | None = None
+    # A URL the pods must reach (the model endpoint for agents installed in the task, a proxy);
+    # the probe pod fetches it before launch.
+    egress_url: str | None = None
+    # How long the probe pod may take to be admitted, scheduled, pulled and run.
+    preflight_timeout_s: int = Field(default=300, gt=0)
+    client: str = Field(default=KUBERNETES_CLIENT, pattern=r"^kubernetes==[0-9][0-9.]*$")
+
+
+class EnvironmentConfig(Model):
+    """`harbor.environment`: where the trials run. `docker` (the default): containers on the
+    Harbor host's Docker engine. `kubernetes`: pods on a cluster (the section of that name)."""
+
+    kind: Literal["docker", "kubernetes"] = "docker"
+    kubernetes: KubernetesConfig | None = None
+
+    @model_validator(mode="after")
+    def _section_matches_kind(self) -> EnvironmentConfig:
+        if self.kind == "kubernetes" and self.kubernetes is None:
+            raise ValueError("kind is kubernetes: add the `kubernetes` section (namespace, "
+                             "registry, quota)")
+        if self.kind == "docker" and self.kubernetes is not None:
+            raise ValueError("a `kubernetes` section is given but kind is docker: set "
+                             "`kind: kubernetes` or drop the section")
+        return self
+
+
 class HarborConfig(Model):
     version: str
     wheel_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
@@ -322,6 +382,12 @@ class HarborConfig(Model):
     # A fixed job name; unset: job_name_prefix and a digest of the rendered config.
     job_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
     reruns: RerunsConfig | None = None
+    environment: EnvironmentConfig = EnvironmentConfig()
+
+    @property
+    def kubernetes(self) -> KubernetesConfig | None:
+        """The cluster section when the trials run as pods; None on the Docker host."""
+        return self.environment.kubernetes if self.environment.kind == "kubernetes" else None
 
 
 class DatasetConfig(Model):
@@ -428,7 +494,9 @@ class StackConfig(Model):
     # Results, logs, venvs and bundles on every host: an absolute path.
     workspace: str
     hosts: list[HostConfig] = Field(min_length=1)
-    docker: DockerConfig
+    # Required wherever a host runs containers: the GPU workers, and the Harbor host unless the
+    # trials run on Kubernetes.
+    docker: DockerConfig | None = None
     harbor: HarborConfig
     dataset: DatasetConfig
     images: ImagesConfig = ImagesConfig()
@@ -473,4 +541,12 @@ class StackConfig(Model):
 
     @property
     def address_pool_networks(self) -> int:
-        return sum(pool.subnets for pool in self.docker.address_pools)
+        return sum(pool.subnets for pool in self.docker.address_pools) if self.docker else 0
+
+    @property
+    def docker_hosts(self) -> list[HostConfig]:
+        """The hosts whose Docker engine runs the stack's containers (their daemon.json is the
+        stack's): the GPU workers, and the Harbor host when the trials are containers there."""
+        trials_on_host = self.harbor.kubernetes is None
+        return [h for h in self.hosts
+                if "gpu_worker" in h.roles or ("harbor" in h.roles and trials_on_host)]

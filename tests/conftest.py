@@ -126,3 +126,12 @@ def harbor_bin() -> Path:
     if not harbor.exists():
         pytest.fail(f"Harbor 0.21.0 not installed at {HARBOR_VENV}: run tests/env/setup.sh")
     return harbor
+
+
+# The k8s cluster's fixtures, defined once for every test directory (a session fixture imported
+# into two modules would be two clusters). Imported last: tests.k8s.cluster reads names above.
+from tests.k8s.cluster import (  # noqa: E402, F401
+    harbor_with_k8s_client,
+    k8s_cluster,
+    namespace,
+)

@@ -13,7 +13,7 @@ import tarfile
 import time
 
 from tests.conftest import docker
-from tests.k8s.conftest import (
+from tests.k8s.cluster import (
     BRIDGE,
     IMAGE,
     POD_SUBNET,

@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from tests.k8s.conftest import TASKS, Cluster
+from tests.k8s.cluster import TASKS, Cluster
 
 
 def harbor_env() -> dict[str, str]:

@@ -2,6 +2,10 @@
 session by the `k8s_cluster` fixture and stopped at its end. A cluster that cannot start fails
 the tests, it never skips them.
 
+The fixtures live here, in a plain module that tests/conftest.py imports, so that every test
+directory (tests/k8s, tests/engine, tests/e2e) shares ONE session cluster: a session fixture
+imported into two modules would be two fixtures, and the second would stop the first's cluster.
+
 The fixture records the host (mounts, links, iptables chains, sysctls, cgroups: hoststate.py)
 before the cluster starts, so a test can prove that `cluster.sh stop` leaves it as found. A
 cluster left running by an earlier session is stopped first, for a true baseline.
