@@ -7,7 +7,9 @@ The order is the seed's audit procedure made explicit:
 2. CancelledError / KeyboardInterrupt: cancelled (`harbor job resume` re-runs it);
 3. reward 1: passed, or agent_timeout when the agent timed out and the verifier still passed it
    (the reward stands);
-4. the first-stage signature rules (rules.yaml: Harbor's environment and tmux errors), then the
+4. on Kubernetes, the cluster's own account of the trial's pod (audit/detectors/kubernetes.py:
+   a pod refused, never scheduled, without its image, evicted or deleted mid-trial), then the
+   first-stage signature rules (rules.yaml: Harbor's environment and tmux errors), then the
    built-in detectors (audit/detectors/: model endpoint, harness crash, container, commands
    past their cap, setup, network with endpoint ownership), then the last-stage rules (verifier
    timeouts, reward files);
@@ -24,7 +26,7 @@ from __future__ import annotations
 import re
 
 from audit import layout as L
-from audit.detectors import DETECTORS, JobContext
+from audit.detectors import CLUSTER, DETECTORS, JobContext
 from audit.evidence import TrialEvidence
 from audit.job_state import trial_left_mid_phase
 from audit.rules import CompiledRule, Match
@@ -100,6 +102,9 @@ def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> 
             )
         return Classification("passed", None, None, "Passed the verifier.", [])
 
+    for detector in CLUSTER:
+        if ctx.knows(detector.name) and (found := detector.fn(ev, ctx)) is not None:
+            return found
     for rule in (r for r in rules if r.rule.stage == "first"):
         if ctx.knows(rule.rule.name) and (found := _by_rule(ev, rule, etype, reward)) is not None:
             return found

@@ -37,6 +37,13 @@ AGENT_EXIT_CODE = "agent/exit-code.txt"
 AGENT_DIR = "agent"
 AGENT_SETUP_STDOUT = "agent/setup/stdout.txt"
 
+# What the stack writes beside Harbor's files while a job runs on Kubernetes (Harbor's `ack`
+# environment runs each trial as a pod): the cluster's own account of the trials' pods, as the
+# API's watch delivers it (audit/kubernetes.py reads them). Absent for a docker job or an older
+# one: the audit then judges from Harbor's files alone.
+K8S_EVENTS = "k8s-events.jsonl"  # one core/v1 Event per line (a repeated event: last per uid)
+K8S_PODS = "k8s-pods.jsonl"  # one {"type": ADDED|MODIFIED|DELETED, "object": <Pod>} per line
+
 # Harbor names trial dirs `<task name cut to 32 chars>__<short id>`.
 TRIAL_DIR = re.compile(r"^(?P<task>.+)__(?P<id>[A-Za-z0-9]+)$")
 

@@ -269,6 +269,52 @@ RESTS_ON: dict[str, tuple[Cite, ...]] = {
             "did (the resolver works: the name is wrong)",
         ),
     ),
+    # --- the Kubernetes cluster (audit/detectors/kubernetes.py, audit/kubernetes.py) -------
+    # Captured from Harbor 0.21.0's ack environment on the real test cluster
+    # (tests/audit/make_k8s_captures.py); the join of pod and trial is Harbor's code (`why`).
+    "k8s_quota_exceeded": (
+        _capture(
+            "k8s/quota_exceeded/trial/exception.txt",
+            "is forbidden: exceeded quota: trial-quota, requested: requests.memory=2Gi, used: "
+            "requests.memory=0, limited: requests.memory=1Gi",
+        ),
+        _capture("k8s/quota_exceeded/trial/exception.txt", "Failed to create pod: (403)"),
+    ),
+    "k8s_pod_unschedulable": (
+        _capture(
+            "k8s/unschedulable/events.json",
+            '"reason": "FailedScheduling", "reportingComponent": "default-scheduler",',
+        ),
+        _capture(
+            "k8s/unschedulable/events.json",
+            "0/1 nodes are available: 1 Insufficient cpu.",
+        ),
+        _capture("k8s/unschedulable/trial/exception.txt", "Pod not ready after 300 seconds"),
+    ),
+    "k8s_image_pull_failed": (
+        _capture("k8s/image_pull/events.json", '"message": "Error: ErrImagePull"'),
+        _capture("k8s/image_pull/events.json", '"message": "Error: ImagePullBackOff"'),
+        _capture(
+            "k8s/image_pull/trial/exception.txt",
+            "RuntimeError: Failed to pull image: rpc error: code = NotFound",
+        ),
+    ),
+    "k8s_pod_evicted": (
+        _capture(
+            "k8s/pod_evicted/pod.json",
+            '"message": "Eviction API: evicting", "reason": "EvictionByEvictionAPI", '
+            '"status": "True", "type": "DisruptionTarget"',
+        ),
+        _capture("k8s/index.json", "the pod is evicted (Eviction API) while the agent runs"),
+    ),
+    "k8s_pod_deleted": (
+        _capture("k8s/pod_deleted/events.json", '"message": "Stopping container main"'),
+        _capture(
+            "k8s/pod_deleted/pod.json",
+            '"deletionGracePeriodSeconds": 0, "deletionTimestamp": "2026-12-02T00:27:41Z",',
+        ),
+        _capture("k8s/index.json", "the pod is force-deleted (grace 0) while the agent runs"),
+    ),
     # --- rules.yaml ------------------------------------------------------------------------
     "agent_killed_tmux": (
         _seed("occurred because the agent ran `tmux kill-server` while executing the task"),

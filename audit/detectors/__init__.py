@@ -7,11 +7,17 @@ of the first stage (Harbor's own environment and tmux errors) and before the sec
 the trial wins. A verdict that puts the trial up for rerun carries its proof
 (audit/verdict.py); audit/classify.py drops any that does not.
 
+The detectors of CLUSTER run earlier, before the rules of the first stage: the Kubernetes
+cluster's own account of a trial's pod (audit/kubernetes.py) says more than Harbor's words for
+the same failure (an environment start that timed out, a tmux session gone with its pod).
+
 Modules: `endpoint` (the model endpoint, wherever its failure surfaces; a served window set
 short), `harness` (the agent's own code crashed), `environment` (container killed, OOM, disk,
 emulation), `command_cap` (a command that never returned: the agent's wait or a hung
 container), `setup` (failures before the model ran), `network_failures` (downloads, judged by
-who owns the endpoint). Each detector names where its knowledge came from (audit/learned.py).
+who owns the endpoint), `kubernetes` (the cluster refused, never scheduled, could not pull,
+evicted or deleted the trial's pod). Each detector names where its knowledge came from
+(audit/learned.py).
 """
 
 from __future__ import annotations
@@ -19,13 +25,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from audit.detectors import command_cap, endpoint, environment, harness, network_failures, setup
+from audit.detectors import (
+    command_cap,
+    endpoint,
+    environment,
+    harness,
+    kubernetes,
+    network_failures,
+    setup,
+)
 from audit.evidence import TrialEvidence
 from audit.job_context import JobContext
 from audit.learned import Knowledge, register
 from audit.verdict import Classification
 
-__all__ = ["DETECTORS", "Detector", "JobContext"]
+__all__ = ["CLUSTER", "DETECTORS", "Detector", "JobContext"]
 
 
 @dataclass(frozen=True)
@@ -63,4 +77,13 @@ DETECTORS: list[Detector] = [
     Detector(endpoint.model_reply_cut_off, endpoint.CUT_OFF),
     Detector(network_failures.verifier_network, network_failures.VERIFIER),
     Detector(network_failures.agent_network, network_failures.AGENT),
+]
+
+# Tried before the first-stage rules, in this order (audit/detectors/kubernetes.py).
+CLUSTER: list[Detector] = [
+    Detector(kubernetes.quota_exceeded, kubernetes.QUOTA),
+    Detector(kubernetes.pod_unschedulable, kubernetes.UNSCHEDULABLE),
+    Detector(kubernetes.image_pull_failed, kubernetes.IMAGE_PULL),
+    Detector(kubernetes.pod_evicted, kubernetes.EVICTED),
+    Detector(kubernetes.pod_deleted, kubernetes.DELETED),
 ]
