@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from audit import layout as L
 from audit.models import parse_time
+from components.hostside import jobdir
 
 # The watcher's files are read whole, not as head + tail (layout.MAX_READ): the middle of a long
 # job is as much the job as its ends. Past this, the middle is cut and its lines counted as
@@ -38,13 +39,13 @@ _NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 def session_of(trial: str) -> str:
-    """Harbor's session id of a trial's environment (trial/trial.py: `f"{trial_name}__env"`)."""
-    return f"{trial}__env"
+    """Harbor's session id of a trial's environment (jobdir.py owns the spelling)."""
+    return jobdir.environment_session(trial)
 
 
 def pod_name(trial: str) -> str:
     """The name Harbor 0.21's ack (and gke) environment gives a trial's pod."""
-    return session_of(trial).lower().replace("_", "-")[:63]
+    return jobdir.trial_pod(trial)
 
 
 def _time(value: object) -> datetime | None:
@@ -326,8 +327,8 @@ def _index(cluster: Cluster) -> None:
         session = next((v.session for v in reversed(versions) if v.session), None)
         if session is None:
             cluster._unlabelled.setdefault(versions[-1].name, []).append(uid)
-        elif session.endswith("__env"):
-            cluster._by_trial.setdefault(session[: -len("__env")], []).append(uid)
+        elif session.endswith(jobdir.COMPOSE_SUFFIX):
+            cluster._by_trial.setdefault(session[: -len(jobdir.COMPOSE_SUFFIX)], []).append(uid)
         elif _VERIFIER_SESSION in session:
             trial = session.split(_VERIFIER_SESSION, 1)[0]
             cluster._by_trial.setdefault(trial, []).append(uid)

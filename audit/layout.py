@@ -41,8 +41,8 @@ AGENT_SETUP_STDOUT = "agent/setup/stdout.txt"
 # environment runs each trial as a pod): the cluster's own account of the trials' pods, as the
 # API's watch delivers it (audit/kubernetes.py reads them). Absent for a docker job or an older
 # one: the audit then judges from Harbor's files alone.
-K8S_EVENTS = "k8s-events.jsonl"  # one core/v1 Event per line (a repeated event: last per uid)
-K8S_PODS = "k8s-pods.jsonl"  # one {"type": ADDED|MODIFIED|DELETED, "object": <Pod>} per line
+K8S_EVENTS = jobdir.K8S_EVENTS  # one core/v1 Event per line (a repeated event: last per uid)
+K8S_PODS = jobdir.K8S_PODS  # one {"type": ADDED|MODIFIED|DELETED, "object": <Pod>} per line
 
 # Harbor names trial dirs `<task name cut to 32 chars>__<short id>`.
 TRIAL_DIR = re.compile(r"^(?P<task>.+)__(?P<id>[A-Za-z0-9]+)$")

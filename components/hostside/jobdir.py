@@ -188,6 +188,29 @@ def compose_project(trial_dir_name: str) -> str:
     return f"{trial_dir_name.lower()}{COMPOSE_SUFFIX}"
 
 
+# --- trials as pods (Harbor's ack environment) -----------------------------------------------
+# What the cluster said during the job, written beside Harbor's files by the stack's watcher
+# (k8s_watch.py) and read by the audit: Event objects, and pod watch deliveries.
+K8S_EVENTS = "k8s-events.jsonl"
+K8S_PODS = "k8s-pods.jsonl"
+
+
+def environment_session(trial_dir_name: str) -> str:
+    """Harbor's session id of a trial's environment (`<trial>__env`): the ack pod's `session`
+    label; its name is this lower-cased, `_` made `-`, cut at 63 characters."""
+    return f"{trial_dir_name}{COMPOSE_SUFFIX}"
+
+
+def trial_pod(trial_dir_name: str) -> str:
+    """The name of a trial's pod (Harbor 0.21.0's ack environment)."""
+    return environment_session(trial_dir_name).lower().replace("_", "-")[:63]
+
+
+def k8s_watch_pid(job_dir_path: str) -> str:
+    """The watcher's PID file, beside the job dir (never inside: Harbor owns that)."""
+    return f"{job_dir_path.rstrip('/')}.k8s-watch.pid"
+
+
 # --- the Harbor process --------------------------------------------------------------------------
 
 
