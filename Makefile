@@ -57,9 +57,14 @@ endif
 output:
 	@$(RUN_PULUMI) stack output $(KEY) --stack $(STACK)
 
+# The local-k8s stack's cluster is the test cluster setup.sh starts: its admin kubeconfig becomes
+# the stack's secret (the stack makes the Harbor controller a narrower one).
+K8S_KUBECONFIG ?= /var/lib/benchstack-k8s/admin.kubeconfig
+
 up preview destroy refresh:
 	bash tests/env/setup.sh --stack $(STACK)
 	$(RUN_PULUMI) stack select --create $(STACK)
+	$(if $(filter local-k8s,$(STACK)),$(RUN_PULUMI) config set --secret --stack $(STACK) benchstack:kubeconfig < $(K8S_KUBECONFIG))
 	$(RUN_PULUMI) $@ --stack $(STACK) $(if $(filter preview,$@),,--yes)
 
 bench: setup

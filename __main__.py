@@ -7,6 +7,7 @@ seed's manual stop order.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import PurePosixPath
 
 import pulumi
@@ -22,7 +23,7 @@ from components.config import (
     load_pulumi_config,
 )
 from components.docker_daemon import DockerDaemonConfig, DockerDaemonConfigArgs
-from components.harbor_job import HarborJob, HarborJobArgs
+from components.harbor_job import ClusterAccess, HarborJob, HarborJobArgs
 from components.harbor_rerun import HarborRerun, HarborRerunArgs
 from components.host import Host
 from components.host_code import HostCode, HostCodeArgs
@@ -35,6 +36,7 @@ from components.router import Router, RouterArgs
 from components.runtime import leave_quietly_when_interrupted
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
 from components.tool_bundle import ToolBundle, ToolBundleArgs
+from components.trial_namespace import TrialNamespace, TrialNamespaceArgs, kubeconfig_json
 
 
 def host_of(cfg: HostConfig, ssh: SshConfig, ssh_private_key) -> Host:
@@ -56,80 +58,23 @@ def local_path(cfg: StackConfig, path: str) -> str:
     return path if PurePosixPath(path).is_absolute() else str(PROJECT_DIR / path)
 
 
-def main() -> None:
-    leave_quietly_when_interrupted()
-    cfg, secrets = load_pulumi_config()
-    # Read before any resource exists: a bad dataset or rerun list changes nothing.
-    manifest_dir = local_path(cfg, cfg.dataset.manifest_path)
-    try:
-        manifest = load_manifest(manifest_dir)
-    except ManifestError as exc:
-        raise ConfigError([f"benchstack:dataset.manifest_path: {exc}"]) from None
-    check_rerun_tasks(cfg.harbor.reruns, manifest.tasks, manifest_dir)
-    # The Harbor host's plane (router, images, bundle, bridge, job) lives in its workspace.
-    workspace = cfg.workspace_of(cfg.harbor_host)
-    # Every step on a host runs code copied there first (components/host_code.py).
-    hosts = {
-        h.name: HostCode(
-            f"{h.name}-code",
-            HostCodeArgs(host=host_of(h, cfg.ssh, secrets.ssh_private_key),
-                         workspace=cfg.workspace_of(h)),
-        ).host
-        for h in cfg.hosts
-    }
-    harbor_cfg = cfg.harbor_host
-    harbor_host = hosts[harbor_cfg.name]
+@dataclass(frozen=True)
+class Trials:
+    """Where the trials run, as the job and the stack outputs see it."""
 
-    daemons = {
-        h.name: DockerDaemonConfig(
-            f"{h.name}-docker-daemon",
-            DockerDaemonConfigArgs(host=hosts[h.name], docker=cfg.docker),
-        )
-        for h in cfg.hosts
-    }
+    resources: list[pulumi.Resource]
+    image_digests: pulumi.Input[dict]
+    images_ready: pulumi.Input[int]
+    tools_dir: pulumi.Input[str] | None = None
+    proxy_url: pulumi.Input[str] | None = None
+    cluster: ClusterAccess | None = None
 
-    # --- serving plane (the GPU hosts; the local host with CPU stand-ins in the rehearsal) ----
-    workers: list[SGLangWorker] = []
-    router: Router | None = None
-    if cfg.serving and cfg.model and cfg.router:
-        model_path = local_path(cfg, cfg.model.path)
-        for h in cfg.gpu_hosts:
-            workers.append(
-                SGLangWorker(
-                    f"{h.name}-sglang",
-                    SGLangWorkerArgs(
-                        host=hosts[h.name],
-                        serving=cfg.serving,
-                        model=cfg.model,
-                        bind_host=h.reach_address,
-                        port=cfg.worker_port(h),
-                        container_name=f"benchstack-sglang-{h.name}",
-                        model_path=model_path,
-                        workspace=cfg.workspace_of(h),
-                        s3_access_key_id=secrets.s3_access_key_id,
-                        s3_secret_access_key=secrets.s3_secret_access_key,
-                    ),
-                    opts=pulumi.ResourceOptions(depends_on=[daemons[h.name]]),
-                )
-            )
-        router = Router(
-            "router",
-            RouterArgs(
-                host=harbor_host,
-                router=cfg.router,
-                serving=cfg.serving,
-                model=cfg.model,
-                worker_urls=[w.args.url for w in workers],
-                container_name="benchstack-sglang-router",
-                workspace=workspace,
-                model_path=model_path,
-            ),
-            # The router is only useful once every worker reports the config we asked for.
-            opts=pulumi.ResourceOptions(depends_on=[*workers, daemons[harbor_cfg.name]]),
-        )
 
-    # --- the Harbor host's plane ----------------------------------------------------------
-    harbor_daemon = daemons[harbor_cfg.name]
+def containers_on_the_host(cfg: StackConfig, manifest, harbor_host: Host,
+                           harbor_daemon: DockerDaemonConfig, workspace: str,
+                           secrets) -> Trials:
+    """Trials as containers on the Harbor host's Docker engine: the task images pulled there,
+    the tmux/asciinema bundle mounted, the proxy bridge on the Docker gateway."""
     images = ImageSet(
         "images",
         ImageSetArgs(
@@ -171,6 +116,125 @@ def main() -> None:
             ),
             opts=pulumi.ResourceOptions(depends_on=[harbor_daemon, images]),
         )
+    return Trials(
+        resources=[r for r in (images, tools, proxy) if r is not None],
+        image_digests=images.image_digests,
+        images_ready=images.images_ready,
+        tools_dir=tools.tools_dir,
+        proxy_url=proxy.proxy_url if proxy else None,
+    )
+
+
+def pods_on_the_cluster(cfg: StackConfig, manifest, secrets) -> Trials:
+    """Trials as pods on the user's cluster (Harbor's ack environment): the namespace, its
+    quota, pull secret and the Harbor controller's rights; the images, tools and egress the
+    pods need are checked from the Harbor host before launch (HarborJob's cluster steps)."""
+    k8s = cfg.harbor.kubernetes
+    assert k8s is not None and secrets.kubeconfig is not None  # config.py requires both
+    kubeconfig = secrets.kubeconfig.apply(kubeconfig_json)
+    namespace = TrialNamespace(
+        "trials",
+        TrialNamespaceArgs(kubernetes=k8s, kubeconfig=kubeconfig,
+                           registry_password=secrets.kubernetes_registry_password),
+    )
+    return Trials(
+        resources=[namespace],
+        # The cluster pulls the images itself; the pre-launch probe checks the registry has them.
+        image_digests={},
+        # Every one, or the pre-launch probe stops the job before it starts.
+        images_ready=len(manifest.images),
+        cluster=ClusterAccess(
+            namespace=namespace.namespace,
+            service_account=namespace.service_account,
+            kubeconfig=kubeconfig,
+            images=manifest.as_dict(),
+            probe_image=k8s.probe_image or manifest.images[0].image,
+        ),
+    )
+
+
+def main() -> None:
+    leave_quietly_when_interrupted()
+    cfg, secrets = load_pulumi_config()
+    # Read before any resource exists: a bad dataset or rerun list changes nothing.
+    manifest_dir = local_path(cfg, cfg.dataset.manifest_path)
+    try:
+        manifest = load_manifest(manifest_dir)
+    except ManifestError as exc:
+        raise ConfigError([f"benchstack:dataset.manifest_path: {exc}"]) from None
+    check_rerun_tasks(cfg.harbor.reruns, manifest.tasks, manifest_dir)
+    # The Harbor host's plane (router, images, bundle, bridge, job) lives in its workspace.
+    workspace = cfg.workspace_of(cfg.harbor_host)
+    # Every step on a host runs code copied there first (components/host_code.py).
+    hosts = {
+        h.name: HostCode(
+            f"{h.name}-code",
+            HostCodeArgs(host=host_of(h, cfg.ssh, secrets.ssh_private_key),
+                         workspace=cfg.workspace_of(h)),
+        ).host
+        for h in cfg.hosts
+    }
+    harbor_cfg = cfg.harbor_host
+    harbor_host = hosts[harbor_cfg.name]
+
+    # Only where the stack runs containers (config_checks requires the docker section there).
+    daemons = {
+        h.name: DockerDaemonConfig(
+            f"{h.name}-docker-daemon",
+            DockerDaemonConfigArgs(host=hosts[h.name], docker=cfg.docker),
+        )
+        for h in cfg.docker_hosts
+        if cfg.docker is not None
+    }
+
+    # --- serving plane (the GPU hosts; the local host with CPU stand-ins in the rehearsal) ----
+    workers: list[SGLangWorker] = []
+    router: Router | None = None
+    if cfg.serving and cfg.model and cfg.router:
+        model_path = local_path(cfg, cfg.model.path)
+        for h in cfg.gpu_hosts:
+            workers.append(
+                SGLangWorker(
+                    f"{h.name}-sglang",
+                    SGLangWorkerArgs(
+                        host=hosts[h.name],
+                        serving=cfg.serving,
+                        model=cfg.model,
+                        bind_host=h.reach_address,
+                        port=cfg.worker_port(h),
+                        container_name=f"benchstack-sglang-{h.name}",
+                        model_path=model_path,
+                        workspace=cfg.workspace_of(h),
+                        s3_access_key_id=secrets.s3_access_key_id,
+                        s3_secret_access_key=secrets.s3_secret_access_key,
+                    ),
+                    opts=pulumi.ResourceOptions(depends_on=[daemons[h.name]]),
+                )
+            )
+        router = Router(
+            "router",
+            RouterArgs(
+                host=harbor_host,
+                router=cfg.router,
+                serving=cfg.serving,
+                model=cfg.model,
+                worker_urls=[w.args.url for w in workers],
+                container_name="benchstack-sglang-router",
+                workspace=workspace,
+                model_path=model_path,
+            ),
+            # The router is only useful once every worker reports the config we asked for.
+            opts=pulumi.ResourceOptions(
+                depends_on=[*workers, *[d for n, d in daemons.items() if n == harbor_cfg.name]]),
+        )
+
+    # --- the Harbor host's plane: where the trials run ------------------------------------
+    k8s = cfg.harbor.kubernetes
+    if k8s is None:
+        trials = containers_on_the_host(cfg, manifest, harbor_host, daemons[harbor_cfg.name],
+                                        workspace, secrets)
+    else:
+        trials = pods_on_the_cluster(cfg, manifest, secrets)
 
     dataset = cfg.dataset
     job = HarborJob(
@@ -188,12 +252,13 @@ def main() -> None:
             model_name=f"openai/{cfg.model.name}" if cfg.model and cfg.needs_model else None,
             # From the config, not the router's readiness output: see RouterArgs.worker_urls.
             api_base=f"{router.url}/v1" if router else None,
-            tools_dir=tools.tools_dir,
-            proxy_url=proxy.proxy_url if proxy else None,
+            tools_dir=trials.tools_dir,
+            proxy_url=trials.proxy_url,
             api_key=secrets.api_key,
+            cluster=trials.cluster,
         ),
         opts=pulumi.ResourceOptions(
-            depends_on=[d for d in (router, images, tools, proxy) if d is not None]
+            depends_on=[d for d in (router, *trials.resources) if d is not None]
         ),
     )
 
@@ -212,7 +277,7 @@ def main() -> None:
             job=job,
             dataset=dataset,
             task_count=len(manifest.tasks),
-            image_digests=images.image_digests,
+            image_digests=trials.image_digests,
             model=cfg.model,
             workers=workers,
             router=router,
@@ -230,10 +295,12 @@ def main() -> None:
     pulumi.export(keys.JOB_LOG, job.job_log)
     pulumi.export(keys.JOB_PID_FILE, job.pid_file)
     pulumi.export(keys.DATASET_PATH, job.dataset_path)
-    pulumi.export(keys.TOOLS_DIR, tools.tools_dir)
-    pulumi.export(keys.PROXY_URL, proxy.proxy_url if proxy else None)
-    pulumi.export(keys.IMAGES_READY, images.images_ready)
-    pulumi.export(keys.IMAGE_DIGESTS, images.image_digests)
+    pulumi.export(keys.TOOLS_DIR, trials.tools_dir)
+    pulumi.export(keys.PROXY_URL, trials.proxy_url)
+    pulumi.export(keys.IMAGES_READY, trials.images_ready)
+    pulumi.export(keys.IMAGE_DIGESTS, trials.image_digests)
+    pulumi.export(keys.TRIALS_ENVIRONMENT, cfg.harbor.environment.kind)
+    pulumi.export(keys.K8S_NAMESPACE, job.k8s_namespace)
     pulumi.export(keys.REFERENCE_SCORE, cfg.harbor.reference_score)
     pulumi.export(keys.RERUN_JOB_DIRS, rerun.job_dirs if rerun else [])
     pulumi.export(keys.RERUN_WAITING, rerun.waiting if rerun else "")

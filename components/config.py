@@ -222,8 +222,8 @@ def _missing_secrets(cfg: StackConfig, secrets: StackSecrets) -> list[str]:
         needed.append(("kubernetesRegistryPassword",
                        f"{ns}:harbor.environment.kubernetes.registry_username is set"))
     return [
-        f"{ns}:{key}: {why}: set it with `pulumi config set --secret {ns}:{key}`"
-        + (" < FILE" if key == "kubeconfig" else "")
+        f"{ns}:{key}: {why}: set it with `pulumi config set --secret {ns}:{key}"
+        + (" < FILE`" if key == "kubeconfig" else "`")
         for key, why in needed
     ]
 

@@ -34,6 +34,8 @@ TOOLS_MOUNT = "/opt/harbor-tools"
 # Debian's /etc/profile resets PATH for the agent's `bash --login` pane, but keeps this dir.
 TOOLS_BIN_TARGET = "/usr/local/bin"
 NO_PROXY = "127.0.0.1,localhost"
+# ack's pods run privileged as root; merged element-wise into its pod (containers[0] is `main`).
+UNPRIVILEGED_POD = {"spec": {"containers": [{"securityContext": {"privileged": False}}]}}
 # Harbor's own default, which `--print-config` leaves out when it is unchanged.
 HARBOR_DEFAULT_CONCURRENCY = 4
 # The harbor section's timeout multipliers, written only when set (unset: Harbor's default).
@@ -90,6 +92,8 @@ def job_config(
     api_base: str | None,
     jobs_dir: str,
     dataset_path: str,
+    kubeconfig_path: str | None = None,
+    pull_secret: str | None = None,
 ) -> dict[str, Any]:
     """The JobConfig dict (job_name and the compose override are given on the command line)."""
     config: dict[str, Any] = {"jobs_dir": jobs_dir, "n_attempts": harbor.n_attempts}
@@ -98,7 +102,7 @@ def job_config(
         value = getattr(harbor, key)
         if value is not None:
             config[key] = value
-    config["environment"] = {"type": "docker", "delete": True}
+    config["environment"] = environment_entry(harbor, kubeconfig_path, pull_secret)
     config["agents"] = [_agent(harbor.agent, model_name, api_base)]
     entry: dict[str, Any] = {"path": dataset_path}
     if dataset.include:
@@ -107,6 +111,25 @@ def job_config(
         entry["exclude_task_names"] = list(dataset.exclude)
     config["datasets"] = [entry]
     return config
+
+
+def environment_entry(
+    harbor: HarborConfig, kubeconfig_path: str | None = None, pull_secret: str | None = None
+) -> dict[str, Any]:
+    """Where the trials run: containers on this host (`docker`) or pods in the stack's namespace
+    (Harbor's generic Kubernetes environment, `ack`), reached with the Harbor controller's own
+    kubeconfig (components/trial_namespace.py)."""
+    k8s = harbor.kubernetes
+    if k8s is None:
+        return {"type": "docker", "delete": True}
+    if not kubeconfig_path:
+        raise ValueError("kubeconfig_path is required for trials on kubernetes")
+    kwargs: dict[str, Any] = {"namespace": k8s.namespace, "kubeconfig": kubeconfig_path}
+    if pull_secret:
+        kwargs["image_pull_secret"] = pull_secret
+    if not k8s.privileged:
+        kwargs["pod_overrides"] = UNPRIVILEGED_POD
+    return {"type": "ack", "delete": True, "kwargs": kwargs}
 
 
 def render_job_config(harbor: HarborConfig, **kwargs: Any) -> str:
@@ -118,6 +141,10 @@ def compose_override(
 ) -> dict[str, Any]:
     """The `--extra-docker-compose` file: Harbor merges it over every trial's `main` service."""
     main: dict[str, Any] = {}
+    if harbor.kubernetes is not None:
+        # Pods: no compose project; the tools and the egress are the cluster's (checked before
+        # launch by components/hostside/k8s_access.py).
+        return {"services": {"main": main}}
     if tools_dir:
         tools = tools_dir.rstrip("/")
         main["volumes"] = [
@@ -176,7 +203,9 @@ def preflight_expectations(
     want(["n_attempts"], harbor.n_attempts, 1)
     for key in MULTIPLIERS:
         want([key], getattr(harbor, key))
-    want(["environment", "type"], "docker", "docker")
+    want(["environment", "type"], "ack" if harbor.kubernetes else "docker", "docker")
+    if harbor.kubernetes is not None:
+        want(["environment", "kwargs", "namespace"], harbor.kubernetes.namespace)
     want(["environment", "extra_docker_compose"], [compose_path], [])
     agent = harbor.agent
     entry = _agent(agent, model_name, api_base)

@@ -61,6 +61,7 @@ from components.harbor_config import (
 from components.host import Host, ScriptRun, content_hash, host_step, probe_host
 from components.hostside import jobdir
 from components.hostside.harbor import harbor_bin as installed_harbor_bin
+from components.trial_namespace import PULL_SECRET
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -80,6 +81,33 @@ class HarborJobArgs:
     tools_dir: pulumi.Input[str] | None = None
     proxy_url: pulumi.Input[str] | None = None
     api_key: pulumi.Input[str] = "EMPTY"
+    # Trials as pods (harbor.environment kubernetes): the namespace the stack made for them.
+    cluster: ClusterAccess | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterAccess:
+    """What the job needs of the TrialNamespace and the stack: where the pods go, who Harbor is
+    there, and what the pre-launch probe checks (the images the pods pull, by task)."""
+
+    namespace: pulumi.Input[str]
+    service_account: pulumi.Input[str]
+    # The stack's kubeconfig (a secret) as JSON with its file references inlined: the Harbor
+    # host asks the cluster for the controller's token with it.
+    kubeconfig: pulumi.Input[str]
+    images: dict[str, list[str]]
+    probe_image: str
+
+
+# How long the Harbor controller's token is valid: longer than any job (the seed's took 7 h;
+# five attempts at 25 concurrent trials take days); the launch of a resume renews it.
+CONTROLLER_TOKEN_S = 30 * 24 * 3600
+
+
+def controller_kubeconfig_path(workspace: str, namespace: str) -> str:
+    """Where the Harbor controller's kubeconfig is on the Harbor host (components/hostside/
+    k8s_access.py writes it)."""
+    return f"{workspace.rstrip('/')}/configs/{namespace}.kubeconfig.json"
 
 
 def check_args(args: HarborJobArgs) -> None:
@@ -94,6 +122,9 @@ def check_args(args: HarborJobArgs) -> None:
             "HarborJobArgs.dataset_path: a path dataset needs its absolute path on the Harbor "
             f"host (Harbor stores it verbatim), got {args.dataset_path!r}"
         )
+    if (args.cluster is None) != (args.harbor.kubernetes is None):
+        raise ValueError("HarborJobArgs.cluster is given exactly when "
+                         "harbor.environment.kind is kubernetes")
 
 
 def clone_dir(workspace: str, dataset: DatasetConfig) -> str | None:
@@ -143,6 +174,7 @@ def render_plan(
 
     The name: `job_name`, else harbor.job_name, else harbor.job_name_prefix and a digest."""
     config_dir = f"{workspace}/configs"
+    k8s = harbor.kubernetes
     config_yaml = render_job_config(
         harbor,
         dataset=dataset,
@@ -150,6 +182,8 @@ def render_plan(
         api_base=api_base,
         jobs_dir=jobdir.jobs_dir(workspace),
         dataset_path=tasks_dir,
+        kubeconfig_path=controller_kubeconfig_path(workspace, k8s.namespace) if k8s else None,
+        pull_secret=PULL_SECRET if k8s and k8s.registry_username else None,
     )
     compose_yaml = render_compose_override(harbor, tools_dir=tools_dir, proxy_url=proxy_url)
     name = (job_name or harbor.job_name
@@ -198,6 +232,7 @@ def declare_job_steps(
     preflight_opts: Callable[[pulumi.Resource], pulumi.ResourceOptions],
     launch_opts: Callable[[pulumi.Resource], pulumi.ResourceOptions],
     waiting: pulumi.Input[str] | None = None,
+    k8s_watch: dict[str, str] | None = None,
 ) -> JobSteps:
     """A Harbor job's configs -> preflight -> launch (stopped on delete), for the main job and
     for a rerun alike. `rendered` is None while the job `waiting` (see host_step)."""
@@ -260,6 +295,7 @@ def declare_job_steps(
             "start_timeout_s": harbor.start_timeout_s,
             "nofile": harbor.nofile,
             "resolved_sha256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
+            "k8s_watch": k8s_watch,
         },
         # The launch's delete is the stop.
         delete_inputs={
@@ -291,6 +327,65 @@ class HarborJob(pulumi.ComponentResource):
     dataset_path: pulumi.Output[str]
     harbor_bin: pulumi.Output[str]
     job_state: pulumi.Output[str]
+    # Trials as pods: the namespace and the watcher's inputs (None on the Docker host).
+    k8s_namespace: pulumi.Output[str | None]
+    k8s_watch: dict[str, str] | None
+
+    def _cluster_steps(self, name: str, args: HarborJobArgs, workspace: str,
+                       child: Callable[..., pulumi.ResourceOptions]) -> list[pulumi.Resource]:
+        """Trials as pods: the Harbor controller's kubeconfig (a token of the namespace's
+        ServiceAccount), then the pre-launch probe of the cluster with that identity: the
+        rights, the task images in the registry, a pod admitted, scheduled and run, the tools
+        and the egress the tasks need. Nothing on the Docker host."""
+        k8s, cluster = args.harbor.kubernetes, args.cluster
+        self.k8s_watch = None
+        self.k8s_namespace = pulumi.Output.from_input(None)
+        if k8s is None or cluster is None:
+            return []
+        kubeconfig_path = controller_kubeconfig_path(workspace, k8s.namespace)
+        access = host_step(
+            f"{name}-cluster-access",
+            host=args.host,
+            module="k8s_access",
+            inputs={
+                "kubeconfig": cluster.kubeconfig,
+                "namespace": cluster.namespace,
+                "service_account": cluster.service_account,
+                "out_path": kubeconfig_path,
+                "token_seconds": CONTROLLER_TOKEN_S,
+            },
+            delete_inputs={"out_path": kubeconfig_path},
+            secret_inputs=("kubeconfig",),
+            opts=child(),
+        )
+        agent = args.harbor.agent
+        # Terminus-2 drives tmux in the task container (and asciinema records it); on a
+        # cluster no bundle is mounted: the image must have them.
+        tools = (["tmux"] + (["asciinema"] if agent.record_terminal_session else [])
+                 if agent.needs_model else [])
+        probe = host_step(
+            f"{name}-cluster-preflight",
+            host=args.host,
+            module="k8s_preflight",
+            inputs={
+                # Known from the config, tied to the step that writes it.
+                "kubeconfig": pulumi.Output.all(access.command.id, kubeconfig_path).apply(
+                    lambda v: v[1]),
+                "namespace": cluster.namespace,
+                "registry": k8s.registry,
+                "images": cluster.images,
+                "probe_image": cluster.probe_image,
+                "need_tools": tools,
+                "egress_url": k8s.egress_url,
+                "timeout_s": k8s.preflight_timeout_s,
+            },
+            triggers=[content_hash(json.dumps(cluster.images, sort_keys=True))],
+            opts=child(access.command),
+        )
+        self.k8s_watch = {"kubeconfig": kubeconfig_path, "namespace": k8s.namespace}
+        self.k8s_namespace = pulumi.Output.all(probe.command.id, cluster.namespace).apply(
+            lambda v: v[1])
+        return [access.command, probe.command]
 
     def __init__(
         self, name: str, args: HarborJobArgs, opts: pulumi.ResourceOptions | None = None
@@ -321,6 +416,7 @@ class HarborJob(pulumi.ComponentResource):
                 "wheel_sha256": harbor.wheel_sha256,
                 "python": harbor.python,
                 "wheel": harbor.wheel_path,
+                "extras": [harbor.kubernetes.client] if harbor.kubernetes else [],
             },
             delete_inputs={"workspace": workspace, "version": harbor.version},
             opts=child(),
@@ -343,6 +439,8 @@ class HarborJob(pulumi.ComponentResource):
             delete_inputs={"clone_dir": clone},
             opts=child(),
         )
+
+        cluster_steps = self._cluster_steps(name, args, workspace, child)
 
         rendered = pulumi.Output.all(args.api_base, args.tools_dir, args.proxy_url).apply(
             lambda v: render_plan(
@@ -379,8 +477,10 @@ class HarborJob(pulumi.ComponentResource):
             token=status.apply(lambda s: str(s.get("token") or "start")),
             configs_opts=child(dataset_run.command),
             # A new install or dataset must be checked again, even with the same config text.
-            preflight_opts=lambda configs: child(configs, install.command, dataset_run.command),
+            preflight_opts=lambda configs: child(configs, install.command, dataset_run.command,
+                                                 *cluster_steps),
             launch_opts=child,
+            k8s_watch=self.k8s_watch,
         )
         launch = steps.launch
 
@@ -414,6 +514,7 @@ class HarborJob(pulumi.ComponentResource):
         self.job_state = status.apply(lambda s: str(s.get("state") or "unknown"))
         self.register_outputs(
             {
+                "k8s_namespace": self.k8s_namespace,
                 "job_name": self.job_name,
                 "jobs_dir": self.jobs_dir,
                 "job_dir": self.job_dir,

@@ -209,6 +209,7 @@ class HarborRerun(pulumi.ComponentResource):
                 lambda v: "waiting" if v[0] else str(v[1].get("token") or "start")
             ),
             configs_opts=child(),
+            k8s_watch=job.k8s_watch,
             preflight_opts=child,
             launch_opts=child,
             waiting=waiting,

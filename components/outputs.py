@@ -26,6 +26,11 @@ RERUN_WAITING = "rerun_waiting"
 # repeat the run. Its top-level key "schema" is "benchstack.provenance/1".
 PROVENANCE_PATH = "provenance_path"
 PROVENANCE_SCHEMA = "benchstack.provenance/1"
+# Where the trials ran: "docker" (containers on the Harbor host) or "kubernetes" (pods); for
+# pods, the namespace. The cluster's events and pod states are then in the job dir, in the files
+# the audit reads (k8s-events.jsonl, k8s-pods.jsonl).
+TRIALS_ENVIRONMENT = "trials_environment"
+K8S_NAMESPACE = "k8s_namespace"
 
 ALL = (
     ROUTER_URL,
@@ -45,4 +50,6 @@ ALL = (
     RERUN_JOB_DIRS,
     RERUN_WAITING,
     PROVENANCE_PATH,
+    TRIALS_ENVIRONMENT,
+    K8S_NAMESPACE,
 )

@@ -48,6 +48,9 @@ class Inputs:
     python: str
     # A wheel already on the host (harbor.wheel_path); None: `pip download` it.
     wheel: str | None
+    # Packages Harbor imports only for some environments (the `kubernetes` client of its ack
+    # environment), installed beside it; part of the stamp, so a changed pin installs again.
+    extras: list[str]
 
 
 @dataclass(frozen=True)
@@ -116,7 +119,8 @@ def create() -> None:
     except OSError:
         stamped = ""
     harbor = venv / "bin" / "harbor"
-    if stamped == want and harbor.is_file() and os.access(harbor, os.X_OK):
+    stamp_text = "\n".join([want, *inputs.extras])
+    if stamped == stamp_text and harbor.is_file() and os.access(harbor, os.X_OK):
         log(NAME, f"Harbor {version} already installed in {venv}")
         emit(outputs)
         return
@@ -143,8 +147,8 @@ def create() -> None:
     # partial venv is removed, so the host is left as it was found.
     shutil.rmtree(venv, ignore_errors=True)
     try:
-        install(inputs.python, venv, wheel, freeze)
-        stamp.write_text(want + "\n")
+        install(inputs.python, venv, wheel, freeze, inputs.extras)
+        stamp.write_text(stamp_text + "\n")
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
         raise
@@ -152,15 +156,15 @@ def create() -> None:
     emit(outputs)
 
 
-def install(python: str, venv: Path, wheel: Path, freeze: Path) -> None:
+def install(python: str, venv: Path, wheel: Path, freeze: Path, extras: list[str]) -> None:
     if _run([python, "-m", "venv", str(venv)], stdout=2).returncode != 0:
         raise HostError(f"could not create a venv with {python}: install its venv module")
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
-    done = _run([*pip, "install", "-q", "--disable-pip-version-check", str(wheel)],
+    done = _run([*pip, "install", "-q", "--disable-pip-version-check", str(wheel), *extras],
                 timeout=INSTALL_TIMEOUT_S, stdout=2)
     if done.returncode != 0:
-        raise HostError(f"pip install of {wheel} failed (see above): check the host's pip index "
-                        "settings")
+        raise HostError(f"pip install of {' '.join([wheel.name, *extras])} failed (see above): "
+                        "check the host's pip index settings")
     harbor = venv / "bin" / "harbor"
     if _run([str(harbor), "--version"], capture_output=True, timeout=300).returncode != 0:
         raise HostError(f"the installed harbor does not run from {harbor}")

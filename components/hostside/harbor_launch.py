@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import jobdir
+from . import jobdir, k8s_watch
 from .harbor import harbor_env
 from .step import HostError, emit, log, read
 
@@ -61,6 +61,9 @@ class Inputs:
     nofile: int
     # The preflight's result: only ties this run to it.
     resolved_sha256: str
+    # Trials as pods: {"kubeconfig": path, "namespace": ns}; the cluster's events and pod
+    # states are then written beside the job for the audit (k8s_watch.py). None on Docker.
+    k8s_watch: dict | None
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,18 @@ def raise_nofile(nofile: int) -> None:
                         "raise the hard limit for this user or set harbor.nofile") from None
 
 
+def watch_cluster(inputs: Inputs, job_dir: Path, pid: int) -> None:
+    """The cluster's own account of the trials (events, pod states), kept while Harbor runs."""
+    if not inputs.k8s_watch:
+        return
+    watcher = k8s_watch.start(
+        inputs.k8s_watch["kubeconfig"], inputs.k8s_watch["namespace"], str(job_dir), pid,
+        jobdir.job_log(inputs.log_dir, inputs.job_name) + ".k8s-watch.log",
+    )
+    log(NAME, f"watching namespace {inputs.k8s_watch['namespace']} (PID {watcher}): events "
+        f"and pod states go to {job_dir}")
+
+
 def create() -> None:
     inputs = read(Inputs)
     for key in ("harbor_bin", "job_config", "compose_path", "job_name", "jobs_dir", "log_dir"):
@@ -133,6 +148,7 @@ def create() -> None:
     pid = jobdir.harbor_pid(Path(logs), name)
     if pid is not None:
         log(NAME, f"Harbor is already running job {name} (PID {pid})")
+        watch_cluster(inputs, job_dir, pid)
         token_file.write_text(inputs.launch_token + "\n")
         done(pid, "running")
         return
@@ -171,6 +187,7 @@ def create() -> None:
         )
     pid_file.write_text(f"{harbor.pid}\n")
     token_file.write_text(inputs.launch_token + "\n")
+    watch_cluster(inputs, job_dir, harbor.pid)
 
     deadline = time.monotonic() + inputs.start_timeout_s
     while not jobdir.started_since(job_dir, launched_at):

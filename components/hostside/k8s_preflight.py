@@ -216,12 +216,26 @@ def access_check(client: Client, namespace: str, user: str) -> None:
 # --- 4: the images in the registry --------------------------------------------------------------
 
 
+# The names Docker Hub images go by when they name their registry.
+DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
+
+
 def split_image(image: str, registry: str) -> tuple[str, str] | None:
-    """(repository, tag or digest) of an image under `registry`, None when it is elsewhere."""
+    """(repository, tag or digest) of an image as the pods' nodes pull it from `registry`: an
+    image named under it, or a Docker Hub image (`benchstack/minbase:bookworm`, Terminal-Bench's
+    images) that the nodes pull through it as their mirror (`library/` for official images, as
+    Hub itself). None for an image of another registry, which this one cannot serve."""
     prefix = registry.strip("/") + "/"
-    if not image.startswith(prefix):
-        return None
-    rest = image[len(prefix):]
+    if image.startswith(prefix):
+        rest = image[len(prefix):]
+    else:
+        first, slash, remainder = image.partition("/")
+        named_host = bool(slash) and ("." in first or ":" in first or first == "localhost")
+        if named_host and first not in DOCKER_HUB:
+            return None
+        rest = remainder if named_host else image
+        if "/" not in rest.partition("@")[0]:
+            rest = f"library/{rest}"
     name, at, digest = rest.partition("@")
     if at:
         return name, digest
@@ -341,9 +355,9 @@ def images_check(images: Mapping[str, list[str]], probe_image: str, registry: st
     if elsewhere:
         image = elsewhere[0]
         more = f" (and {len(elsewhere) - 1} more images)" if len(elsewhere) > 1 else ""
-        raise HostError(f"image {image} ({who(image)}) is not under registry {registry}, the one "
-                        f"the pods pull from{more}: push it to {registry} and name it "
-                        f"{registry}/..., or fix registry")
+        raise HostError(f"image {image} ({who(image)}) is neither under registry {registry}, "
+                        f"the one the pods pull from, nor a Docker Hub image it mirrors{more}: "
+                        f"push it to {registry} and name it {registry}/..., or fix registry")
     reg = Registry(registry.strip("/"), timeout)
     scheme = reg.connect()
     log(NAME, f"registry {registry} answers over {scheme}; checking {len(wanted)} images")

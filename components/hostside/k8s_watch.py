@@ -53,12 +53,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from . import jobdir
 from .k8s_kubeconfig import ApiError, Client, load
 from .step import HostError, child_env
 
-EVENTS_FILE = "k8s-events.jsonl"
-PODS_FILE = "k8s-pods.jsonl"
-PID_SUFFIX = ".k8s-watch.pid"
+EVENTS_FILE = jobdir.K8S_EVENTS
+PODS_FILE = jobdir.K8S_PODS
 MODULE = "hostside.k8s_watch"
 # How long one watch request lasts before the server ends it (and it is made again).
 WATCH_S = 240
@@ -71,7 +71,7 @@ LIST_PAGE = 500
 
 def pid_file(job_dir: str) -> str:
     """Beside the job dir (never in it: Harbor owns it)."""
-    return os.path.abspath(job_dir).rstrip("/") + PID_SUFFIX
+    return jobdir.k8s_watch_pid(os.path.abspath(job_dir))
 
 
 def say(message: str) -> None:

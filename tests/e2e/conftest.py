@@ -74,9 +74,11 @@ class LocalStack:
     engine: Engine
     project: Path
     workspace: Path
+    stack: str = STACK
 
     def cli(self, *args: str, timeout: float = 900, env: dict[str, str] | None = None) -> Cli:
-        return pulumi(self.engine, self.project, *args, "--stack", STACK, timeout=timeout, env=env)
+        return pulumi(self.engine, self.project, *args, "--stack", self.stack, timeout=timeout,
+                      env=env)
 
     def config(self, *args: str) -> None:
         ok(self.cli("config", "set", *args))

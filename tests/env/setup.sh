@@ -6,6 +6,9 @@
 #                            `pulumi` is on PATH), a Docker engine with Compose, the registry
 #                            mirror holding the demo tasks' image and the stand-in SGLang
 #                            serving image (tests/env/serving_image.sh), the HTTP proxy on loopback
+#   setup.sh --stack local-k8s  the local-k8s stack: the engine, the registry holding the demo
+#                            tasks' image, Harbor's Python, and the one-node test cluster
+#                            (tests/env/k8s: built once, started on loopback)
 #   setup.sh --stack NAME    a GPU stack (`make up STACK=a100`): only the engine; no test peer
 #
 # Idempotent: a second run only checks that each peer answers (a few seconds).
@@ -15,7 +18,7 @@ set -euo pipefail
 MODE="test"
 if [[ "${1:-}" == --stack ]]; then
   [[ -n "${2:-}" ]] || { echo "setup: --stack needs a stack name" >&2; exit 2; }
-  MODE=$([[ "$2" == local ]] && echo local || echo gpu)
+  case "$2" in local | local-k8s) MODE=$2 ;; *) MODE=gpu ;; esac
 elif [[ -n "${1:-}" ]]; then
   echo "setup: usage: setup.sh [--stack NAME]" >&2
   exit 2
@@ -57,6 +60,9 @@ case "$MODE" in
     openssl gcc libc6-dev) ;;
   local) packages=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2
     curl procps psmisc python3-venv) ;;
+  local-k8s) packages=(docker.io debootstrap docker-registry skopeo jq iproute2 curl procps
+    psmisc python3-venv etcd-server containerd runc containernetworking-plugins iptables
+    conntrack openssl gcc libc6-dev) ;;
   gpu) packages=(jq openssh-client) ;;
 esac
 missing=()
@@ -158,6 +164,15 @@ fi
 if ! skopeo inspect --tls-verify=false "docker://$REGISTRY_ADDR/$CANARY_IMAGE" >/dev/null 2>&1; then
   docker tag "$CANARY_IMAGE" "$REGISTRY_ADDR/$CANARY_IMAGE"
   docker push -q "$REGISTRY_ADDR/$CANARY_IMAGE" >/dev/null
+fi
+
+if [[ "$MODE" == local-k8s ]]; then
+  BENCHSTACK_K8S_DIR=$K8S_DIR bash "$ROOT/tests/env/k8s/build.sh" >/dev/null \
+    || die "the Kubernetes binaries did not build (see the line above)"
+  BENCHSTACK_K8S_DIR=$K8S_DIR bash "$ROOT/tests/env/k8s/cluster.sh" start >/dev/null \
+    || die "the test cluster did not start (see the line above)"
+  log "ready for the local-k8s stack: registry $REGISTRY_ADDR, cluster $K8S_DIR/admin.kubeconfig"
+  exit 0
 fi
 
 # --- The stand-in SGLang serving image in the registry (the local stack's CPU "model") ------

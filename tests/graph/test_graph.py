@@ -21,7 +21,21 @@ from tests.conftest import ROOT, SCRIPTS
 from tests.graph.program import ProgramRun, run_program
 
 STACKS = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))
-SECRETS = {"apiKey": "sk-benchstack-test-SECRET", "sshPrivateKey": "-----KEY-SECRET-----"}
+# The GPU stacks: every host reached over ssh (the local rehearsals run on this machine).
+REMOTE_STACKS = [s for s in STACKS if not s.startswith("local")]
+K8S_STACKS = [s for s in STACKS
+              if load_stack_file(ROOT / f"Pulumi.{s}.yaml").harbor.kubernetes is not None]
+SECRETS = {
+    "apiKey": "sk-benchstack-test-SECRET",
+    "sshPrivateKey": "-----KEY-SECRET-----",
+    # Read only by stacks whose trials are pods (harbor.environment kubernetes).
+    "kubeconfig": json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "c",
+        "clusters": [{"name": "k", "cluster": {"server": "https://127.0.0.1:16443"}}],
+        "users": [{"name": "u", "user": {"token": "k8s-token-SECRET"}}],
+        "contexts": [{"name": "c", "context": {"cluster": "k", "user": "u"}}],
+    }),
+}
 
 COMPONENT = "benchstack:components:"
 
@@ -39,13 +53,15 @@ def components(run: ProgramRun, kind: str):
 def test_component_counts(stack):
     cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     run = program(stack)
+    on_host = cfg.harbor.kubernetes is None
     expected = {
-        "DockerDaemonConfig": len(cfg.hosts),
+        "DockerDaemonConfig": len(cfg.docker_hosts),
         "SGLangWorker": len(cfg.gpu_hosts),
         "Router": 1 if cfg.gpu_hosts else 0,
-        "ImageSet": 1,
-        "ToolBundle": 1,
+        "ImageSet": 1 if on_host else 0,
+        "ToolBundle": 1 if on_host else 0,
         "ProxyBridge": 1 if cfg.proxy else 0,
+        "TrialNamespace": 0 if on_host else 1,
         "HarborJob": 1,
     }
     got = {kind: len(components(run, kind)) for kind in expected}
@@ -69,7 +85,9 @@ def test_dependency_edges(stack):
     cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     run = program(stack)
     daemons = {d.name: d.resource for d in components(run, "DockerDaemonConfig")}
-    harbor_daemon = daemons[f"{cfg.harbor_host.name}-docker-daemon"]
+    harbor_daemon = daemons.get(f"{cfg.harbor_host.name}-docker-daemon")
+    # The Harbor host's daemon is the stack's exactly when the trials are containers there.
+    assert (harbor_daemon is None) == (cfg.harbor.kubernetes is not None)
 
     workers = components(run, "SGLangWorker")
     for worker in workers:
@@ -77,7 +95,8 @@ def test_dependency_edges(stack):
         assert daemons[f"{host}-docker-daemon"] in worker.depends_on, worker.name
 
     job = components(run, "HarborJob")[0]
-    needed = [c.resource for kind in ("ImageSet", "ToolBundle", "ProxyBridge", "Router")
+    needed = [c.resource for kind in ("ImageSet", "ToolBundle", "ProxyBridge", "Router",
+                                      "TrialNamespace")
               for c in components(run, kind)]
     for resource in needed:
         assert resource in job.depends_on, type(resource).__name__
@@ -86,8 +105,8 @@ def test_dependency_edges(stack):
         for worker in workers:
             assert worker.resource in router.depends_on
 
-    images = components(run, "ImageSet")[0]
-    assert harbor_daemon in images.depends_on
+    for images in components(run, "ImageSet"):
+        assert harbor_daemon in images.depends_on
 
 
 @pytest.mark.parametrize("stack", STACKS)
@@ -99,7 +118,14 @@ def test_stack_outputs(stack):
         assert key in run.exports, key
     assert run.exports[keys.HARBOR_HOST] == cfg.harbor_host.name
     assert run.exports[keys.JOBS_DIR].startswith(cfg.workspace)
-    assert run.exports[keys.TOOLS_DIR].startswith(cfg.workspace)
+    assert run.exports[keys.TRIALS_ENVIRONMENT] == cfg.harbor.environment.kind
+    if cfg.harbor.kubernetes is None:
+        assert run.exports[keys.TOOLS_DIR].startswith(cfg.workspace)
+        assert run.exports[keys.K8S_NAMESPACE] is None
+    else:
+        # No bundle to mount into pods; the namespace is the stack's.
+        assert run.exports[keys.TOOLS_DIR] is None
+        assert run.exports[keys.K8S_NAMESPACE] == cfg.harbor.kubernetes.namespace
     if cfg.gpu_hosts:
         assert run.exports[keys.ROUTER_URL] == f"http://127.0.0.1:{cfg.router.port}"
         assert run.exports[keys.WORKER_URLS] == [
@@ -150,7 +176,7 @@ def test_local_serves_through_the_same_components_on_the_unix_socket():
     assert images == {"127.0.0.1:5000/benchstack/sglang-standin:0.3.2"}
 
 
-@pytest.mark.parametrize("stack", [s for s in STACKS if s != "local"])
+@pytest.mark.parametrize("stack", REMOTE_STACKS)
 def test_gpu_stacks_name_a_docker_provider_per_host(stack):
     run = program(stack)
     providers = run.of_type("pulumi:providers:docker")
@@ -169,7 +195,7 @@ def test_gpu_stacks_name_a_docker_provider_per_host(stack):
         assert "| ssh " in (create["value"] if isinstance(create, dict) else create), reg.name
 
 
-@pytest.mark.parametrize("stack", [s for s in STACKS if s != "local"])
+@pytest.mark.parametrize("stack", REMOTE_STACKS)
 def test_gpu_stacks_prove_the_proxy_from_a_task_image(stack):
     cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     run = program(stack)
@@ -216,7 +242,7 @@ def test_host_plane_steps_take_their_inputs_from_the_config(stack):
     config's values, and each delete gets what it needs (the daemon config: the same inputs)."""
     cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
     run = program(stack)
-    for host in cfg.hosts:
+    for host in cfg.docker_hosts:
         step = run.named(f"{host.name}-docker-daemon-apply").inputs
         assert step_inputs(step["create"]) == {
             "daemon_json": cfg.docker.daemon_json,
@@ -227,6 +253,8 @@ def test_host_plane_steps_take_their_inputs_from_the_config(stack):
         }
         assert step_inputs(step["delete"]) == step_inputs(step["create"])
         assert "hostside daemon_config delete" in str(step["delete"])
+    if cfg.harbor.kubernetes is not None:
+        return  # no bundle, no bridge: test_kubernetes_stack_declares_the_namespace
     tools = run.named("tools-build").inputs
     built = step_inputs(tools["create"])
     assert built["asciinema_sha256"] == cfg.tools.asciinema_sha256
@@ -241,3 +269,49 @@ def test_host_plane_steps_take_their_inputs_from_the_config(stack):
             cfg.proxy.upstream, cfg.proxy.bridge_port, cfg.proxy.bind_address)
         assert step_inputs(socat["delete"]) == {"name": bridge["name"],
                                                 "state_dir": bridge["state_dir"]}
+
+
+@pytest.mark.parametrize("stack", K8S_STACKS)
+def test_kubernetes_stack_declares_the_namespace(stack):
+    """Trials as pods: the namespace, its quota and the controller's rights on the cluster
+    through an explicit provider holding the stack's kubeconfig; Harbor runs `ack` there with
+    a kubeconfig of its own (the cluster-access step), after the cluster preflight with the
+    task images; nothing of the Docker host's plane; the kubeconfig never in plain text."""
+    cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    k8s = cfg.harbor.kubernetes
+    run = program(stack)
+    (namespace,) = run.of_type("kubernetes:core/v1:Namespace")
+    assert namespace.inputs["metadata"]["name"] == k8s.namespace
+    assert namespace.provider and "trials-cluster" in namespace.provider
+    (quota,) = run.of_type("kubernetes:core/v1:ResourceQuota")
+    hard = quota.inputs["spec"]["hard"]
+    assert hard["requests.cpu"] == k8s.quota.cpu and hard["requests.memory"] == k8s.quota.memory
+    (role,) = run.of_type("kubernetes:rbac.authorization.k8s.io/v1:Role")
+    verbs = {r["resources"][0]: set(r["verbs"]) for r in role.inputs["rules"]}
+    assert {"create", "delete", "watch"} <= verbs["pods"] and "create" in verbs["pods/exec"]
+    assert run.of_type("kubernetes:rbac.authorization.k8s.io/v1:RoleBinding")
+    for registration in run.registrations:
+        if registration.type.startswith("kubernetes:"):
+            assert registration.provider, f"{registration.name} uses a default provider"
+
+    access = step_inputs(run.named("job-cluster-access").inputs["create"])
+    assert access["namespace"] == k8s.namespace and "kubeconfig" not in access
+    preflight = step_inputs(run.named("job-cluster-preflight").inputs["create"])
+    manifest = load_manifest(ROOT / cfg.dataset.manifest_path)
+    assert preflight["images"] == manifest.as_dict()
+    assert preflight["registry"] == k8s.registry
+    assert preflight["kubeconfig"] == access["out_path"]
+    config = step_inputs(run.named("job-configs").inputs["create"])["job_config_yaml"]
+    assert "type: ack" in config and f"namespace: {k8s.namespace}" in config
+    assert f"kubeconfig: {access['out_path']}" in config
+    launch = step_inputs(run.named("job-launch").inputs["create"])
+    assert launch["k8s_watch"] == {"kubeconfig": access["out_path"],
+                                   "namespace": k8s.namespace}
+    install = step_inputs(run.named("job-install").inputs["create"])
+    assert install["extras"] == [k8s.client]
+
+    for registration in run.registrations:
+        plain = {k: v for k, v in registration.inputs.items() if k != "stdin"}
+        if registration.type == "pulumi:providers:kubernetes":
+            continue  # its kubeconfig input is the secret itself
+        assert "k8s-token-SECRET" not in str(plain), registration.name

@@ -103,7 +103,7 @@ def installed_harbor(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def install_harbor(workspace: Path, **changes) -> ScriptResult:
     """The install step with the pinned wheel (`changes` replace inputs)."""
     inputs = {"workspace": str(workspace), "version": "0.21.0", "wheel_sha256": WHEEL_SHA256,
-              "python": HARBOR_PYTHON, "wheel": str(WHEEL), **changes}
+              "python": HARBOR_PYTHON, "wheel": str(WHEEL), "extras": [], **changes}
     return seam_step("harbor_install", "create", inputs, timeout=900)
 
 
@@ -191,7 +191,7 @@ class Job:
         return seam_step("harbor_launch", "create", {
             **self.same_run(), "log_dir": str(self.log_dir), "openai_api_key": API_KEY,
             "launch_token": token, "start_timeout_s": 180, "nofile": NOFILE,
-            "resolved_sha256": "", **changes,
+            "resolved_sha256": "", "k8s_watch": None, **changes,
         }, secret_inputs=("openai_api_key",))
 
     def status(self) -> dict:

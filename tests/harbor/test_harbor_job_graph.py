@@ -168,7 +168,7 @@ def test_values_the_config_owns_reach_the_steps() -> None:
     install = step_inputs(rec.resources["job-install"]["create"])
     assert install == {"workspace": "/ws", "version": "0.21.0",
                        "wheel_sha256": KNOWN_HARBOR_WHEELS["0.21.0"],
-                       "python": "/usr/bin/python3.13", "wheel": None}
+                       "python": "/usr/bin/python3.13", "wheel": None, "extras": []}
     default = declare(RUNNING)
     stop = step_inputs(plain(default.resources["job-launch"]["delete"]))
     assert stop["stop_timeout_s"] == HarborConfig.model_fields["stop_timeout_s"].default == 600

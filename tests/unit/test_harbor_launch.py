@@ -70,7 +70,8 @@ class Job:
             "harbor_bin": str(self.harbor), "job_config": self.config,
             "compose_path": self.compose, "job_name": self.name, "jobs_dir": self.jobs,
             "log_dir": self.logs, "openai_api_key": KEY, "launch_token": token,
-            "start_timeout_s": 30, "nofile": 4096, "resolved_sha256": "", **changes,
+            "start_timeout_s": 30, "nofile": 4096, "resolved_sha256": "", "k8s_watch": None,
+            **changes,
         }, secret_inputs=("openai_api_key",), timeout=60)
 
     def stop(self) -> ScriptResult:

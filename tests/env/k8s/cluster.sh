@@ -181,7 +181,8 @@ YAML
 
 # --- configs ------------------------------------------------------------------------------------
 write_configs() {
-  mkdir -p "$STATE/containerd/certs.d/$REGISTRY" "$STATE/cni/net.d" "$STATE/kubelet"
+  mkdir -p "$STATE/containerd/certs.d/$REGISTRY" "$STATE/containerd/certs.d/docker.io" \
+    "$STATE/cni/net.d" "$STATE/kubelet"
   # containerd 1.6 (Debian): its own root, state, sockets, runc root; restrict_oom_score_adj
   # because root here lacks CAP_SYS_RESOURCE (runc fails with "can't get final child's PID");
   # the registry by hosts.toml (config_path). The opt plugin (it makes /opt/containerd) and
@@ -225,6 +226,14 @@ disabled_plugins = ["io.containerd.internal.v1.opt", "io.containerd.snapshotter.
 TOML
   cat >"$STATE/containerd/certs.d/$REGISTRY/hosts.toml" <<TOML
 server = "http://$REGISTRY"
+
+[host."http://$REGISTRY"]
+  capabilities = ["pull", "resolve"]
+TOML
+  # The registry as the nodes' mirror of Docker Hub, as a cluster without internet is set up:
+  # a task's docker_image like benchstack/minbase:bookworm resolves there.
+  cat >"$STATE/containerd/certs.d/docker.io/hosts.toml" <<TOML
+server = "https://registry-1.docker.io"
 
 [host."http://$REGISTRY"]
   capabilities = ["pull", "resolve"]
