@@ -113,12 +113,13 @@ def hoststate(verb: str, file: Path) -> subprocess.CompletedProcess:
 def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if not CLUSTER_SH.is_file():
         pytest.fail(f"{CLUSTER_SH} missing")
-    if cluster_sh("status", timeout=60).returncode == 0:
-        stopped = cluster_sh("stop", timeout=300)
-        if stopped.returncode != 0:
-            pytest.fail(
-                f"cluster.sh stop (of an earlier session's cluster): {last_line(stopped.stderr)}"
-            )
+    # Whatever an earlier session left (a running cluster, or a dead one's bridge and sysctls
+    # with its record of the host) is undone first: stop is idempotent, and the baseline below
+    # must be the host before any cluster.
+    stopped = cluster_sh("stop", timeout=300)
+    if stopped.returncode != 0:
+        pytest.fail(f"cluster.sh stop (of an earlier session's cluster): "
+                    f"{last_line(stopped.stderr)}")
     before = tmp_path_factory.mktemp("k8s") / "host-before.json"
     snap = hoststate("snapshot", before)
     if snap.returncode != 0:

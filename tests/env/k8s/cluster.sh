@@ -306,6 +306,15 @@ start() {
   BIN=$(bash "$HERE/build.sh") || die "the Kubernetes build failed (see the line above)"
   PAUSE_IMAGE=$(jq -r .pause_image "$K8S_DIR/current/status.json")
   if status >/dev/null 2>&1; then status; return 0; fi
+  # An earlier cluster that died without its stop (killed, a machine reused) left its record of
+  # the host and what it changed (the bridge, the kubelet's sysctls): undo that first, so this
+  # start records the host as it was before any cluster, not as the dead one left it.
+  local name any_alive=false
+  for name in "${COMPONENTS[@]}"; do alive "$name" && any_alive=true; done
+  if [[ "$any_alive" == false && -f "$SNAPSHOT" ]]; then
+    log "an earlier cluster was not stopped: restoring the host it recorded first"
+    stop
+  fi
   local started=$SECONDS
   mkdir -p "$STATE" "$RUN" "$LOGS" "$PIDS"
   # The host as found, before anything of the cluster runs (kept until a stop restores it).
