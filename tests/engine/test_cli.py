@@ -58,16 +58,18 @@ def test_cli_is_built_and_not_older_than_the_sdk_pin(engine: Engine, project: Pa
 
 def test_the_providers_are_the_ones_the_sdk_pins_ask_for(engine: Engine, project: Path) -> None:
     """`pulumi plugin ls` holds exactly the command and Docker providers built from
-    ../shared/vendor, at the versions of the SDK pins: a pin bump without a provider build
-    fails here, not at a user's `pulumi up` (the SDK asks the engine for its own version)."""
+    ../shared/vendor and the Kubernetes provider built from its Go module, at the versions of
+    the SDK pins: a pin bump without a provider build fails here, not at a user's `pulumi up`
+    (the SDK asks the engine for its own version)."""
     plugins = json.loads(ok(pulumi(engine, project, "plugin", "ls", "--json")).stdout)
     installed = {(p["name"], p["version"]) for p in plugins if p["kind"] == "resource"}
     pins = sdk_pins()
-    assert installed == {("command", pins["pulumi-command"]), ("docker", pins["pulumi-docker"])}
-    assert installed == {("command", "1.2.1"), ("docker", "5.1.1")}
+    assert installed == {("command", pins["pulumi-command"]), ("docker", pins["pulumi-docker"]),
+                         ("kubernetes", pins["pulumi-kubernetes"])}
+    assert installed == {("command", "1.2.1"), ("docker", "5.1.1"), ("kubernetes", "4.25.0")}
     status = engine_status()
     assert {p["name"] for p in status["parts"]} == {
-        f"cli-{status['pulumi']}", "command-1.2.1", "docker-5.1.1"}
+        f"cli-{status['pulumi']}", "command-1.2.1", "docker-5.1.1", "kubernetes-4.25.0"}
 
 
 def test_fresh_clone_state_backend(engine: Engine, project: Path) -> None:
@@ -209,7 +211,7 @@ def test_fresh_clone_gets_its_python_environment(engine: Engine, tmp_path) -> No
     freeze = subprocess.run([str(python), "-m", "pip", "freeze"], capture_output=True,
                             text=True, check=True).stdout
     pins = sdk_pins()
-    for name in ("pulumi", "pulumi-command", "pulumi-docker"):
+    for name in ("pulumi", "pulumi-command", "pulumi-docker", "pulumi-kubernetes"):
         assert f"{name.replace('-', '_')}=={pins[name]}" in freeze.replace("-", "_"), name
 
 

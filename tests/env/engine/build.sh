@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Builds the whole Pulumi engine from sources with this machine's Go, once per set of inputs:
 # the CLI and the Python language host from Go modules (this wrapper module), the command and
-# Docker providers from the upstream trees in ../shared/vendor (see its README). The engine then
-# never downloads anything: the providers are installed into its own PULUMI_HOME with
+# Docker providers from the upstream trees in ../shared/vendor (see its README), the Kubernetes
+# provider from its own Go module (pinned in kubernetes/). The engine then never downloads
+# anything: the providers are installed into its own PULUMI_HOME with
 # `pulumi plugin install resource NAME VERSION --file`.
 #
 # Layout (ENGINE_DIR):
-#   parts/<part>-<version>-<hash of its inputs>/   one build each: cli, command, docker
+#   parts/<part>-<version>-<hash of its inputs>/   one build each: cli, command, docker, kubernetes
 #   engine-<hash of the parts>/bin/                pulumi, pulumi-language-python(-exec)
-#   engine-<hash of the parts>/home/               PULUMI_HOME with both providers installed
+#   engine-<hash of the parts>/home/               PULUMI_HOME with the three providers installed
 #   engine-<hash of the parts>/status.json         versions, per-part build seconds, cache hits
 #   current -> the newest engine-<hash>
 # A part is rebuilt only when its inputs change (a warm run only checks); prints the bin dir.
@@ -25,13 +26,14 @@ ENGINE_DIR=${BENCHSTACK_ENGINE_DIR:-/var/lib/benchstack-engine}
 VENDOR=${BENCHSTACK_VENDOR:-$ROOT/../shared/vendor}
 GO=${GO:-go}
 
-# The provider versions are those of the vendored trees; the SDK pins in pyproject.toml must
-# match them (tests/engine checks `pulumi plugin ls` against the pins).
+# The provider versions are those of the vendored trees and of kubernetes/module; the SDK pins
+# in pyproject.toml must match them (tests/engine checks `pulumi plugin ls` against the pins).
 COMMAND_VERSION=1.2.1
 DOCKER_VERSION=5.1.1
 LANGUAGE_HOST_SRC=$VENDOR/pulumi-language-python-3.259.0/sdk/python/cmd
 COMMAND_SRC=$VENDOR/pulumi-command-provider-$COMMAND_VERSION/provider
 DOCKER_SRC=$VENDOR/pulumi-docker-provider-$DOCKER_VERSION
+KUBERNETES_PIN=$HERE/kubernetes
 
 log() { printf '[engine] %s\n' "$*" >&2; }
 die() { printf 'engine: %s\n' "$*" >&2; exit 1; }
@@ -41,6 +43,16 @@ for src in "$LANGUAGE_HOST_SRC/pulumi-language-python/main.go" "$LANGUAGE_HOST_S
   "$COMMAND_SRC/go.mod" "$DOCKER_SRC/provider/go.mod" "$DOCKER_SRC/upstream"; do
   [[ -e "$src" ]] || die "missing engine source $src: set BENCHSTACK_VENDOR to the vendor folder (../shared/vendor)"
 done
+for src in module go.mod go.sum; do
+  [[ -f "$KUBERNETES_PIN/$src" ]] || die "missing $KUBERNETES_PIN/$src (the Kubernetes provider's pin)"
+done
+# pin KEY: the value of one `KEY VALUE` line of kubernetes/module.
+pin() { awk -v key="$1" '$1 == key { print $2; found = 1; exit } END { exit !found }' "$KUBERNETES_PIN/module" \
+  || die "no '$1' line in $KUBERNETES_PIN/module"; }
+KUBERNETES_VERSION=$(pin version)
+KUBERNETES_MODULE=$(pin path)
+KUBERNETES_MODULE_VERSION=$(pin module_version)
+KUBERNETES_MODULE_SUM=$(pin sum)
 version=$(awk '$1 == "require" { $0 = substr($0, 9) } $1 == "github.com/pulumi/pulumi/pkg/v3" { print $2; exit }' "$HERE/go.mod")
 [[ -n "$version" ]] || die "no pulumi/pkg/v3 require in $HERE/go.mod"
 go_version=$("$GO" env GOVERSION)
@@ -60,14 +72,20 @@ inputs_hash() {
 # part NAME KEY BUILDER: runs `BUILDER OUT_DIR` once per KEY; sets PART_DIR, appends to STATUS.
 STATUS=()
 part() {
-  local name=$1 key=$2 builder=$3 dir start seconds built=false
+  local name=$1 key=$2 builder=$3 dir start seconds status built=false
   dir="$ENGINE_DIR/parts/$name-$key"
   start=$SECONDS
   if [[ ! -f "$dir/.complete" ]]; then
     log "building $name (once per set of inputs; minutes on 2 cores; log: $ENGINE_DIR/build-$name.log)"
     rm -rf "$dir.tmp"
     mkdir -p "$dir.tmp"
-    "$builder" "$dir.tmp" >"$ENGINE_DIR/build-$name.log" 2>&1 \
+    # A subshell outside any `||`, so that errexit holds in the builder: its first failing
+    # command fails the part (in `builder || die` bash would ignore -e inside the function).
+    set +e
+    (set -e; "$builder" "$dir.tmp") >"$ENGINE_DIR/build-$name.log" 2>&1
+    status=$?
+    set -e
+    ((status == 0)) \
       || die "the $name build failed; see $ENGINE_DIR/build-$name.log (last line: $(tail -n1 "$ENGINE_DIR/build-$name.log"))"
     touch "$dir.tmp/.complete"
     rm -rf "$dir"
@@ -132,6 +150,36 @@ build_docker() {
   rm -rf "$src"
 }
 
+# The provider's own module at the pinned version, with kubernetes/go.mod and go.sum in place of
+# its go.mod (which replaces the Go SDK with a path outside the module) and go.sum.
+build_kubernetes() {
+  local out=$1 download dir sum
+  # Global, not local: the builder runs in a subshell of its own, whose EXIT trap removes the
+  # copy (about 60 MB) when a step fails too.
+  src=$(mktemp -d)
+  trap 'rm -rf "$src"' EXIT
+  echo "[kubernetes] go mod download $KUBERNETES_MODULE@$KUBERNETES_MODULE_VERSION"
+  # Run outside any module (kubernetes/go.mod names this very module).
+  download=$(cd "$src" && "$GO" mod download -json "$KUBERNETES_MODULE@$KUBERNETES_MODULE_VERSION") \
+    || { echo "go mod download $KUBERNETES_MODULE@$KUBERNETES_MODULE_VERSION failed: $(jq -r '.Error // "" | gsub("\\s+"; " ")' <<<"$download")"; return 1; }
+  dir=$(jq -r .Dir <<<"$download")
+  sum=$(jq -r .Sum <<<"$download")
+  [[ "$sum" == "$KUBERNETES_MODULE_SUM" ]] \
+    || { echo "$KUBERNETES_MODULE@$KUBERNETES_MODULE_VERSION has hash $sum, pinned $KUBERNETES_MODULE_SUM"; return 1; }
+  cp -r "$dir/." "$src/"
+  chmod -R u+w "$src"
+  cp "$KUBERNETES_PIN/go.mod" "$KUBERNETES_PIN/go.sum" "$src/"
+  # schema-embed.json and terraform-mapping-embed.json: the schema stamped with the version; the
+  # build fails without them.
+  echo "[kubernetes] generate (schema $KUBERNETES_VERSION)"
+  (cd "$src/cmd/pulumi-resource-kubernetes" && VERSION=$KUBERNETES_VERSION "$GO" run -mod=readonly generate.go)
+  echo "[kubernetes] build"
+  (cd "$src" && CGO_ENABLED=0 go_build -mod=readonly \
+    -ldflags "-s -w -X $KUBERNETES_MODULE/pkg/version.Version=$KUBERNETES_VERSION" \
+    -o "$out/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes)
+  echo "[kubernetes] built $(du -h "$out/pulumi-resource-kubernetes" | cut -f1)"
+}
+
 mkdir -p "$ENGINE_DIR/parts"
 total_start=$SECONDS
 part "cli-$version" "$(inputs_hash "$HERE/go.mod" "$HERE/go.sum" "$HERE/tools.go" "$LANGUAGE_HOST_SRC")" build_cli
@@ -140,14 +188,17 @@ part "command-$COMMAND_VERSION" "$(inputs_hash "$COMMAND_SRC")" build_command
 command_provider=$PART_DIR/pulumi-resource-command
 part "docker-$DOCKER_VERSION" "$(inputs_hash "$DOCKER_SRC")" build_docker
 docker_provider=$PART_DIR/pulumi-resource-docker
+part "kubernetes-$KUBERNETES_VERSION" "$(inputs_hash "$KUBERNETES_PIN")" build_kubernetes
+kubernetes_provider=$PART_DIR/pulumi-resource-kubernetes
 
-# The engine: the CLI's bin and a PULUMI_HOME holding exactly the two providers.
+# The engine: the CLI's bin and a PULUMI_HOME holding exactly the three providers.
 engine="$ENGINE_DIR/engine-$(printf '%s\n' "${STATUS[@]}" | jq -r .dir | sha256sum | cut -c1-12)"
 if [[ ! -f "$engine/.complete" ]]; then
   rm -rf "$engine.tmp"
   mkdir -p "$engine.tmp/home"
   ln -s "$cli/bin" "$engine.tmp/bin"
-  for plugin in "command $COMMAND_VERSION $command_provider" "docker $DOCKER_VERSION $docker_provider"; do
+  for plugin in "command $COMMAND_VERSION $command_provider" "docker $DOCKER_VERSION $docker_provider" \
+    "kubernetes $KUBERNETES_VERSION $kubernetes_provider"; do
     read -r name plugin_version file <<<"$plugin"
     PULUMI_HOME="$engine.tmp/home" PULUMI_SKIP_UPDATE_CHECK=1 \
       "$cli/bin/pulumi" plugin install resource "$name" "$plugin_version" --file "$file" >/dev/null 2>&1 \
@@ -163,5 +214,5 @@ printf '%s\n' "${STATUS[@]}" | jq -s --arg version "$version" --arg dir "$engine
   '{pulumi: $version, dir: $dir, seconds: $seconds, parts: .,
     plugins: [$plugins[] | {name, kind, version}]}' >"$engine/status.json"
 ln -sfn "$engine" "$ENGINE_DIR/current"
-log "engine ready in $((SECONDS - total_start)) s: pulumi $version, command $COMMAND_VERSION, docker $DOCKER_VERSION ($engine)"
+log "engine ready in $((SECONDS - total_start)) s: pulumi $version, command $COMMAND_VERSION, docker $DOCKER_VERSION, kubernetes $KUBERNETES_VERSION ($engine)"
 echo "$engine/bin"
