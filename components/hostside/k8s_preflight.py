@@ -8,9 +8,10 @@ task at fault and what to change:
 
 1. the API answers with the kubeconfig's credentials (and they are not anonymous);
 2. the namespace exists (not checked when the user may not read namespaces: step 5 shows it);
-3. SelfSubjectAccessReview: the user may create, get and delete pods, create and get pods/exec
-   (Harbor's client execs over a websocket GET, which the API authorizes as both), list and
-   watch pods and events (the k8s watcher, k8s_watch.py);
+3. SelfSubjectAccessReview: the user may create, get and delete pods, get and create pods/exec
+   (Harbor's Python client opens exec as a websocket GET, authorized as `get`: it fails with
+   `create` alone on the test cluster; `create` is what kubectl, and an API server that checks
+   websocket upgrades, ask for), list and watch pods and events (the k8s watcher, k8s_watch.py);
 4. every image is under `registry` and its manifest is there (registry v2 API; https first,
    plain http for a loopback or insecure registry; anonymous token auth when the registry asks);
 5. a probe pod shaped as Harbor's (restartPolicy Never, privileged, root, tiny requests, the
@@ -73,7 +74,7 @@ NEEDED = (
     ("get", "pods", "", "Harbor waits for its pods"),
     ("delete", "pods", "", "Harbor deletes its pods"),
     ("create", "pods", "exec", "Harbor runs every command through exec"),
-    ("get", "pods", "exec", "Harbor's client execs over a websocket GET"),
+    ("get", "pods", "exec", "Harbor's client opens exec as a websocket GET"),
     ("list", "pods", "", "the k8s watcher records the pods"),
     ("watch", "pods", "", "the k8s watcher records the pods"),
     ("list", "events", "", "the k8s watcher records the events"),
@@ -395,6 +396,7 @@ def probe_script(tools: Sequence[str], egress_url: str | None, egress_timeout: i
     lines = [
         "rc=0; r=''",
         f'say() {{ echo "{MARK} $*"; r="${{r}}{MARK} $*\n"; }}',
+        "say ran",  # the shell ran, whatever else is asked
     ]
     for tool in tools:
         t = shlex.quote(tool)

@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from components.hostside import k8s_preflight, k8s_watch
 from components.hostside.step import HostError
 from tests.conftest import REGISTRY, ScriptResult
 from tests.hostplane.steps import run_step
-from tests.k8s.cluster import IMAGE, Cluster
+from tests.k8s.cluster import BRIDGE, IMAGE, Cluster
 
 # bookworm + python3 (tests/env/serving_image.sh): an image that can fetch a URL.
 PYTHON_IMAGE = f"{REGISTRY}/benchstack/sglang-standin:0.3.2"
@@ -245,6 +246,19 @@ def test_preflight_names_a_tool_the_task_image_lacks(
     assert probe_pods_left(k8s_cluster, namespace) == []
 
 
+@contextmanager
+def pods_reach_each_other() -> Iterator[None]:
+    """The test cluster's pods reach nothing, not even each other: the bridge's traffic goes
+    through the host's FORWARD chain (br_netfilter), whose policy Docker sets to DROP. One rule
+    for the cluster's own bridge, removed after."""
+    rule = ["FORWARD", "-i", BRIDGE, "-o", BRIDGE, "-j", "ACCEPT"]
+    subprocess.run(["iptables", "-w", "5", "-I", *rule], check=True, capture_output=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["iptables", "-w", "5", "-D", *rule], check=True, capture_output=True)
+
+
 def test_preflight_egress_from_the_pods(
     k8s_cluster: Cluster, namespace: str, admin: dict
 ) -> None:
@@ -259,8 +273,9 @@ def test_preflight_egress_from_the_pods(
         "-n", namespace, "exec", "web", "--", "python3", "-c",
         f"import urllib.request; urllib.request.urlopen('{url}')", check=False).returncode == 0)
     images = {PYTHON_IMAGE: ["k8s-py"]}
-    res = preflight(admin, namespace, images=images, probe_image=PYTHON_IMAGE,
-                    need_tools=["python3"], egress_url=url)
+    with pods_reach_each_other():
+        res = preflight(admin, namespace, images=images, probe_image=PYTHON_IMAGE,
+                        need_tools=["python3"], egress_url=url)
     assert res.returncode == 0, res.stderr
     assert res.outputs["egress"] == "reached"
     assert res.outputs["egress_detail"] == f"{url} with python3 HTTP 200"
@@ -269,9 +284,10 @@ def test_preflight_egress_from_the_pods(
     res = preflight(admin, namespace, images=images, probe_image=PYTHON_IMAGE,
                     egress_url="http://127.0.0.1:9/")
     assert res.returncode == 1
-    assert res.reason.startswith(
+    assert res.reason == (
         f"k8s_preflight: pods in namespace {namespace} cannot reach egress_url "
-        "http://127.0.0.1:9/ (URLError <urlopen error [Errno 111] Connection refused>)")
+        "http://127.0.0.1:9/ (python3 URLError <urlopen error [Errno 111] Connection refused>): "
+        "open egress to it (NetworkPolicy, proxy, firewall) or fix egress_url")
     assert probe_pods_left(k8s_cluster, namespace) == []
 
 
