@@ -141,10 +141,6 @@ def compose_override(
 ) -> dict[str, Any]:
     """The `--extra-docker-compose` file: Harbor merges it over every trial's `main` service."""
     main: dict[str, Any] = {}
-    if harbor.kubernetes is not None:
-        # Pods: no compose project; the tools and the egress are the cluster's (checked before
-        # launch by components/hostside/k8s_access.py).
-        return {"services": {"main": main}}
     if tools_dir:
         tools = tools_dir.rstrip("/")
         main["volumes"] = [
@@ -206,7 +202,7 @@ def preflight_expectations(
     want(["environment", "type"], "ack" if harbor.kubernetes else "docker", "docker")
     if harbor.kubernetes is not None:
         want(["environment", "kwargs", "namespace"], harbor.kubernetes.namespace)
-    want(["environment", "extra_docker_compose"], [compose_path], [])
+    want(["environment", "extra_docker_compose"], [compose_path] if compose_path else [], [])
     agent = harbor.agent
     entry = _agent(agent, model_name, api_base)
     want(["agents", "#len"], 1, 1)  # Harbor omits its default [{name: oracle}]

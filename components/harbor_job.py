@@ -185,10 +185,12 @@ def render_plan(
         kubeconfig_path=controller_kubeconfig_path(workspace, k8s.namespace) if k8s else None,
         pull_secret=PULL_SECRET if k8s and k8s.registry_username else None,
     )
-    compose_yaml = render_compose_override(harbor, tools_dir=tools_dir, proxy_url=proxy_url)
+    # Pods have no compose project: Harbor refuses --extra-docker-compose for them.
+    compose_yaml = ("" if k8s else
+                    render_compose_override(harbor, tools_dir=tools_dir, proxy_url=proxy_url))
     name = (job_name or harbor.job_name
             or f"{harbor.job_name_prefix}-{config_digest(config_yaml, compose_yaml)}")
-    compose_path = f"{config_dir}/{name}.compose.yaml"
+    compose_path = "" if k8s else f"{config_dir}/{name}.compose.yaml"
     checks = preflight_expectations(
         harbor, dataset=dataset, model_name=model_name, api_base=api_base,
         dataset_path=tasks_dir, compose_path=compose_path,

@@ -18,6 +18,11 @@ def harbor_bin(workspace: str, version: str) -> str:
     return f"{venv_dir(workspace, version)}/bin/harbor"
 
 
+def compose_flags(compose_path: str) -> list[str]:
+    """`harbor run`'s compose override flag; none for trials as pods (Harbor refuses it there)."""
+    return ["--extra-docker-compose", compose_path] if compose_path else []
+
+
 def harbor_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The environment Harbor (and its venv's pip) runs in: no telemetry."""
     return child_env({"HARBOR_TELEMETRY": "0", **(extra or {})})

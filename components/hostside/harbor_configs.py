@@ -46,21 +46,28 @@ def place(path: Path, text: str) -> None:
 
 def create() -> None:
     inputs = read(Inputs)
-    for key in ("config_path", "compose_path", "job_config_yaml", "compose_yaml"):
+    for key in ("config_path", "job_config_yaml"):
         if not getattr(inputs, key):
             raise HostError(f"{key} is empty: the component must pass it")
+    # No compose override (trials as pods) is both empty; one without the other is a bug.
+    if bool(inputs.compose_path) != bool(inputs.compose_yaml):
+        raise HostError("compose_path and compose_yaml: give both or neither")
     for key in ("config_path", "compose_path"):
         value = getattr(inputs, key)
-        if not value.startswith("/"):
+        if value and not value.startswith("/"):
             raise HostError(f"{key} must be an absolute path (Harbor stores paths verbatim): "
                             f"{value}")
-    config, compose = Path(inputs.config_path), Path(inputs.compose_path)
+    config = Path(inputs.config_path)
     place(config, inputs.job_config_yaml)
-    place(compose, inputs.compose_yaml)
+    compose_sha256 = ""
+    if inputs.compose_path:
+        compose = Path(inputs.compose_path)
+        place(compose, inputs.compose_yaml)
+        compose_sha256 = hashlib.sha256(compose.read_bytes()).hexdigest()
     emit({
-        "config_path": str(config), "compose_path": str(compose),
+        "config_path": str(config), "compose_path": inputs.compose_path,
         "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest(),
-        "compose_sha256": hashlib.sha256(compose.read_bytes()).hexdigest(),
+        "compose_sha256": compose_sha256,
     })
 
 

@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from . import jobdir, k8s_watch
-from .harbor import harbor_env
+from .harbor import compose_flags, harbor_env
 from .step import HostError, emit, log, read
 
 NAME = "harbor_launch"
@@ -124,13 +124,14 @@ def watch_cluster(inputs: Inputs, job_dir: Path, pid: int) -> None:
 
 def create() -> None:
     inputs = read(Inputs)
-    for key in ("harbor_bin", "job_config", "compose_path", "job_name", "jobs_dir", "log_dir"):
+    for key in ("harbor_bin", "job_config", "job_name", "jobs_dir", "log_dir"):
         if not getattr(inputs, key):
             raise HostError(f"{key} is empty: the component must pass it")
     if not os.access(inputs.harbor_bin, os.X_OK):
         raise HostError(f"harbor_bin={inputs.harbor_bin} is not executable: run the install "
                         "step first")
-    if not (Path(inputs.job_config).is_file() and Path(inputs.compose_path).is_file()):
+    if not (Path(inputs.job_config).is_file()
+            and (not inputs.compose_path or Path(inputs.compose_path).is_file())):
         raise HostError(f"config files missing ({inputs.job_config}, {inputs.compose_path}): "
                         "run the configs step first")
     name, jobs, logs = inputs.job_name, inputs.jobs_dir, inputs.log_dir
@@ -166,7 +167,7 @@ def create() -> None:
     else:
         mode = "run"
         argv = [inputs.harbor_bin, "run", "--config", inputs.job_config,
-                "--extra-docker-compose", inputs.compose_path, "--job-name", name,
+                *compose_flags(inputs.compose_path), "--job-name", name,
                 "--jobs-dir", jobs, "--yes"]
     raise_nofile(inputs.nofile)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from . import jobdir
-from .harbor import harbor_env
+from .harbor import compose_flags, harbor_env
 from .step import HostError, emit, log, read
 
 NAME = "harbor_preflight"
@@ -197,7 +197,7 @@ def venv_python(harbor_bin: str) -> str:
 def resolve(inputs: Inputs) -> bytes:
     """Harbor's resolved job config (JSON on stdout), with exactly the launch's flags."""
     argv = [inputs.harbor_bin, "run", "--config", inputs.job_config,
-            "--extra-docker-compose", inputs.compose_path, "--job-name", inputs.job_name,
+            *compose_flags(inputs.compose_path), "--job-name", inputs.job_name,
             "--jobs-dir", inputs.jobs_dir, "--yes", "--print-config"]
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=HARBOR_TIMEOUT_S,
@@ -229,17 +229,17 @@ def load_yaml(python: str, path: str) -> Mapping | None:
 
 def create() -> None:
     inputs = read(Inputs)
-    for key in ("harbor_bin", "job_config", "compose_path", "job_name", "jobs_dir",
-                "resolved_out"):
+    for key in ("harbor_bin", "job_config", "job_name", "jobs_dir", "resolved_out"):
         if not getattr(inputs, key):
             raise HostError(f"{key} is empty: the component must pass it")
     if not os.access(inputs.harbor_bin, os.X_OK):
         raise HostError(f"harbor_bin={inputs.harbor_bin} is not executable: run the install "
                         "step first")
-    for key, what in (("job_config", "job config"), ("compose_path", "compose override")):
-        if not Path(getattr(inputs, key)).is_file():
-            raise HostError(f"{what} {getattr(inputs, key)} does not exist: run the configs step "
-                            "first")
+    files = {"job config": inputs.job_config, "compose override": inputs.compose_path}
+    for what, path in files.items():
+        # No compose override for trials as pods (an empty path).
+        if path and not Path(path).is_file():
+            raise HostError(f"{what} {path} does not exist: run the configs step first")
     python = venv_python(inputs.harbor_bin)
     checks = parse_checks(inputs.expected)
     raw = resolve(inputs)
@@ -261,7 +261,7 @@ def create() -> None:
             ) from None
     check(
         resolved, checks,
-        override=load_yaml(python, inputs.compose_path),
+        override=load_yaml(python, inputs.compose_path) if inputs.compose_path else None,
         compose_path=inputs.compose_path,
         job_name=inputs.job_name,
         existing=existing,
