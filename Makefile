@@ -13,7 +13,7 @@ setup:
 
 # Every host script and test-environment script: shellcheck, zero findings (a directive that
 # silences one carries its reason on the same line).
-SHELL_SCRIPTS := $(wildcard components/scripts/*.sh components/scripts/lib/*.sh tests/env/*.sh tests/env/engine/*.sh tests/hostplane/*.sh) .ci/run \
+SHELL_SCRIPTS := $(wildcard components/scripts/*.sh components/scripts/lib/*.sh tests/env/*.sh tests/env/engine/*.sh tests/env/k8s/*.sh tests/hostplane/*.sh) .ci/run \
 	tests/standins/sglang
 
 lint:

@@ -79,6 +79,24 @@ def assert_demo_scores(report: dict) -> None:
     assert raw["ci_low"] < 33.33 < raw["ci_high"]
 
 
+def interrupt_harbor(outputs: dict, timeout: float) -> None:
+    """SIGTERM to the job's Harbor, as an operator's Ctrl-C or a host shutdown: it must exit
+    within `timeout` and leave the job unfinished (so the next `up` resumes it)."""
+    pid = int(Path(outputs[keys.JOB_PID_FILE]).read_text().split()[0])
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.5)
+    else:
+        pytest.fail(f"harbor (pid {pid}) did not exit within {timeout} s of SIGTERM")
+    result = json.loads((Path(outputs[keys.JOB_DIR]) / "result.json").read_text())
+    assert result["finished_at"] is None
+
+
 def process_lines() -> list[str]:
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     return sorted(
@@ -323,19 +341,7 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
 def test_local_stack_sigterm_then_resume(local: LocalStack):
     local.up()
     outputs = local.outputs()
-    pid = int(Path(outputs[keys.JOB_PID_FILE]).read_text().split()[0])
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.5)
-    else:
-        pytest.fail(f"harbor (pid {pid}) did not exit within 120 s of SIGTERM")
-    result = json.loads((Path(outputs[keys.JOB_DIR]) / "result.json").read_text())
-    assert result["finished_at"] is None
+    interrupt_harbor(outputs, timeout=120)
 
     # The probe sees the interruption: the launch is replaced, and only the launch.
     assert changed(local.preview()) == {"job-launch": "replace"}

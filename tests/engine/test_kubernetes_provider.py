@@ -25,14 +25,6 @@ STACK = "local"
 CONFIG_MAP = "benchstack-probe"
 
 
-def absent(cluster: Cluster, *args: str) -> bool:
-    proc = cluster.kubectl_run("get", *args, check=False)
-    if proc.returncode == 0:
-        return False
-    assert "NotFound" in proc.stderr, proc.stderr
-    return True
-
-
 @pytest.fixture
 def cluster_stack(engine: Engine, tmp_path: Path, k8s_cluster: Cluster):
     project = copy_project(tmp_path, program="kubernetes")
@@ -124,5 +116,5 @@ def test_namespace_and_config_map_through_an_explicit_provider(
     # Delete: the provider waits for both to be gone, so kubectl finds neither at once.
     ok(cli("destroy", "--yes"))
     assert not ok(cli("stack", "export")).json()["deployment"].get("resources")
-    assert absent(cluster, "namespace", namespace)
-    assert absent(cluster, "configmap", "-n", namespace, CONFIG_MAP)
+    assert cluster.absent("namespace", namespace)
+    assert cluster.absent("configmap", "-n", namespace, CONFIG_MAP)

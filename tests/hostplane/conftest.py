@@ -180,6 +180,8 @@ def test_engine(docker_engine: None) -> Iterator[SecondEngine]:
         "TE_NS": ns, "TE_DIR": str(te_dir), "TE_RUN": str(run_dir), "DOCKER_HOST": engine.socket,
     }
     created_ns = False
+    # `ip netns add` makes /run/netns (a mount of itself) when it is missing: undone after.
+    netns_dir_before = Path("/run/netns").exists()
     try:
         subprocess.run(["ip", "netns", "add", ns], check=True)
         created_ns = True
@@ -198,5 +200,8 @@ def test_engine(docker_engine: None) -> Iterator[SecondEngine]:
                 subprocess.run(["umount", "-l", mount], check=False)
         if created_ns:
             subprocess.run(["ip", "netns", "del", ns], check=False)
+        if not netns_dir_before and not any(Path("/run/netns").iterdir()):
+            subprocess.run(["umount", "/run/netns"], check=False, capture_output=True)
+            Path("/run/netns").rmdir()
         shutil.rmtree(te_dir, ignore_errors=True)
         shutil.rmtree(run_dir, ignore_errors=True)

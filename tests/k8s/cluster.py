@@ -94,8 +94,31 @@ class Cluster:
                 raise AssertionError(f"{what}: not within {timeout} s")
             time.sleep(interval)
 
+    def absent(self, *args: str) -> bool:
+        """`kubectl get ARGS` answers NotFound (any other failure fails the test)."""
+        proc = self.kubectl_run("get", *args, check=False)
+        if proc.returncode == 0:
+            return False
+        assert "NotFound" in proc.stderr, proc.stderr
+        return True
+
     def events(self, namespace: str) -> list[dict[str, Any]]:
         return self.get("events", "-n", namespace)["items"]
+
+
+def sleeper(name: str, namespace: str, image: str = IMAGE, **container: Any) -> dict[str, Any]:
+    """A pod that sleeps (or runs `command=`) and is deleted at once when asked."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": image, "command": ["sleep", "infinity"],
+                            **container}],
+        },
+    }
 
 
 def hoststate(verb: str, file: Path) -> subprocess.CompletedProcess:

@@ -21,22 +21,8 @@ from tests.k8s.cluster import (
     cluster_sh,
     hoststate,
     last_line,
+    sleeper,
 )
-
-
-def sleeper(name: str, namespace: str, **spec) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [
-                {"name": "main", "image": IMAGE, "command": ["sleep", "infinity"], **spec}
-            ],
-        },
-    }
 
 
 def test_node_ready_at_the_built_version(k8s_cluster: Cluster) -> None:
@@ -218,20 +204,21 @@ def test_stop_leaves_the_host_as_found_and_start_again(k8s_cluster: Cluster) -> 
     started = time.monotonic()
     stopped = cluster_sh("stop", timeout=300)
     stop_seconds = time.monotonic() - started
-    assert stopped.returncode == 0, last_line(stopped.stderr)
-
-    diff = hoststate("diff", k8s_cluster.host_before)
-    assert diff.returncode == 0, f"the host differs after stop: {diff.stdout}"
-    assert json.loads(diff.stdout) == {}
-    assert BRIDGE not in _link_names()
-    assert _link("docker0") == docker0_before
-    assert _docker_rules() == docker_rules_before
-    assert docker("info", "--format", "{{.ID}} {{.Containers}}").stdout == docker_info_before
-    assert cluster_sh("status", timeout=60).returncode != 0
-    assert stop_seconds < 120
-
-    started = time.monotonic()
-    restarted = cluster_sh("start")
+    try:
+        assert stopped.returncode == 0, last_line(stopped.stderr)
+        diff = hoststate("diff", k8s_cluster.host_before)
+        assert diff.returncode == 0, f"the host differs after stop: {diff.stdout}"
+        assert json.loads(diff.stdout) == {}
+        assert BRIDGE not in _link_names()
+        assert _link("docker0") == docker0_before
+        assert _docker_rules() == docker_rules_before
+        assert docker("info", "--format", "{{.ID}} {{.Containers}}").stdout == docker_info_before
+        assert cluster_sh("status", timeout=60).returncode != 0
+        assert stop_seconds < 120
+    finally:
+        # Later tests still need their cluster, whatever the assertions above said.
+        started = time.monotonic()
+        restarted = cluster_sh("start")
     assert restarted.returncode == 0, last_line(restarted.stderr)
     assert time.monotonic() - started < 300
     assert cluster_sh("status", timeout=60).returncode == 0

@@ -27,7 +27,7 @@ from components.hostside import k8s_preflight, k8s_watch
 from components.hostside.step import HostError
 from tests.conftest import REGISTRY, ScriptResult
 from tests.hostplane.steps import run_step
-from tests.k8s.cluster import BRIDGE, IMAGE, Cluster
+from tests.k8s.cluster import BRIDGE, IMAGE, Cluster, sleeper
 
 # bookworm + python3 (tests/env/serving_image.sh): an image that can fetch a URL.
 PYTHON_IMAGE = f"{REGISTRY}/benchstack/sglang-standin:0.3.2"
@@ -70,21 +70,6 @@ def preflight(kubeconfig: dict | str, namespace: str, verb: str = "create",
 def probe_pods_left(cluster: Cluster, namespace: str) -> list[str]:
     pods = cluster.get("pods", "-n", namespace, "-l", "app=benchstack-preflight")["items"]
     return [p["metadata"]["name"] for p in pods]
-
-
-def sleeper(name: str, namespace: str, image: str = IMAGE,
-            command: list[str] | None = None) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": 0,
-            "containers": [{"name": "main", "image": image,
-                            "command": command or ["sleep", "infinity"]}],
-        },
-    }
 
 
 def wait_ready(cluster: Cluster, namespace: str, pod: str) -> None:
@@ -265,7 +250,7 @@ def test_preflight_egress_from_the_pods(
     """With python3 in the image: a URL the pods reach (another pod's server: the test pods
     reach nothing else) passes, one they cannot reach fails naming egress_url."""
     k8s_cluster.apply(sleeper("web", namespace, PYTHON_IMAGE,
-                              ["python3", "-m", "http.server", "8080", "-d", "/etc"]))
+                              command=["python3", "-m", "http.server", "8080", "-d", "/etc"]))
     wait_ready(k8s_cluster, namespace, "web")
     ip = k8s_cluster.get("pod", "-n", namespace, "web")["status"]["podIP"]
     url = f"http://{ip}:8080/hostname"

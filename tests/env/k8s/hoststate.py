@@ -246,6 +246,14 @@ def restore(file: Path) -> dict:
     return {k: v for k, v in done.items() if v}
 
 
+def others_hold(path: str) -> bool:
+    """A fixed place the cluster creates that someone else uses now: `ip netns add` makes
+    /run/netns a mount of itself and puts its namespaces there (the cluster's are cni-*)."""
+    if path != "/run/netns":
+        return False
+    return path in mounts() or any(not name.startswith("cni-") for name in netns())
+
+
 def diff(file: Path) -> dict:
     """What the cluster could have left: new mounts of its kinds, its links, chains, sysctls,
     cgroups and paths. Links and mounts of others (a Docker container started meanwhile) do not
@@ -274,7 +282,8 @@ def diff(file: Path) -> dict:
     out["iptables"] = chains
     out["sysctls"] = {k: v for k, v in now["sysctls"].items() if snapshot["sysctls"].get(k) != v}
     out["cgroups"] = [c for c in now["cgroups"] if c not in snapshot["cgroups"]]
-    out["paths"] = [p for p, e in now["paths"].items() if e and not snapshot["paths"].get(p)]
+    out["paths"] = [p for p, e in now["paths"].items()
+                    if e and not snapshot["paths"].get(p) and not others_hold(p)]
     return {k: v for k, v in out.items() if v}
 
 
