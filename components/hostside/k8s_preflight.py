@@ -217,8 +217,9 @@ def access_check(client: Client, namespace: str, user: str) -> None:
 # --- 4: the images in the registry --------------------------------------------------------------
 
 
-# The names Docker Hub images go by when they name their registry.
-DOCKER_HUB = ("docker.io", "index.docker.io", "registry-1.docker.io")
+# The domain an image reference names for Docker Hub (the reference's normal form, never
+# contacted: the lookup goes to `registry`, the nodes' mirror).
+DOCKER_HUB = ("docker.io",)
 
 
 def split_image(image: str, registry: str) -> tuple[str, str] | None:

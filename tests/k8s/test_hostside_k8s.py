@@ -89,7 +89,7 @@ def test_preflight_passes_on_a_good_namespace(
     k8s_cluster: Cluster, namespace: str, admin: dict
 ) -> None:
     res = preflight(admin, namespace, need_tools=["sh", "tar"],
-                    egress_url="http://192.0.2.1/")
+                    egress_url="http://127.0.0.1:9/")
     assert res.returncode == 0, res.stderr
     out = res.outputs
     assert out["api_version"] == "v1.34.4"
@@ -100,7 +100,7 @@ def test_preflight_passes_on_a_good_namespace(
     # minbase has none of curl, wget, python3: a warning, not a failure.
     assert out["egress"] == "untested"
     assert out["warnings"] == [
-        f"could not test egress to http://192.0.2.1/: probe_image {IMAGE} has none of curl, "
+        f"could not test egress to http://127.0.0.1:9/: probe_image {IMAGE} has none of curl, "
         "wget, python3"]
     assert 0 < out["probe_seconds"] < 90
     assert out["probe_pod"].startswith("benchstack-preflight-")

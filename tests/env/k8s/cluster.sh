@@ -231,10 +231,9 @@ server = "http://$REGISTRY"
   capabilities = ["pull", "resolve"]
 TOML
   # The registry as the nodes' mirror of Docker Hub, as a cluster without internet is set up:
-  # a task's docker_image like benchstack/minbase:bookworm resolves there.
+  # a task's docker_image like benchstack/minbase:bookworm resolves there. No `server` line:
+  # nothing falls through to the Hub itself.
   cat >"$STATE/containerd/certs.d/docker.io/hosts.toml" <<TOML
-server = "https://registry-1.docker.io"
-
 [host."http://$REGISTRY"]
   capabilities = ["pull", "resolve"]
 TOML
