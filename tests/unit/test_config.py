@@ -325,3 +325,46 @@ def test_secret_written_in_plain_text_is_rejected(tmp_path):
     stack_file = (ROOT / "Pulumi.local.yaml").read_text()
     path.write_text(stack_file + "  benchstack:apiKey:\n    secure: v1:abc\n")
     assert load_stack_file(path).harbor.agent.name == "terminus-2"
+
+
+def local_k8s() -> dict:
+    values, _ = split_stack_file(ROOT / "Pulumi.local-k8s.yaml")
+    return copy.deepcopy(values)
+
+
+K8S = "harbor.environment.kubernetes"
+# Trials as pods: each refusal names the key to change, before anything exists.
+INVALID_K8S = [
+    ("proxy on a cluster", [("proxy", {"upstream": "127.0.0.1:27890"})], "benchstack:proxy"),
+    ("docker network mode on a cluster", [("harbor.container_network", "none")],
+     "benchstack:harbor.container_network"),
+    ("kind without its section", [(K8S, DELETE)], "kind is kubernetes"),
+    ("a namespace that is no DNS label", [(f"{K8S}.namespace", "Bench_Stack")],
+     f"benchstack:{K8S}.namespace"),
+    ("a quota that is no quantity", [(f"{K8S}.quota.cpu", "two")],
+     f"benchstack:{K8S}.quota.cpu"),
+    ("a GPU worker with no docker section", [("hosts.0.roles", ["harbor", "gpu_worker"])],
+     "benchstack:docker: missing; host 'local' runs the stack's containers (an SGLang worker)"),
+]
+
+
+@pytest.mark.parametrize("case", INVALID_K8S, ids=[c[0] for c in INVALID_K8S])
+def test_invalid_kubernetes_config_names_the_key(case):
+    _, edits, expected = case
+    values = local_k8s()
+    for path, value in edits:
+        _set(values, path, value)
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(values)
+    assert expected in str(info.value)
+
+
+def test_trials_on_docker_need_the_docker_section():
+    values = local()
+    del values["docker"]
+    with pytest.raises(ConfigError) as info:
+        parse_stack_config(values)
+    assert "benchstack:docker: missing" in str(info.value)
+    # On a cluster the Harbor host runs no container of the stack: no docker section needed.
+    cfg = parse_stack_config(local_k8s())
+    assert cfg.docker is None and cfg.docker_hosts == []
