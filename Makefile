@@ -13,12 +13,12 @@ setup:
 
 # Every host script and test-environment script: shellcheck, zero findings (a directive that
 # silences one carries its reason on the same line).
-SHELL_SCRIPTS := $(wildcard components/scripts/*.sh components/scripts/lib/*.sh tests/env/*.sh tests/env/engine/*.sh tests/env/k8s/*.sh tests/hostplane/*.sh) .ci/run \
+SHELL_SCRIPTS := $(wildcard hostside/probes/*.sh tests/env/*.sh tests/env/engine/*.sh tests/env/k8s/*.sh tests/hostplane/*.sh) .ci/run \
 	tests/standins/sglang
 
 lint:
-	$(PY) -m ruff check components audit tests benchmarks __main__.py
-	$(PY) -m mypy components audit __main__.py
+	$(PY) -m ruff check components hostside contracts audit tests benchmarks __main__.py
+	$(PY) -m mypy components hostside contracts audit __main__.py
 	@command -v shellcheck >/dev/null || { echo "make lint: shellcheck not found: apt-get install shellcheck (make setup does)" >&2; exit 1; }
 	shellcheck -x -P SCRIPTDIR $(SHELL_SCRIPTS)
 

@@ -12,7 +12,6 @@ from pathlib import PurePosixPath
 
 import pulumi
 
-from components import outputs as keys
 from components.config import (
     PROJECT_DIR,
     ConfigError,
@@ -25,18 +24,19 @@ from components.config import (
 from components.docker_daemon import DockerDaemonConfig, DockerDaemonConfigArgs
 from components.harbor_job import ClusterAccess, HarborJob, HarborJobArgs
 from components.harbor_rerun import HarborRerun, HarborRerunArgs
-from components.host import Host
 from components.host_code import HostCode, HostCodeArgs
-from components.hostside import jobdir
 from components.image_set import ImageSet, ImageSetArgs, RegistryCredentials
 from components.manifest import ManifestError, load_manifest
 from components.provenance import Provenance, ProvenanceArgs
 from components.proxy_bridge import ProxyBridge, ProxyBridgeArgs
 from components.router import Router, RouterArgs
 from components.runtime import leave_quietly_when_interrupted
+from components.seam.host import Host
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
 from components.tool_bundle import ToolBundle, ToolBundleArgs
 from components.trial_namespace import TrialNamespace, TrialNamespaceArgs, kubeconfig_json
+from contracts import jobdir
+from contracts import outputs as keys
 
 
 def host_of(cfg: HostConfig, ssh: SshConfig, ssh_private_key) -> Host:

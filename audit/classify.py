@@ -41,7 +41,7 @@ from audit.verdict import (
     exception_where,
     excuse,
 )
-from components.hostside.jobdir import never_ran
+from contracts.jobdir import never_ran
 
 __all__ = ["CATEGORIES", "PASS_REWARD", "Classification", "classify"]
 

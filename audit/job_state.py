@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from audit import layout as L
 from audit.models import JobResult
 from audit.verdict import Proof, short
-from components.hostside import jobdir
+from contracts import jobdir
 
 _STOP_MARKER = re.compile(
     r"(?i)(?:\bTrial \S+ cancelled\b|received (?:signal )?SIG(?:TERM|INT|KILL|HUP)\b|"

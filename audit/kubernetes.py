@@ -28,7 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 from audit import layout as L
 from audit.models import parse_time
-from components.hostside import jobdir
+from contracts import jobdir
 
 # The watcher's files are read whole, not as head + tail (layout.MAX_READ): the middle of a long
 # job is as much the job as its ends. Past this, the middle is cut and its lines counted as

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from audit.s3 import S3Uri
-from components.hostside import jobdir
+from contracts import jobdir
 
 # Harbor's own files: named once, in the job-directory contract the program shares
-# (components/hostside/jobdir.py, which imports nothing, like components/outputs.py).
+# (contracts/jobdir.py, which imports nothing, like contracts/outputs.py).
 JOB_CONFIG = jobdir.JOB_CONFIG
 JOB_RESULT = jobdir.JOB_RESULT
 JOB_LOG = jobdir.JOB_LOG

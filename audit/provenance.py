@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from components.outputs import PROVENANCE_SCHEMA
+from contracts.outputs import PROVENANCE_SCHEMA
 
 FILE_NAME = "provenance.json"
 # Where `python -m audit archive` puts it; an audit of the archived prefix picks it up there.

@@ -27,7 +27,7 @@ from audit.models import PHASES, JobConfig, JobResult, parse_time
 from audit.rules import CompiledRule, load_rules
 from audit.scores import CI_LEVEL, AdjustedScore, Score, minus_reference, pct
 from audit.scores import Out as _Out
-from components.hostside import jobdir
+from contracts import jobdir
 
 SCORING_RULE = (
     "raw = trials with reward 1 / all trials (Harbor 0.21's denominator: a trial without a "

@@ -1,6 +1,6 @@
 """Find the job to audit from a Pulumi stack's outputs (`pulumi stack output --json`).
 
-The key names come from `components/outputs.py`, the one contract shared with the Pulumi
+The key names come from `contracts/outputs.py`, the one contract shared with the Pulumi
 program; this module never spells a key itself.
 """
 
@@ -12,7 +12,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from components import outputs as K
+from contracts import outputs as K
 
 
 class StackError(ValueError):

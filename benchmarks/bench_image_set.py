@@ -1,4 +1,4 @@
-"""The image_set host step (components/hostside/image_set.py) throughput and its all-present
+"""The image_set host step (hostside/image_set.py) throughput and its all-present
 re-run, against a private loopback registry.
 
 1. K canary-derived images (distinct layers, env BENCH_K, default 8) pulled through the registry

@@ -57,7 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from components.hostside.jobdir import compose_project  # noqa: E402
+from contracts.jobdir import compose_project  # noqa: E402
 from tests.conftest import HARBOR_VENV, docker  # noqa: E402
 from tests.k8s.cluster import (  # noqa: E402
     IMAGE,

@@ -1,22 +1,22 @@
 """How much host logic is left in bash, and how many places decide what one place should own.
 
-Issue 21 moved the host logic from bash (components/scripts/: once 26 scripts, ~1,950 lines) into
-the tested Python package components/hostside/. This measures what that move is meant to hold:
+Issue 21 moved the host logic from bash (hostside/probes/: once 26 scripts, ~1,950 lines) into
+the tested Python package hostside/. This measures what that move is meant to hold:
 
-a. bash lines (and scripts) left under components/scripts/;
+a. bash lines (and scripts) left under hostside/probes/;
 b. defaults outside the config: `${VAR:-value}` fallbacks in shipped bash (the .sh files and the
    bash in the program's and host package's string literals), and in the host package's Python
    an `os.environ.get(X, value)`, a `.get("key", value)` or `.get("key") or value`, a default on
    a step's inputs dataclass, and a literal default on a parameter or CLI option named like a
    config key that has a default (components/config*.py) or like a key the module reads from
    its inputs;
-c. the owners of Harbor's job layout (components/hostside/jobdir.py is to be the one): the
+c. the owners of Harbor's job layout (contracts/jobdir.py is to be the one): the
    files that decide a job is finished (a test on `finished_at`, or a grep/jq for it), that
    check whether the recorded PID is Harbor running a job (`/proc/PID/cmdline` or `kill -0`
    beside a job), and that spell the layout's names (`results/`, `logs/`, `<job>.pid`,
    `<job>.log`, the launch token, the resolved config, the provenance manifest, the trials set
    aside, a trial's compose project);
-d. the places outside the host seam (components/host.py) that decide local-or-ssh: a test on
+d. the places outside the host seam (components/seam/) that decide local-or-ssh: a test on
    `is_local` whose branches build an ssh path, or an ssh command built outside the seam.
 
 Python is read with `ast` (docstrings and comments do not count; f-string pieces do); bash line
@@ -38,10 +38,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = "components/scripts"
-HOSTSIDE = "components/hostside"
-JOBDIR = "components/hostside/jobdir.py"
-SEAM = "components/host.py"
+SCRIPTS = "hostside/probes"
+HOSTSIDE = "hostside"
+JOBDIR = "contracts/jobdir.py"
+# The host seam: every file of the package.
+SEAM = "components/seam/"
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,9 @@ class Finding:
 def product_files(root: Path = ROOT) -> dict[str, str]:
     """Everything shipped or run as the product: the program, its components (with the host
     package and scripts) and the audit. Tests, benchmarks and demo data are not."""
-    paths = [*(root / "components").rglob("*.py"), *(root / "components").rglob("*.sh"),
-             *(root / "audit").rglob("*.py"), root / "__main__.py"]
+    paths = [*(path for package in ("components", "hostside", "contracts", "audit")
+               for path in (root / package).rglob("*.py")),
+             *(root / HOSTSIDE).rglob("*.sh"), root / "__main__.py"]
     return {str(p.relative_to(root)): p.read_text() for p in sorted(paths) if p.is_file()}
 
 
@@ -514,7 +516,7 @@ SEAM_SSH = {"ssh_command", "copy_here_command", "ssh_options", "remote_connectio
 def local_or_ssh_deciders(path: str, text: str) -> list[Finding]:
     """Outside the seam: a test on `is_local` whose branches take an ssh path, a call of the
     seam's ssh builders, or an `ssh` command spelled in a string."""
-    if path == SEAM or not path.endswith(".py"):
+    if path.startswith(SEAM) or not path.endswith(".py"):
         return []
     tree = parse(text)
     found = []
@@ -571,7 +573,7 @@ def measure(files: dict[str, str]) -> Counts:
     keys = config_defaults(files)
     counts = Counts(bash=bash_counts(files))
     for path, text in files.items():
-        if path.endswith(".sh") or path.startswith(f"{HOSTSIDE}/") or path == SEAM:
+        if path.endswith(".sh") or path.startswith(f"{HOSTSIDE}/") or path.startswith(SEAM):
             defaults, guards = shell_fallbacks(path, text)
             counts.shell_defaults += defaults
             counts.shell_guards += guards

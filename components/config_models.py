@@ -150,7 +150,7 @@ class AddressPool(Model):
 class DockerConfig(Model):
     address_pools: list[AddressPool] = Field(min_length=1)
     daemon_json: str = "/etc/docker/daemon.json"
-    # Empty: decided on the host (components/hostside/dockerd_restart.py): systemd's docker unit,
+    # Empty: decided on the host (hostside/dockerd_restart.py): systemd's docker unit,
     # else /etc/init.d/docker, else the running dockerd restarted with its own command line.
     restart_command: str = ""
     # Restarting dockerd kills running containers (an SGLang worker loses minutes of loading).

@@ -16,7 +16,9 @@ from typing import Any
 import pulumi
 
 from components.config import DockerConfig
-from components.host import Host, host_step
+from components.seam.host import Host
+from components.seam.step import host_step
+from hostside import daemon_config
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,10 +54,10 @@ class DockerDaemonConfig(pulumi.ComponentResource):
         run = host_step(
             f"{name}-apply",
             host=args.host,
-            module="daemon_config",
+            create=daemon_config.create,
+            delete=daemon_config.delete,
             inputs=step_inputs(args.docker, args.docker_host),
             # Destroy restores from the record the create left beside daemon.json.
-            has_delete=True,
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.daemon_json = pulumi.Output.from_input(args.docker.daemon_json)

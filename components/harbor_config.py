@@ -28,9 +28,8 @@ from typing import Any
 import yaml
 
 from components.config import AgentConfig, DatasetConfig, HarborConfig
+from contracts import hostlayout
 
-# Where containers see the tool bundle; the bundle's wrappers default to this root.
-TOOLS_MOUNT = "/opt/harbor-tools"
 # Debian's /etc/profile resets PATH for the agent's `bash --login` pane, but keeps this dir.
 TOOLS_BIN_TARGET = "/usr/local/bin"
 NO_PROXY = "127.0.0.1,localhost"
@@ -144,7 +143,7 @@ def compose_override(
     if tools_dir:
         tools = tools_dir.rstrip("/")
         main["volumes"] = [
-            f"{tools}:{TOOLS_MOUNT}:ro",
+            f"{tools}:{hostlayout.TOOLS_MOUNT}:ro",
             f"{tools}/bin/tmux:{TOOLS_BIN_TARGET}/tmux:ro",
             f"{tools}/bin/asciinema:{TOOLS_BIN_TARGET}/asciinema:ro",
         ]

@@ -2,7 +2,7 @@
 
 The seed's "Install Harbor", "Download and pin Terminal-Bench 2.1", "Create the Harbor and
 Docker Compose configs", "Run the full-run preflight", "Launch", and "Stop the experiment
-correctly" as one component. Children (host steps of `components/hostside/`, run through the
+correctly" as one component. Children (host steps of `hostside/`, run through the
 host seam), in dependency order:
 
     install (harbor_install)  ─┐
@@ -11,7 +11,7 @@ host seam), in dependency order:
     launch's delete: the stop (SIGTERM, bounded wait, leftover compose projects)
 
 Where the job's files are (jobs dir, log, PID file, launch token, resolved config) is
-components/hostside/jobdir.py's, asked here and on the host alike.
+contracts/jobdir.py's, asked here and on the host alike.
 
 Job names. The name is `<job_name_prefix>-<digest of the rendered job config and compose
 override>`. An unchanged config gives the same name, so the same job dir is resumed; a changed
@@ -58,10 +58,20 @@ from components.harbor_config import (
     render_compose_override,
     render_job_config,
 )
-from components.host import Host, ScriptRun, content_hash, host_step, probe_host
-from components.hostside import jobdir
-from components.hostside.harbor import harbor_bin as installed_harbor_bin
+from components.seam.host import Host
+from components.seam.probe import probe_host
+from components.seam.step import ScriptRun, content_hash, host_step
 from components.trial_namespace import PULL_SECRET
+from contracts import hostlayout, jobdir
+from hostside import (
+    harbor_configs,
+    harbor_dataset,
+    harbor_install,
+    harbor_launch,
+    harbor_preflight,
+    k8s_access,
+    k8s_preflight,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,7 +115,7 @@ CONTROLLER_TOKEN_S = 30 * 24 * 3600
 
 
 def controller_kubeconfig_path(workspace: str, namespace: str) -> str:
-    """Where the Harbor controller's kubeconfig is on the Harbor host (components/hostside/
+    """Where the Harbor controller's kubeconfig is on the Harbor host (hostside/
     k8s_access.py writes it)."""
     return f"{workspace.rstrip('/')}/configs/{namespace}.kubeconfig.json"
 
@@ -251,7 +261,8 @@ def declare_job_steps(
     configs = host_step(
         f"{name}-configs",
         host=host,
-        module="harbor_configs",
+        create=harbor_configs.create,
+        delete=harbor_configs.delete,
         inputs={
             "config_path": config_path,
             "compose_path": compose_path,
@@ -274,7 +285,7 @@ def declare_job_steps(
     preflight = host_step(
         f"{name}-preflight",
         host=host,
-        module="harbor_preflight",
+        create=harbor_preflight.create,
         inputs={
             **same_run,
             "expected": rendered.apply(lambda r: json.loads(r.expected) if r else []),
@@ -288,7 +299,8 @@ def declare_job_steps(
     launch = host_step(
         f"{name}-launch",
         host=host,
-        module="harbor_launch",
+        create=harbor_launch.create,
+        delete=harbor_launch.delete,
         inputs={
             **same_run,
             "log_dir": log_dir,
@@ -348,7 +360,8 @@ class HarborJob(pulumi.ComponentResource):
         access = host_step(
             f"{name}-cluster-access",
             host=args.host,
-            module="k8s_access",
+            create=k8s_access.create,
+            delete=k8s_access.delete,
             inputs={
                 "kubeconfig": cluster.kubeconfig,
                 "namespace": cluster.namespace,
@@ -368,7 +381,7 @@ class HarborJob(pulumi.ComponentResource):
         probe = host_step(
             f"{name}-cluster-preflight",
             host=args.host,
-            module="k8s_preflight",
+            create=k8s_preflight.create,
             inputs={
                 # Known from the config, tied to the step that writes it.
                 "kubeconfig": pulumi.Output.all(access.command.id, kubeconfig_path).apply(
@@ -411,7 +424,8 @@ class HarborJob(pulumi.ComponentResource):
         install = host_step(
             f"{name}-install",
             host=host,
-            module="harbor_install",
+            create=harbor_install.create,
+            delete=harbor_install.delete,
             inputs={
                 "workspace": workspace,
                 "version": harbor.version,
@@ -427,7 +441,8 @@ class HarborJob(pulumi.ComponentResource):
         dataset_run = host_step(
             f"{name}-dataset",
             host=host,
-            module="harbor_dataset",
+            create=harbor_dataset.create,
+            delete=harbor_dataset.delete,
             inputs={
                 "dataset_path": args.dataset_path,
                 "git_url": dataset.repo,
@@ -456,7 +471,7 @@ class HarborJob(pulumi.ComponentResource):
                 proxy_url=v[2],
             )
         )
-        default_bin = installed_harbor_bin(workspace, harbor.version)
+        default_bin = hostlayout.harbor_bin(workspace, harbor.version)
         # Known from the config and tied to the step (see ToolBundle.tools_dir for why).
         harbor_bin = pulumi.Output.all(install.command.id, default_bin).apply(lambda v: v[1])
         job_name = rendered.apply(lambda r: r.job_name)

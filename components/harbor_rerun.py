@@ -45,8 +45,10 @@ from components.harbor_job import (
     probe_job_status,
     render_plan,
 )
-from components.host import Host, probe_host, read_dir_here
-from components.hostside import jobdir
+from components.seam.host import Host
+from components.seam.probe import probe_host
+from components.seam.ssh import read_dir_here
+from contracts import jobdir
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,8 +1,8 @@
 """HostCode: the code every step on a host runs, copied there once per version.
 
-Every script of `components/scripts/` and the standalone Python modules they call go to
-`<workspace>/.benchstack/code` on the host, at their paths under `components/`, so a step's
-command is a short call of a file that is there already (components/host.py). The copy runs
+The package `hostside/` and the contracts it imports go to `<workspace>/.benchstack/code` on the
+host, at their paths under the project root (components/seam/code.py), so a step's command is a
+short call of a module that is there already (components/seam/step.py). The copy runs
 where Pulumi runs: `tar` of the project's files, unpacked on the host (over the seam's ssh for
 a remote one, the key on standard input). A new version of benchstack is an update of this one
 resource: the files are replaced in place (never a create-then-delete, which would remove the
@@ -19,12 +19,10 @@ from dataclasses import dataclass, replace
 import pulumi
 import pulumi_command as command
 
-from components.host import CODE_ROOT, Host, ShippedCode, code_digest, code_files, here_command
-
-# `<workspace>/.benchstack` is benchstack's own on every host: the code, and the venvs steps
-# cache beside it (readiness probe, model staging). The last delete on the host removes it.
-OWN_DIR = ".benchstack"
-CODE_DIR = f"{OWN_DIR}/code"
+from components.seam.code import PROJECT_ROOT, code_digest, code_files
+from components.seam.host import Host, ShippedCode
+from components.seam.ssh import here_command
+from contracts.hostlayout import CODE_DIR, OWN_DIR
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,7 +73,7 @@ class HostCode(pulumi.ComponentResource):
         files = code_files()
         digest = code_digest(files)
         pack = "tar -C {} -cf - {}".format(
-            shlex.quote(str(CODE_ROOT)), " ".join(shlex.quote(f) for f in files)
+            shlex.quote(str(PROJECT_ROOT)), " ".join(shlex.quote(f) for f in files)
         )
         install = "bash -c " + shlex.quote(install_script(code_dir, digest))
         remove = "bash -c " + shlex.quote(

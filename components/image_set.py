@@ -22,8 +22,10 @@ from dataclasses import dataclass
 import pulumi
 
 from components.config import ImagesConfig
-from components.host import Host, host_step
 from components.manifest import ImageManifest
+from components.seam.host import Host
+from components.seam.step import host_step
+from hostside import image_set
 
 # The tag Harbor 0.21.0 looks up for its sidecar (the config's default, kept here by name).
 HARBOR_0_21_0_SIDECAR_IMAGE = ImagesConfig.model_fields["sidecar_image"].default
@@ -105,7 +107,7 @@ class ImageSet(pulumi.ComponentResource):
         run = host_step(
             f"{name}-pull",
             host=args.host,
-            module="image_set",
+            create=image_set.create,
             inputs=step_inputs(args),
             # A new dataset commit with other images re-runs the pull (config changes re-render
             # the command and re-run it anyway). No delete: removing task images on destroy

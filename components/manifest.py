@@ -3,7 +3,7 @@
 Pure Python (no Pulumi): it reads `<dataset>/<task>/task.toml` for every task directory and
 returns the distinct images, sorted, each with the tasks that use it, plus the tasks whose
 network policy is not public. Harbor 0.21.0 runs those behind its egress-control sidecar,
-an image that has to exist before launch (see components/hostside/image_sidecar.py).
+an image that has to exist before launch (see hostside/image_sidecar.py).
 
 The task name is the task directory name: that is what `harbor run -i` filters on and what a
 user sees in the dataset tree.

@@ -33,7 +33,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-from components.hostside import jobdir
+from contracts import jobdir
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Provenance: the manifest from which a reader can repeat the run, written beside the job's log.
 
-One JSON beside the job's log (where: components/hostside/jobdir.py; schema
-`benchstack.provenance/1` from components/outputs.py): the Harbor wheel's version and sha256,
+One JSON beside the job's log (where: contracts/jobdir.py; schema
+`benchstack.provenance/1` from contracts/outputs.py): the Harbor wheel's version and sha256,
 the dataset's repository, commit and task count, every task image's digest, the SGLang image
 id, the model's name and path, each worker's reported server config, the router's flags, the
 stack name, the reruns, and, read on the Harbor host (hostside/provenance.py), the config
@@ -20,14 +20,15 @@ from dataclasses import dataclass
 
 import pulumi
 
-from components import outputs as keys
 from components.config import DatasetConfig, ModelConfig
 from components.harbor_job import HarborJob
 from components.harbor_rerun import HarborRerun
-from components.host import content_hash, host_step
-from components.hostside import jobdir
 from components.router import Router
+from components.seam.step import content_hash, host_step
 from components.sglang_worker import SGLangWorker
+from contracts import jobdir
+from contracts import outputs as keys
+from hostside import provenance
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,7 +119,7 @@ class Provenance(pulumi.ComponentResource):
         write = host_step(
             f"{name}-write",
             host=job.host,
-            module="provenance",
+            create=provenance.create,
             inputs={
                 "out": path,
                 "facts": program_part,

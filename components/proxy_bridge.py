@@ -22,7 +22,10 @@ from typing import Any
 import pulumi
 
 from components.config import ProxyConfig
-from components.host import Host, host_step, probe_host
+from components.seam.host import Host
+from components.seam.probe import probe_host
+from components.seam.step import host_step
+from hostside import proxy_bridge
 
 # The supervisor's unit and state files are named after it.
 BRIDGE_NAME = "benchstack-proxy-bridge"
@@ -78,7 +81,8 @@ class ProxyBridge(pulumi.ComponentResource):
         run = host_step(
             f"{name}-socat",
             host=args.host,
-            module="proxy_bridge",
+            create=proxy_bridge.create,
+            delete=proxy_bridge.delete,
             inputs=step_inputs(proxy, args.state_dir, token, args.check_image),
             delete_inputs={"state_dir": args.state_dir, "name": BRIDGE_NAME},
             triggers=[token],

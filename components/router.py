@@ -22,7 +22,8 @@ import pulumi
 import pulumi_docker as docker
 
 from components.config import ModelConfig, RouterConfig, ServingConfig
-from components.host import Host, host_step
+from components.seam.host import Host
+from components.seam.step import host_step
 from components.serving import (
     docker_provider,
     image_reference,
@@ -30,6 +31,7 @@ from components.serving import (
     readiness_check,
     serving_container,
 )
+from hostside import serving_probe
 
 ROUTER_STOP_TIMEOUT_S = 180
 
@@ -108,7 +110,7 @@ class Router(pulumi.ComponentResource):
         reach = host_step(
             f"{name}-reach",
             host=host,
-            module="serving_probe",
+            create=serving_probe.create,
             inputs=probe_inputs(reach_spec, workspace=workspace, serving=args.serving,
                                 timeout_s=args.router.worker_timeout_s * len(args.worker_urls)),
             # Another set of workers is another network path to prove.

@@ -13,8 +13,11 @@ import pulumi
 import pulumi_docker as docker
 
 from components.config import ServingConfig
-from components.host import Host, ScriptRun, host_step, probe_host
-from components.host_code import OWN_DIR
+from components.seam.host import Host
+from components.seam.probe import probe_host
+from components.seam.step import ScriptRun, host_step
+from contracts.hostlayout import OWN_DIR
+from hostside import serving_image, serving_probe
 
 # The seed ran both with Docker's json-file logs, capped: hours of request logs must not fill /.
 LOG_DRIVER = "json-file"
@@ -59,7 +62,7 @@ def image_reference(
         load = host_step(
             f"{name}-image-load",
             host=host,
-            module="serving_image",
+            create=serving_image.create,
             inputs={"archive": image_archive, "image": image},
             triggers=[image_archive, image],
             opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
@@ -89,7 +92,7 @@ def probe_inputs(
     spec: pulumi.Input[Mapping[str, Any]], *, workspace: str, serving: ServingConfig,
     timeout_s: int,
 ) -> dict[str, pulumi.Input[Any]]:
-    """The inputs of one serving_probe step (components/hostside/serving_probe.py)."""
+    """The inputs of one serving_probe step (hostside/serving_probe.py)."""
     return {
         "spec": spec,
         "python": serving.probe_python,
@@ -171,7 +174,7 @@ def readiness_check(
     return host_step(
         f"{name}-ready",
         host=host,
-        module="serving_probe",
+        create=serving_probe.create,
         inputs=probe_inputs(spec, workspace=workspace, serving=serving, timeout_s=timeout_s),
         # A new container (replacement, new image) must be proven again; a new probe is an
         # update (its code digest is in the command), which runs it again too.

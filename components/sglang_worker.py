@@ -19,7 +19,8 @@ import pulumi
 import pulumi_docker as docker
 
 from components.config import ModelConfig, ServingConfig
-from components.host import Host, host_step
+from components.seam.host import Host
+from components.seam.step import host_step
 from components.serving import (
     docker_provider,
     image_reference,
@@ -27,6 +28,7 @@ from components.serving import (
     serving_container,
     venvs_dir,
 )
+from hostside import model_check, model_stage
 
 # The seed's `docker run` options, shared with the router where they coincide.
 WORKER_STOP_TIMEOUT_S = 30
@@ -149,7 +151,7 @@ class SGLangWorker(pulumi.ComponentResource):
             stage = host_step(
                 f"{name}-model-stage",
                 host=host,
-                module="model_stage",
+                create=model_stage.create,
                 inputs={
                     "s3_uri": args.model.s3_uri,
                     "model_path": args.host_model_path,
@@ -169,7 +171,7 @@ class SGLangWorker(pulumi.ComponentResource):
         check = host_step(
             f"{name}-model-check",
             host=host,
-            module="model_check",
+            create=model_check.create,
             inputs={"model_path": args.host_model_path, "user": args.serving.user},
             triggers=[args.host_model_path, args.serving.user],
             opts=pulumi.ResourceOptions(parent=self, depends_on=model_deps),

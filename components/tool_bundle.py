@@ -17,10 +17,10 @@ from typing import Any
 import pulumi
 
 from components.config import ToolBundleConfig
-from components.host import Host, host_step
-
-# Where the Harbor compose override mounts the bundle inside task containers.
-BUNDLE_ROOT = "/opt/harbor-tools"
+from components.seam.host import Host
+from components.seam.step import host_step
+from contracts import hostlayout
+from hostside import tool_bundle
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,7 +40,7 @@ def step_inputs(
     return {
         "tools_dir": tools_dir,
         "asciinema_sha256": tools.asciinema_sha256,
-        "bundle_root": BUNDLE_ROOT,
+        "bundle_root": hostlayout.TOOLS_MOUNT,
         "canary_image": canary_image,
         "host_tmux": None,
         "host_python": None,
@@ -63,7 +63,8 @@ class ToolBundle(pulumi.ComponentResource):
         run = host_step(
             f"{name}-build",
             host=args.host,
-            module="tool_bundle",
+            create=tool_bundle.create,
+            delete=tool_bundle.delete,
             inputs=step_inputs(args.tools, args.tools_dir, args.canary_image),
             delete_inputs={"tools_dir": args.tools_dir},
             opts=pulumi.ResourceOptions(parent=self),
@@ -72,7 +73,7 @@ class ToolBundle(pulumi.ComponentResource):
         # output: that is unknown while the step updates, and the job config rendered from it
         # would then be planned as a replacement of the job.
         self.tools_dir = pulumi.Output.all(run.command.id, args.tools_dir).apply(lambda v: v[1])
-        self.bundle_root = pulumi.Output.from_input(BUNDLE_ROOT)
+        self.bundle_root = pulumi.Output.from_input(hostlayout.TOOLS_MOUNT)
         self.tmux_version = run.outputs.apply(lambda o: str(o.get("tmux_version", "")))
         self.asciinema_version = run.outputs.apply(lambda o: str(o.get("asciinema_version", "")))
         self.input_hash = run.outputs.apply(lambda o: str(o.get("input_hash", "")))

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from components import host as host_seam
-from components.host import CODE_ROOT
+from components.seam import code as seam_code
+from components.seam.code import PROJECT_ROOT
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ROOT / "components" / "scripts"
+PROBES = ROOT / "hostside" / "probes"
 SHARED = ROOT.parent / "shared"
 TB21_TASKS = SHARED / "data" / "tb21-tasks"
 SAMPLE_JOBS = SHARED / "reference" / "harbor-sample-jobs"
@@ -49,9 +49,6 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.real)
 
 
-def script_source(name: str) -> str:
-    return (SCRIPTS / name).read_text()
-
 
 @dataclass(frozen=True)
 class ScriptResult:
@@ -75,7 +72,7 @@ class ScriptResult:
 
 
 # The host code as HostCode copies it to a host: the same files at the same paths.
-CODE = str(CODE_ROOT)
+CODE = str(PROJECT_ROOT)
 
 
 def docker(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
@@ -86,20 +83,16 @@ def docker(*args: str, check: bool = True, timeout: float = 300) -> subprocess.C
 
 @pytest.fixture
 def scratch_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A copy of the host code (components/scripts/, components/hostside/) that the seam reads
-    instead of the checkout's, for a test that adds a throwaway script or module: the checkout's
+    """A copy of the host code (hostside/ with its probes, contracts/) that the seam reads
+    instead of the checkout's, for a test that adds a throwaway probe or module: the checkout's
     own stays as it is for every other test (and every other worker) reading it meanwhile."""
-    root = tmp_path / "components"
-    shutil.copytree(CODE_ROOT / "scripts", root / "scripts")
-    shutil.copytree(CODE_ROOT / "hostside", root / "hostside",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    monkeypatch.setattr(host_seam, "CODE_ROOT", root)
-    monkeypatch.setattr(host_seam, "SCRIPTS_DIR", root / "scripts")
-    host_seam.script_closure.cache_clear()
-    host_seam.module_closure.cache_clear()
-    yield root
-    host_seam.script_closure.cache_clear()
-    host_seam.module_closure.cache_clear()
+    for package in ("hostside", "contracts"):
+        shutil.copytree(PROJECT_ROOT / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(seam_code, "PROJECT_ROOT", tmp_path)
+    seam_code._module_closure.cache_clear()
+    yield tmp_path
+    seam_code._module_closure.cache_clear()
 
 
 @pytest.fixture(scope="session")

@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from components import outputs as K
+from contracts import outputs as K
 from tests.audit.conftest import SEED_ADJUDICATIONS
 from tests.conftest import SAMPLE_JOBS
 

@@ -15,7 +15,7 @@ from audit.layout import task_of as dir_task
 from audit.merge import MERGE_RULE, SUPERSEDED, merge_reports
 from audit.render import render
 from audit.report import Report, build_report
-from components import outputs as K
+from contracts import outputs as K
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 from tests.audit.test_cli import _fake_pulumi
 from tests.audit.test_dev_set import DEV_SET

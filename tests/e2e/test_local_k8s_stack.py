@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components import outputs as keys
+from contracts import outputs as keys
 from tests.conftest import docker
 from tests.e2e.conftest import DAEMON_JSON, LocalStack
 from tests.e2e.test_local_stack import (

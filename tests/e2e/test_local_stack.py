@@ -21,8 +21,8 @@ from pathlib import Path
 import boto3
 import pytest
 
-from components import outputs as keys
 from components.config import split_stack_file
+from contracts import outputs as keys
 from tests.conftest import CANARY_IMAGE, ROOT, docker
 from tests.e2e.conftest import DAEMON_JSON, LocalStack, daemon_pools, docker0_address
 from tests.engine.conftest import changed, steps
@@ -358,9 +358,9 @@ def test_a_failed_up_leaves_state_the_next_up_recovers_from(local: LocalStack):
     """A host step that fails halfway: one reason on the console (not the step's source, no
     traceback), no pending operation in the state, the steps before it kept; with the step
     fixed, the next up creates the rest."""
-    script = local.project / "components" / "hostside" / "harbor_dataset.py"
+    script = local.project / "hostside" / "harbor_dataset.py"
     original = script.read_text()
-    marker = "\n    inputs = read(Inputs)\n"
+    marker = "\ndef create(inputs: Inputs) -> None:\n"
     assert marker in original
     script.write_text(original.replace(
         marker, marker + '    raise HostError("injected failure halfway")\n', 1))

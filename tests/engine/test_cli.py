@@ -262,7 +262,7 @@ class ProcessWatch:
 def test_audit_reads_the_job_from_the_real_stack_outputs(engine: Engine, tmp_path) -> None:
     """`python -m audit --stack` through the real `pulumi stack output --json`, run from a
     directory other than the project's: the same report as the job dir given directly."""
-    from components import outputs as keys
+    from contracts import outputs as keys
     from tests.audit.audit_jobgen import seed_final_run, write_job
 
     job_dir = write_job(tmp_path / "results", "seed-job", seed_final_run())

@@ -21,8 +21,8 @@ from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
 from components.config import NAMESPACE, split_stack_file
-from components.host import Host
 from components.host_code import HostCode, HostCodeArgs
+from components.seam.host import Host
 from tests.conftest import ROOT
 
 

@@ -13,11 +13,11 @@ import shlex
 
 import pytest
 
-from components import outputs as keys
 from components.config import load_stack_file
-from components.host import content_hash
 from components.manifest import load_manifest
-from tests.conftest import ROOT, SCRIPTS
+from components.seam.step import content_hash
+from contracts import outputs as keys
+from tests.conftest import PROBES, ROOT
 from tests.graph.program import ProgramRun, run_program
 
 STACKS = sorted(p.name.split(".")[1] for p in ROOT.glob("Pulumi.*.yaml"))
@@ -225,7 +225,7 @@ def test_commands_are_safe_under_replacement_and_upgrade(stack):
     options = {}
     run = run_program(stack, secrets=SECRETS,
                       on_declare=lambda d, opts: options.__setitem__(d.name, opts))
-    script_hashes = {content_hash(p.read_text()) for p in SCRIPTS.glob("*.sh")}
+    script_hashes = {content_hash(p.read_text()) for p in PROBES.glob("*.sh")}
     commands = [r for r in run.registrations if r.type.startswith("command:")
                 and r.type.endswith(":Command")]
     assert commands

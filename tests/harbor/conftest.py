@@ -27,8 +27,9 @@ import pytest
 
 from components.config import DatasetConfig, HarborConfig
 from components.harbor_job import Rendered, render_plan
-from components.host import render, render_step
-from components.hostside import jobdir
+from components.seam.probe import render
+from components.seam.step import render_step
+from contracts import jobdir
 from tests.conftest import CODE, ROOT, STATE, ScriptResult, docker
 
 DEMO_TASKS = ROOT / "demo" / "tasks"

@@ -20,8 +20,8 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.config import KNOWN_HARBOR_WHEELS, AgentConfig, DatasetConfig, HarborConfig
 from components.harbor_job import HarborJob, HarborJobArgs
-from components.host import Host
-from tests.conftest import CODE_ROOT
+from components.seam.host import Host
+from tests.conftest import PROJECT_ROOT
 from tests.graph.program import shipped
 from tests.harbor.conftest import called_module, step_inputs
 
@@ -142,12 +142,12 @@ def test_children_and_their_order() -> None:
     assert rec.options["job-launch"].delete_before_replace is True
     launch = rec.resources["job-launch"]
     assert called_module(plain(launch["create"])) == "harbor_launch create"
-    source = (CODE_ROOT / "hostside" / "harbor_launch.py").read_text()
+    source = (PROJECT_ROOT / "hostside" / "harbor_launch.py").read_text()
     assert "start_new_session=True" in source
     assert called_module(plain(launch["delete"])) == "harbor_launch delete"
     assert "signal.SIGTERM" in source, "destroy stops Harbor gracefully"
     assert called_module(rec.resources["job-preflight"]["create"]) == "harbor_preflight create"
-    assert "--print-config" in (CODE_ROOT / "hostside" / "harbor_preflight.py").read_text()
+    assert "--print-config" in (PROJECT_ROOT / "hostside" / "harbor_preflight.py").read_text()
     for step, module in (("job-install", "harbor_install"), ("job-dataset", "harbor_dataset"),
                          ("job-configs", "harbor_configs")):
         assert called_module(rec.resources[step]["create"]) == f"{module} create"

@@ -9,9 +9,9 @@ import re
 import pulumi
 import pytest
 
-from components import outputs as keys
 from components.config import ConfigError, split_stack_file
 from components.harbor_rerun import rerun_job_name
+from contracts import outputs as keys
 from tests.conftest import ROOT
 from tests.graph.program import mock_local_run, run_program
 from tests.harbor.conftest import called_module, step_inputs

@@ -2,7 +2,7 @@
 preflight, launch, stop and resume steps, exactly as the component runs them.
 
 The oracle job goes through the rendered compose override with a real tool bundle
-(components/hostside/tool_bundle.py) and the proxy variables; the stop tests interrupt a running
+(hostside/tool_bundle.py) and the proxy variables; the stop tests interrupt a running
 job with SIGTERM (through the stop, the launch's delete) and with SIGKILL, and check what is left.
 """
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from components.config import ToolBundleConfig
-from components.host import render_step
+from components.seam.step import render_step
 from components.tool_bundle import step_inputs
 from tests.conftest import CODE, ScriptResult
 

@@ -28,8 +28,9 @@ from typing import Any
 import pytest
 
 from components.config import ProxyConfig
-from components.host import parse_outputs, render
 from components.proxy_bridge import step_inputs
+from components.seam.probe import render
+from components.seam.ssh import parse_outputs
 from tests.conftest import PROXY, ScriptResult, docker
 from tests.hostplane.conftest import docker_gateway, free_port
 from tests.hostplane.steps import run_step, step_command

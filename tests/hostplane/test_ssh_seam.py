@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from components.host import Host, known_host_key_command, parse_outputs, render, ssh_command
+from components.seam.host import Host
+from components.seam.probe import render
+from components.seam.ssh import known_host_key_command, parse_outputs, ssh_command
 from components.serving import RUN_TOKEN_LABEL
 from tests.conftest import SSHD_DIR, SSHD_PORT
 
@@ -125,7 +127,7 @@ def test_from_audit_copies_a_remote_job_once_and_audits_the_copy(sshd, tmp_path,
     """harbor.reruns.from_audit on a remote Harbor host: the finished job is copied over the
     seam's ssh (read-only there), audited here, and the copy is reused on the next `up`."""
     from components.harbor_rerun import audit_command, job_copy_dir
-    from components.host import copy_here_command
+    from components.seam.ssh import copy_here_command
     from tests.audit.audit_jobgen import TrialSpec, write_job
 
     remote_root = tmp_path / "remote" / "results"

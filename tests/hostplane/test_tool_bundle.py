@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from components.harbor_config import TOOLS_BIN_TARGET, TOOLS_MOUNT
+from components.harbor_config import TOOLS_BIN_TARGET
+from contracts.hostlayout import TOOLS_MOUNT
 from tests.conftest import ScriptResult, docker
 from tests.hostplane import static_image as static
 from tests.hostplane.steps import build_tool_bundle, run_step, tool_bundle_inputs

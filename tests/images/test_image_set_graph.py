@@ -15,7 +15,6 @@ from google.protobuf import json_format
 from pulumi.runtime.mocks import MockMonitor
 
 from components.config import ImagesConfig
-from components.host import Host, code_digest, module_closure
 from components.image_set import (
     HARBOR_0_21_0_SIDECAR_IMAGE,
     ImageSet,
@@ -23,6 +22,8 @@ from components.image_set import (
     RegistryCredentials,
 )
 from components.manifest import load_manifest
+from components.seam.code import code_digest, module_closure
+from components.seam.host import Host
 from tests.conftest import TB21_TASKS
 from tests.graph.program import shipped
 from tests.harbor.conftest import called_module, step_inputs

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from components.config import ImagesConfig
-from components.host import render_step
 from components.image_set import HARBOR_0_21_0_SIDECAR_IMAGE, STATE_DIR
 from components.manifest import load_manifest
+from components.seam.step import render_step
 from tests.conftest import CODE, HARBOR_VENV, TB21_TASKS, ScriptResult, docker
 from tests.harbor.conftest import seam_step
 from tests.images.conftest import ImageFactory, LocalRegistry

@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from components.hostside import k8s_kubeconfig as kc
-from components.hostside import k8s_preflight, k8s_watch
-from components.hostside.step import HostError
+from hostside import k8s_kubeconfig as kc
+from hostside import k8s_preflight, k8s_watch
+from hostside.step import HostError
 from tests.conftest import REGISTRY, ScriptResult
 from tests.hostplane.steps import run_step
 from tests.k8s.cluster import BRIDGE, IMAGE, Cluster, sleeper

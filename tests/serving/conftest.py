@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from components.config import RouterConfig
-from components.host import render_step
 from components.router import router_argv
+from components.seam.step import render_step
 from tests.conftest import CODE, ROOT, ScriptResult
 
 STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"

@@ -26,8 +26,9 @@ from components.config import (
     parse_stack_config,
     split_stack_file,
 )
-from components.host import Host, code_digest, module_closure
 from components.router import Router, RouterArgs
+from components.seam.code import code_digest, module_closure
+from components.seam.host import Host
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
 from tests.conftest import ROOT
 from tests.graph.program import mock_local_run, shipped

@@ -1,5 +1,5 @@
 """The serving container status probe (components/serving.py) as the seam runs it at program
-time: scripts/container_status.sh with components/hostside/container_status.py inlined, under
+time: scripts/container_status.sh with hostside/container_status.py inlined, under
 bash. Against a stand-in `docker` (the fast loop) and the real engine."""
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from components.host import parse_outputs, render
+from components.seam.probe import render
+from components.seam.ssh import parse_outputs
 from components.serving import RUN_TOKEN_LABEL
 from tests.conftest import docker
 

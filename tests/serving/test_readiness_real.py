@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from components.config import ModelConfig, ServingConfig
-from components.host import Host
+from components.seam.host import Host
 from components.sglang_worker import SGLangWorkerArgs, expected_server_info, serve_argv
 from tests.conftest import docker
 from tests.serving.conftest import (

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from components.hostside.readiness import READY_PROMPT
+from hostside.readiness import READY_PROMPT
 from tests.conftest import ROOT
 from tests.serving.conftest import MODEL, Processes, chat, free_port, run_step
 from tests.standins import sglang_worker as standin

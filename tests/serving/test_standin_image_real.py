@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from components.config import ModelConfig, RouterConfig, ServingConfig
-from components.host import Host
 from components.router import router_argv
+from components.seam.host import Host
 from components.sglang_worker import SGLangWorkerArgs, expected_server_info, serve_argv
 from tests.conftest import REGISTRY, ROOT, docker
 from tests.serving.conftest import free_port, run_probe

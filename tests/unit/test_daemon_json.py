@@ -1,4 +1,4 @@
-"""components/hostside/daemon_json.py with no peer: the pure logic (pools, overlaps, merge, which
+"""hostside/daemon_json.py with no peer: the pure logic (pools, overlaps, merge, which
 original, the record, backup names, what the delete does) and its file operations in a temporary
 directory; and hostside/daemon_config.py's checks that come before any engine is asked, run
 through the seam, and its way to root.
@@ -20,9 +20,10 @@ import pytest
 
 from components.config import DockerConfig
 from components.docker_daemon import step_inputs
-from components.host import CODE_ROOT, render_step
-from components.hostside import daemon_json as dj
-from components.hostside.step import HostError
+from components.seam.code import PROJECT_ROOT
+from components.seam.step import render_step
+from hostside import daemon_json as dj
+from hostside.step import HostError
 
 POOLS = [{"base": "172.18.0.0/15", "size": 24}]
 POOLS_TEXT = json.dumps(POOLS)
@@ -480,7 +481,7 @@ def inputs(**over: object) -> dict:
 
 def run_step(verb: str, values: dict, prefix: tuple[str, ...] = (),
              env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    command = render_step("daemon_config", verb, values, str(CODE_ROOT))
+    command = render_step("daemon_config", verb, values, str(PROJECT_ROOT))
     return subprocess.run([*prefix, "/bin/sh", "-c", command], capture_output=True, text=True,
                           timeout=60, env=env, stdin=subprocess.DEVNULL)
 
@@ -517,7 +518,7 @@ def test_not_root_runs_the_step_again_under_sudo(nobody: tuple[Path, list[str]])
     proc = run_step("delete", values, prefix, env)
     assert proc.returncode == 0, proc.stderr
     args = (work / "args").read_text().splitlines()
-    assert args[:3] == ["-n", "env", f"PYTHONPATH={CODE_ROOT}"]
+    assert args[:3] == ["-n", "env", f"PYTHONPATH={PROJECT_ROOT}"]
     assert args[3].startswith("BENCHSTACK_INPUTS=")
     assert json.loads(args[3].removeprefix("BENCHSTACK_INPUTS=")) == values
     assert args[5:] == ["-m", "hostside", "daemon_config", "delete"]
@@ -533,7 +534,7 @@ def test_not_root_runs_the_step_again_under_sudo(nobody: tuple[Path, list[str]])
 
 def test_the_steps_digest_covers_the_modules_it_imports() -> None:
     """An edited daemon_json.py or dockerd_restart.py is an update of the step that runs them."""
-    from components.host import module_closure
+    from components.seam.code import module_closure
 
     assert {"hostside/daemon_config.py", "hostside/daemon_json.py",
             "hostside/dockerd_restart.py"} <= set(module_closure("daemon_config"))

@@ -1,4 +1,4 @@
-"""components/hostside/harbor_launch.py with a stand-in `harbor` (no engine, no Harbor): the
+"""hostside/harbor_launch.py with a stand-in `harbor` (no engine, no Harbor): the
 launch detaches it in its own session with its output in the log, records its PID and the launch
 token, waits for the first trial, and leaves a running or finished job alone; the stop signals
 it and waits; the status probe reads what they recorded. The real Harbor runs in
@@ -11,7 +11,8 @@ import os
 import time
 from pathlib import Path
 
-from components.hostside import harbor_launch, jobdir
+from contracts import jobdir
+from hostside import harbor_launch
 from tests.conftest import ScriptResult
 from tests.harbor.conftest import probe, seam_step
 

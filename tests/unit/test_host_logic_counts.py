@@ -37,7 +37,7 @@ def test_the_script_prints_the_counts(capsys) -> None:
     printed = json.loads(capsys.readouterr().out)
     assert printed["summary"]["local_or_ssh_deciders_outside_seam"] == 0
     assert counts.main([]) == 0
-    assert "a. bash under components/scripts/" in capsys.readouterr().out
+    assert "a. bash under hostside/probes/" in capsys.readouterr().out
 
 
 def one(files: dict[str, str]) -> counts.Counts:
@@ -47,12 +47,12 @@ def one(files: dict[str, str]) -> counts.Counts:
 def test_bash_lines_and_fallbacks() -> None:
     script = ('#!/usr/bin/env bash\n# a comment\nset -euo pipefail\n\n'
               'x="${TIMEOUT:-600}"\ny=${NAME:-}\n')
-    found = one({"components/scripts/a.sh": script})
+    found = one({"hostside/probes/a.sh": script})
     assert found.bash == {"scripts": 1, "lines": 6, "code_lines": 3}
     assert [f.text for f in found.shell_defaults] == ["${TIMEOUT:-600}"]
     assert [f.text for f in found.shell_guards] == ["${NAME:-}"]
     # Bash in a string of the host package counts as shipped bash.
-    embedded = one({"components/hostside/m.py": 'LOOP = "sleep ${DELAY:-5}"\n'})
+    embedded = one({"hostside/m.py": 'LOOP = "sleep ${DELAY:-5}"\n'})
     assert [f.text for f in embedded.shell_defaults] == ["${DELAY:-5}"]
 
 
@@ -74,7 +74,7 @@ def test_bash_lines_and_fallbacks() -> None:
     '    p.add_argument("--timeout", default=600.0, dest="timeout_s")\n',
 ])
 def test_each_default_in_the_host_package_is_found(source: str) -> None:
-    assert len(one({"components/hostside/m.py": source}).python_defaults) == 1, source
+    assert len(one({"hostside/m.py": source}).python_defaults) == 1, source
 
 
 @pytest.mark.parametrize("source", [
@@ -85,7 +85,7 @@ def test_each_default_in_the_host_package_is_found(source: str) -> None:
     '"""A docstring: os.environ.get("X", "y") and ${X:-y}."""\n',
 ])
 def test_what_is_not_a_default_is_left_alone(source: str) -> None:
-    found = one({"components/hostside/m.py": source})
+    found = one({"hostside/m.py": source})
     assert found.python_defaults == [] and found.shell_defaults == [], source
 
 
@@ -93,7 +93,7 @@ def test_what_is_not_a_default_is_left_alone(source: str) -> None:
     "def done(result):\n    return result.finished_at is not None\n",
     'def done(job):\n    return job.get("finished_at") is not None\n',
     'def done(job):\n    if job["finished_at"]:\n        return True\n',
-    "from components.hostside import jobdir\n"
+    "from contracts import jobdir\n"
     "def done(job):\n    return not job.get(jobdir.FINISHED_AT)\n",
     'CHECK = "grep -q \'\\"finished_at\\": null\' \\"$JOB/result.json\\""\n',
 ])
@@ -103,12 +103,12 @@ def test_a_second_owner_of_finished_is_found(source: str) -> None:
 
 
 def test_asking_jobdir_is_not_deciding() -> None:
-    source = ("from components.hostside import jobdir\n"
+    source = ("from contracts import jobdir\n"
               "def done(job):\n    return jobdir.ended(job.finished_at)\n"
               "def row(job):\n    return {'finished_at': job.get(jobdir.FINISHED_AT)}\n")
     assert one({"components/progress.py": source}).finished == []
     sh = 'if grep -q finished_at "$JOBS_DIR/$JOB_NAME/result.json"; then exit 0; fi\n'
-    assert len(one({"components/scripts/s.sh": sh}).finished) == 1
+    assert len(one({"hostside/probes/s.sh": sh}).finished) == 1
 
 
 @pytest.mark.parametrize("source", [
@@ -124,9 +124,9 @@ def test_a_second_pid_check_is_found(source: str) -> None:
 
 def test_a_pid_check_of_another_program_is_not_the_jobs() -> None:
     source = "def alive(pid):\n    return open(f'/proc/{pid}/cmdline').read()\n"
-    assert one({"components/hostside/proxy_status.py": source}).pid_check == []
+    assert one({"hostside/proxy_status.py": source}).pid_check == []
     sh = 'pid=$(cat "$LOG_DIR/$JOB_NAME.pid")\nkill -0 "$pid" && echo running\n'
-    assert len(one({"components/scripts/s.sh": sh}).pid_check) == 1
+    assert len(one({"hostside/probes/s.sh": sh}).pid_check) == 1
 
 
 @pytest.mark.parametrize("source", [
@@ -141,7 +141,7 @@ def test_a_pid_check_of_another_program_is_not_the_jobs() -> None:
 def test_a_second_spelling_of_the_layout_is_found(source: str) -> None:
     assert len(one({"components/harbor_job.py": source}).layout) == 1, source
     sh = 'tail -n 5 "$LOG_DIR/$JOB_NAME.log"\n'
-    assert len(one({"components/scripts/s.sh": sh}).layout) == 1
+    assert len(one({"hostside/probes/s.sh": sh}).layout) == 1
 
 
 def test_names_that_are_not_the_layout_are_left_alone() -> None:
@@ -152,11 +152,11 @@ def test_names_that_are_not_the_layout_are_left_alone() -> None:
               '    return results, argv, why\n')
     assert one({"audit/x.py": source}).layout == []
     bridge = 'def pid(state_dir, name):\n    return f"{state_dir}/{name}.pid"\n'
-    assert one({"components/hostside/proxy_status.py": bridge}).layout == []
+    assert one({"hostside/proxy_status.py": bridge}).layout == []
 
 
 @pytest.mark.parametrize("source", [
-    "from components.host import ssh_command\n"
+    "from components.seam.ssh import ssh_command\n"
     "def copy(host, text):\n"
     "    return text if host.is_local else ssh_command(host, text, with_key=False)\n",
     "def opts(host):\n    if host.is_local:\n        return None\n    return host.ssh_options()\n",
@@ -169,7 +169,7 @@ def test_a_local_or_ssh_decision_outside_the_seam_is_found(source: str) -> None:
 
 def test_the_seam_and_checks_that_take_no_ssh_path_are_left_alone() -> None:
     seam = "def opts(host):\n    return None if host.is_local else host.ssh_options()\n"
-    assert one({"components/host.py": seam}).local_or_ssh == []
+    assert one({"components/seam/probe.py": seam}).local_or_ssh == []
     check = ('def check(host):\n    if not host.is_local and host.user is None:\n'
              '        raise ValueError("remote hosts need a user: see ssh-keyscan")\n')
     assert one({"components/config.py": CONFIG + check}).local_or_ssh == []

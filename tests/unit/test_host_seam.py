@@ -14,33 +14,23 @@ from pathlib import Path
 
 import pytest
 
-from components import known_hosts
-from components.host import (
-    CODE_ROOT,
-    KNOWN_HOST_KEY_MARK,
-    SCRIPTS_DIR,
-    Host,
-    code_files,
-    known_host_key_command,
-    module_closure,
-    parse_outputs,
-    render,
-    script_closure,
-    script_text,
-    secret_stdin,
-)
-from components.hostside.pinned_venv import pinned_venv
-from components.hostside.step import HostError
+from components.seam import known_hosts
+from components.seam.code import code_files, module_closure
+from components.seam.host import Host
+from components.seam.probe import probe_text, probes_dir, render
+from components.seam.ssh import KNOWN_HOST_KEY_MARK, known_host_key_command, parse_outputs
+from hostside.pinned_venv import pinned_venv
+from hostside.step import HostError
 
 
 @pytest.fixture
 def probe_script(scratch_code: Path):
-    """A throwaway script in the host code's scripts/ (the seam only runs scripts from there),
-    in a copy of it (tests/conftest.py `scratch_code`)."""
-    path = scratch_code / "scripts" / "_seam_probe.sh"
+    """A throwaway probe in the host code's probes/ (the seam only runs probes from there), in
+    a copy of it (tests/conftest.py `scratch_code`)."""
+    path = scratch_code / "hostside" / "probes" / "_seam_probe.sh"
     path.write_text(
         "set -euo pipefail\n"
-        'printf \'{"plain": "%s", "secret": "%s"}\\n\' "$PLAIN" "$TOKEN"\n'
+        'printf \'{"plain": "%s"}\\n\' "$PLAIN"\n'
         "tr '\\0' ' ' </proc/$$/cmdline >&2\n"
     )
     return path.name
@@ -50,15 +40,11 @@ def run(command: str, stdin: str = "") -> subprocess.CompletedProcess:
     return subprocess.run(["/bin/sh", "-c", command], input=stdin, capture_output=True, text=True)
 
 
-def test_inputs_are_quoted_and_secrets_travel_on_stdin_only(probe_script):
-    env = {"PLAIN": "it's $HOME; `x`", "TOKEN": "s3cr3t-value"}
-    command = render(probe_script, env, secret_env=("TOKEN",))
-    assert "s3cr3t-value" not in command
-    proc = run(command, secret_stdin(env, ("TOKEN",)))
+def test_probe_inputs_are_quoted_into_its_text(probe_script):
+    env = {"PLAIN": "it's $HOME; `x`"}
+    proc = run(render(probe_script, env))
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.strip() == '{"plain": "it\'s $HOME; `x`", "secret": "s3cr3t-value"}'
-    # What `ps` shows of the running script: the plain input, never the secret.
-    assert "s3cr3t-value" not in proc.stderr and "PLAIN=" in proc.stderr
+    assert proc.stdout.strip() == '{"plain": "it\'s $HOME; `x`"}'
 
 
 def test_bad_input_name_is_refused(probe_script):
@@ -66,25 +52,38 @@ def test_bad_input_name_is_refused(probe_script):
         render(probe_script, {"BAD-NAME": "x"})
 
 
-def test_unknown_script_is_refused():
+def test_unknown_probe_is_refused():
     with pytest.raises(ValueError, match="nope.sh"):
-        script_text("nope.sh")
+        probe_text("nope.sh")
 
 
 def test_includes_are_expanded_once_where_they_stand():
     """For the probes run before any code is on the host (an invoke at every preview)."""
-    text = script_text("harbor_status.sh")
+    text = probe_text("harbor_status.sh")
     assert text.count("def status(") == 1
     assert not [ln for ln in text.splitlines() if ln.startswith("# benchstack:include")]
 
 
-def test_the_digest_covers_the_files_a_script_names_and_only_those():
-    """An edited module is an update of exactly the steps whose scripts run it."""
-    assert script_closure("harbor_status.sh") == ("scripts/harbor_status.sh",)
-    # What HostCode ships covers every file any step names.
-    shipped = set(code_files())
-    for script in SCRIPTS_DIR.glob("*.sh"):
-        assert set(script_closure(script.name)) <= shipped, script.name
+def test_an_include_of_a_missing_file_is_refused(scratch_code: Path):
+    path = scratch_code / "hostside" / "probes" / "_seam_missing.sh"
+    path.write_text("# benchstack:include hostside/no_such_module.py\n")
+    with pytest.raises(ValueError, match="no_such_module.py"):
+        probe_text("_seam_missing.sh")
+
+
+def test_the_probes_run_nothing_shipped():
+    """Probes reach the host whole, before any code is copied: none is shipped, and every probe
+    of the directory is one a component runs."""
+    assert not [f for f in code_files() if f.endswith(".sh")]
+    assert {p.name for p in probes_dir().glob("*.sh")} == {
+        "container_status.sh", "harbor_reruns.sh", "harbor_status.sh", "proxy_status.sh"}
+
+
+def test_what_is_shipped_is_the_host_package_and_the_contracts_it_imports():
+    shipped = code_files()
+    assert "hostside/__main__.py" in shipped and "contracts/jobdir.py" in shipped
+    assert "contracts/outputs.py" not in shipped  # the stack outputs are the audit's, not a host's
+    assert not [f for f in shipped if f.startswith("components/") or f.startswith("audit/")]
 
 
 def test_a_steps_digest_covers_the_programs_it_runs_in_its_venv():
@@ -100,11 +99,12 @@ def test_a_steps_digest_covers_the_programs_it_runs_in_its_venv():
         assert set(module_closure(module)) <= set(code_files()), module
 
 
-def test_an_unknown_file_of_the_host_code_is_refused(scratch_code: Path):
-    path = scratch_code / "scripts" / "_seam_missing.sh"
-    path.write_text('python3 "$BENCHSTACK_CODE/no_such_module.py"\n')
-    with pytest.raises(ValueError, match="no_such_module.py"):
-        script_closure.__wrapped__("_seam_missing.sh")
+def test_a_steps_digest_covers_the_contracts_its_module_imports():
+    """harbor_launch asks contracts/jobdir.py where the job's files are: an edited layout is an
+    update of the steps that use it."""
+    assert "contracts/jobdir.py" in module_closure("harbor_launch")
+    assert "contracts/hostlayout.py" in module_closure("harbor_install")
+    assert not [f for f in module_closure("waiting") if f.startswith("contracts/")]
 
 
 def tiny_wheel(directory: Path, name: str = "benchstack_tiny", version: str = "1.0") -> Path:
@@ -190,7 +190,7 @@ def test_the_lookup_command_contacts_with_the_seams_options_and_no_login(tmp_pat
                 known_hosts=str(tmp_path / "known_hosts"), key_path="/keys/id")
     command = known_host_key_command(host)
     argv = shlex.split(command, comments=True)
-    assert argv[:3] == [sys.executable, "-I", str(CODE_ROOT / "known_hosts.py")]
+    assert argv[:3] == [sys.executable, "-I", str(Path(known_hosts.__file__))]
     assert command.endswith(f"# {KNOWN_HOST_KEY_MARK}")
     spec = json.loads(argv[3])
     assert spec["name"] == "[10.0.0.7]:2222" and spec["known_hosts"] == host.known_hosts

@@ -1,4 +1,4 @@
-"""The host package (components/hostside): how a step's inputs reach it, how it answers and
+"""The host package (hostside): how a step's inputs reach it, how it answers and
 fails, and the rule that a host module decides no value the program owns."""
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from components import host as host_seam
-from components.host import CODE_ROOT, code_digest, code_files, module_closure, render_step
+from components.seam import code as seam_code
+from components.seam.code import PROJECT_ROOT, code_digest, code_files, module_closure
+from components.seam.step import render_step
 
-HOSTSIDE = CODE_ROOT / "hostside"
+HOSTSIDE = PROJECT_ROOT / "hostside"
 
 
 def run(command: str, stdin: str = "") -> subprocess.CompletedProcess:
@@ -30,9 +31,9 @@ def probe_module(scratch_code: Path):
     path = scratch_code / "hostside" / "_seam_probe.py"
     path.write_text(
         "from dataclasses import dataclass\n"
-        "from .step import emit, log, read\n\n"
+        "from .step import emit, log, verb\n\n"
         "@dataclass(frozen=True)\nclass Inputs:\n    plain: str\n    token: str\n\n"
-        "def create():\n    i = read(Inputs)\n    log('probe', 'got both')\n"
+        "@verb(Inputs)\ndef create(i):\n    log('probe', 'got both')\n"
         "    emit({'plain': i.plain, 'token': i.token})\n"
     )
     return "_seam_probe"
@@ -40,7 +41,7 @@ def probe_module(scratch_code: Path):
 
 def test_a_step_gets_its_inputs_as_json_and_its_secrets_on_stdin(probe_module):
     inputs = {"plain": "it's $HOME; `x` \"q\"", "token": "s3cr3t-value"}
-    command = render_step(probe_module, "create", inputs, str(host_seam.CODE_ROOT), ("token",))
+    command = render_step(probe_module, "create", inputs, str(seam_code.PROJECT_ROOT), ("token",))
     assert "s3cr3t-value" not in command and len(command) < 500
     proc = run(command, json.dumps({"token": "s3cr3t-value"}))
     assert proc.returncode == 0, proc.stderr
@@ -50,24 +51,24 @@ def test_a_step_gets_its_inputs_as_json_and_its_secrets_on_stdin(probe_module):
 
 
 def test_a_missing_or_unknown_input_is_the_programs_bug_named_in_one_line():
-    proc = run(render_step("waiting", "create", {"waiting": "because"}, str(CODE_ROOT)))
+    proc = run(render_step("waiting", "create", {"waiting": "because"}, str(PROJECT_ROOT)))
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip() == "waiting: input step missing: the program must pass it"
     proc = run(render_step("waiting", "create",
-                           {"waiting": "w", "step": "s", "extra": 1}, str(CODE_ROOT)))
+                           {"waiting": "w", "step": "s", "extra": 1}, str(PROJECT_ROOT)))
     assert proc.stderr.strip().startswith("waiting: unknown input extra")
 
 
 def test_the_waiting_step_says_why_and_does_nothing():
     proc = run(render_step("waiting", "create", {"waiting": "the main job runs", "step": "rerun-x"},
-                           str(CODE_ROOT)))
+                           str(PROJECT_ROOT)))
     assert proc.returncode == 0
     assert json.loads(proc.stdout) == {"waiting": "the main job runs"}
     assert proc.stderr.strip() == "[rerun-x] not run yet: the main job runs"
 
 
 def test_unknown_modules_and_verbs_are_refused():
-    assert run(render_step("waiting", "delete", {}, str(CODE_ROOT))).returncode == 2
+    assert run(render_step("waiting", "delete", {}, str(PROJECT_ROOT))).returncode == 2
     with pytest.raises(ValueError, match="nope"):
         module_closure("nope")
 
@@ -87,7 +88,7 @@ def modules() -> list[str]:
 def test_a_host_module_decides_no_value_the_program_owns(name):
     """Its inputs have no defaults, and it reads no environment variable of its own: every value
     comes from the program (the config model owns the defaults), once."""
-    module = importlib.import_module(f"components.hostside.{name}")
+    module = importlib.import_module(f"hostside.{name}")
     inputs = getattr(module, "Inputs", None)
     if inputs is not None:
         defaulted = [f.name for f in dataclasses.fields(inputs)

@@ -1,4 +1,4 @@
-"""The image set's host modules without a peer (components/hostside/image_set.py, image_pull.py,
+"""The image set's host modules without a peer (hostside/image_set.py, image_pull.py,
 image_sidecar.py): image names, inputs, retry policy, the pool, the digest state, the sidecar's
 Dockerfile interpreter, and whole runs against a fake engine and registry (the real ones are in
 tests/images/test_image_set_script.py)."""
@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from components.config import ImagesConfig
-from components.host import module_closure
-from components.hostside import image_pull as ip
-from components.hostside import image_set as iset
-from components.hostside import image_sidecar as sc
+from components.seam.code import module_closure
+from hostside import image_pull as ip
+from hostside import image_set as iset
+from hostside import image_sidecar as sc
 from tests.harbor.conftest import seam_step
 
 IMAGES = ImagesConfig()

@@ -1,4 +1,4 @@
-"""components/hostside/jobdir.py, the one owner of Harbor's job layout: states, the status
+"""contracts/jobdir.py, the one owner of Harbor's job layout: states, the status
 probe's token, trials that never ran, the file as the probes run it (stdlib only), and the rule
 that no other file spells the layout or decides "finished" or "running"."""
 
@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from components.hostside import jobdir
+from contracts import jobdir
 from tests.conftest import ROOT
 
-JOBDIR = ROOT / "components" / "hostside" / "jobdir.py"
+JOBDIR = ROOT / "contracts" / "jobdir.py"
 
 
 def write(path: Path, value) -> None:
@@ -119,8 +119,9 @@ def test_layout_paths_and_states(tmp_path) -> None:
 
 # --- the one owner ----------------------------------------------------------------------------
 
-PRODUCT = [*sorted((ROOT / "components").rglob("*.py")), *sorted((ROOT / "audit").rglob("*.py")),
-           *sorted((ROOT / "components" / "scripts").rglob("*.sh")), ROOT / "__main__.py"]
+PRODUCT = [*(path for package in ("components", "hostside", "contracts", "audit")
+             for path in sorted((ROOT / package).rglob("*.py"))),
+           *sorted((ROOT / "hostside" / "probes").rglob("*.sh")), ROOT / "__main__.py"]
 # What spells Harbor's job layout or decides a job's state: jobdir.py's alone.
 LAYOUT = {
     "the jobs dir (results/)": re.compile(r"""/results\b|/\s*["']results["']"""),
@@ -182,26 +183,3 @@ def test_the_rule_catches_what_it_is_for() -> None:
                        '    cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()\n'
                        '    return job_name in cmdline\n')
     assert PID_CHECK.search(progress_before) and JOB.search(progress_before)
-
-
-def test_the_audit_imports_only_the_two_contracts_of_the_program() -> None:
-    """audit/ reads what the program wrote through its key names (components/outputs.py) and
-    Harbor's job layout (jobdir.py), and nothing else of components/ (no Pulumi, no host seam)."""
-    import ast
-
-    allowed = {"components.outputs", "components.hostside.jobdir"}
-    found = set()
-    for path in sorted((ROOT / "audit").rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                # `from components import outputs` names the module in its alias.
-                packages = ("components", "components.hostside")
-                names = ([f"{node.module}.{a.name}" for a in node.names]
-                         if node.module in packages else [node.module])
-            elif isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            else:
-                continue
-            found |= {(n, str(path.relative_to(ROOT))) for n in names
-                      if n.split(".")[0] == "components" and n not in allowed}
-    assert found == set()

@@ -1,4 +1,4 @@
-"""components/hostside/harbor_preflight.py without Harbor: the field walk, the comparison, the
+"""hostside/harbor_preflight.py without Harbor: the field walk, the comparison, the
 dataset, mount and resume checks, Harbor's error line, and a whole run through the seam with a
 stand-in `harbor` executable (the real Harbor is in tests/harbor/test_preflight_real.py)."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from components.host import module_closure
-from components.hostside import harbor_preflight as pf
+from components.seam.code import module_closure
+from hostside import harbor_preflight as pf
 from tests.harbor.conftest import seam_step
 
 RESOLVED = {
@@ -208,4 +208,4 @@ def test_the_step_checks_its_files_before_running_harbor(tmp_path: Path) -> None
 
 def test_the_step_runs_from_the_host_package() -> None:
     assert "hostside/harbor_preflight.py" in module_closure("harbor_preflight")
-    assert "hostside/jobdir.py" in module_closure("harbor_preflight")
+    assert "contracts/jobdir.py" in module_closure("harbor_preflight")

@@ -18,9 +18,9 @@ from pathlib import Path
 import pulumi
 
 from components.config import load_pulumi_config
-from components.host import Host
 from components.host_code import HostCode, HostCodeArgs
 from components.router import Router, RouterArgs
+from components.seam.host import Host
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
 
 # This file runs as the project copy's __main__.py.

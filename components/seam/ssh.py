@@ -1,0 +1,180 @@
+"""Commands run where Pulumi runs that reach a host: over ssh for a remote one (the key on
+standard input, never in an argument), as they are on the local one; the host key every path
+accepts; pulumi-command's SSH connection."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+from collections.abc import Callable
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
+
+import pulumi
+import pulumi_command as command
+
+if TYPE_CHECKING:  # host.py asks known_host_key for its accepted key: no import cycle
+    from components.seam.host import Host
+
+# The accept-new lookup (known_hosts.py), run by the program's own python; the mark names the
+# invoke (tests/graph mocks it by it).
+KNOWN_HOSTS_PROGRAM = Path(__file__).resolve().with_name("known_hosts.py")
+KNOWN_HOST_KEY_MARK = "benchstack-known_host_key"
+
+
+def parse_outputs(stdout: str) -> dict:
+    """A step's or probe's outputs: its last non-empty stdout line, which must be a JSON
+    object."""
+    lines = [line for line in (stdout or "").splitlines() if line.strip()]
+    if not lines:
+        return {}
+    try:
+        value = json.loads(lines[-1])
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def ssh_command(
+    host: Host, remote_command: str, *, with_key: bool, input_command: str | None = None
+) -> str:
+    """A bash command that runs `remote_command` on `host` with the local ssh client; with
+    `input_command`, that local command's output is the remote command's standard input.
+
+    With `with_key`, the private key arrives on this command's standard input (never in an
+    argument, which `ps` shows) and lives in a private temp file for the call. The key is
+    written with its final newline: `pulumi config set --secret ... < key` stores it without
+    one, and OpenSSH then refuses the file ("error in libcrypto").
+    """
+    no_stdin = [] if input_command else ["-n"]
+    ssh = " ".join(shlex.quote(o) for o in ["ssh", *no_stdin, *host.ssh_options(),
+                                             "-o", "ConnectionAttempts=3", "-p", str(host.port)])
+    target = shlex.quote(host.ssh_target)
+    remote = shlex.quote(remote_command)
+    pipe = f"{input_command} | " if input_command else ""
+    if not with_key:
+        return f"set -euo pipefail; {pipe}{ssh} {target} {remote}"
+    return (
+        "set -euo pipefail; key=$(mktemp); trap 'rm -f \"$key\"' EXIT; chmod 600 \"$key\"; "
+        f"printf '%s\\n' \"$(cat)\" >\"$key\"; {pipe}{ssh} -i \"$key\" {target} {remote}"
+    )
+
+
+def here_command(
+    host: Host, command_text: str, *, input_command: str | None = None
+) -> tuple[str, pulumi.Input[str] | None]:
+    """The bash command, run here, that runs `command_text` on `host` (itself on the local host,
+    over ssh otherwise; with `input_command`, that local command's output is its standard
+    input), and what must reach it on its standard input: the private key, or None."""
+    if host.is_local:
+        pipe = f"{input_command} | " if input_command else ""
+        return f"{pipe}{command_text}", None
+    key = host.private_key
+    return ssh_command(host, command_text, with_key=key is not None,
+                       input_command=input_command), key
+
+
+def run_here(
+    text: pulumi.Input[str], *, stdin: pulumi.Input[str] | None = None
+) -> pulumi.Output[str]:
+    """Run a read-only bash command on the machine running Pulumi, now, at program time (every
+    preview and up): its stdout. `stdin` (a key, say) is a secret. Its stderr is shown (why a
+    probe could not tell), its stdout only read: an answer is data, not a message."""
+    result = command.local.run_output(
+        command=text,
+        # bash, not the invoke's default /bin/sh (dash on Debian has no `pipefail`).
+        interpreter=["/bin/bash", "-c"],
+        stdin=pulumi.Output.secret(stdin) if stdin is not None else None,
+        logging=command.local.Logging.STDERR,
+    )
+    return result.stdout
+
+
+def copy_here_command(host: Host, path: str, copy: Path, *, with_key: bool) -> str:
+    """A bash command, run here, that copies the directory `path` of the remote `host` to
+    `copy` once (`tar` over ssh, read-only there; a `.copied` mark makes the copy final)."""
+    parent, name = str(PurePosixPath(path).parent), PurePosixPath(path).name
+    tmp = copy.with_name(f"{copy.name}.partial")
+    fetch = ssh_command(host, f"tar -C {shlex.quote(parent)} -czf - -- {shlex.quote(name)}",
+                        with_key=with_key)
+    q = shlex.quote
+    return (
+        f"set -euo pipefail; if [ ! -f {q(str(copy / '.copied'))} ]; then "
+        f"rm -rf {q(str(tmp))}; mkdir -p {q(str(tmp))}; "
+        f"echo 'copying {host.name}:{path} to {copy}' >&2; "
+        f"( {fetch} ) | tar -xzf - -C {q(str(tmp))}; "
+        f"rm -rf {q(str(copy))}; mv {q(str(tmp / name))} {q(str(copy))}; rm -rf {q(str(tmp))}; "
+        f"touch {q(str(copy / '.copied'))}; fi; "
+    )
+
+
+def read_dir_here(
+    host: Host, path: pulumi.Input[str], copy: Callable[[str], Path], then: Callable[[str], str]
+) -> pulumi.Output[str]:
+    """Run the read-only bash command `then(dir)` here, now (every preview and up), on the
+    directory `path` of `host` (one that no longer changes, e.g. a finished job): `dir` is `path`
+    itself on the local host; for a remote host, a copy at `copy(path)` made once with `tar`
+    over ssh (read-only there, the key on standard input). Its stdout; an empty `path` runs
+    nothing and reads as an empty stdout."""
+    key = None if host.is_local else host.private_key
+
+    def command_text(where: str) -> str:
+        if not where:
+            return "true"
+        if host.is_local:
+            return then(where)
+        here = copy(where)
+        return copy_here_command(host, where, here, with_key=key is not None) + then(str(here))
+
+    text = pulumi.Output.from_input(path).apply(command_text)
+    return run_here(text, stdin=key)
+
+
+def known_host_key_command(host: Host) -> str:
+    """The command that prints (as `{"host_key": ...}`) the key `known_hosts` records for `host`,
+    recording it at a first contact when there is none: ssh with the seam's options (accept-new)
+    and no authentication method, so only the key exchange happens."""
+    contact = ["ssh", "-n", *host.ssh_options(), "-o", "PreferredAuthentications=none",
+               "-o", "ConnectionAttempts=2", "-p", str(host.port), host.address]
+    spec = {"name": host.known_hosts_name, "known_hosts": host.known_hosts, "contact": contact}
+    argv = [sys.executable, "-I", str(KNOWN_HOSTS_PROGRAM), json.dumps(spec, sort_keys=True)]
+    return f"{' '.join(shlex.quote(a) for a in argv)} # {KNOWN_HOST_KEY_MARK}"
+
+
+def known_host_key(host: Host) -> pulumi.Output[str]:
+    """The host key every path accepts: the pinned one, or (accept-new) the one recorded in
+    `known_hosts` at the first contact, which this makes now if there was none. Read at every
+    preview and up, like the status probes: it changes nothing on the host."""
+    if host.host_key:
+        return pulumi.Output.from_input(host.host_key)
+    return run_here(known_host_key_command(host)).apply(lambda out: _host_key_line(host, out))
+
+
+def _host_key_line(host: Host, stdout: str) -> str:
+    key = parse_outputs(stdout).get("host_key", "")
+    if not isinstance(key, str) or not key.startswith(("ssh-", "ecdsa-")):
+        raise pulumi.RunError(
+            f"host {host.name} ({host.known_hosts_name}): no host key could be read or recorded "
+            f"in {host.known_hosts}; pin one with benchstack:hosts[].host_key "
+            f"(`ssh-keyscan -p {host.port} {host.address}`)"
+        )
+    return key
+
+
+def remote_connection(host: Host) -> command.remote.ConnectionArgs:
+    """pulumi-command's SSH connection to `host`: its key (with the final newline OpenSSH
+    keys need), and the host key the other paths accept too (unset, the provider would accept
+    any)."""
+    key = host.private_key
+    if key is not None:
+        key = pulumi.Output.secret(key).apply(lambda k: k if k.endswith("\n") else k + "\n")
+    return command.remote.ConnectionArgs(
+        host=host.address,
+        user=host.user,
+        port=host.port,
+        private_key=key,
+        host_key=host.accepted_host_key,
+        dial_error_limit=host.dial_error_limit,
+        per_dial_timeout=host.per_dial_timeout,
+    )

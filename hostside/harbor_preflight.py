@@ -1,0 +1,279 @@
+"""HarborJob preflight: Harbor resolves the job as the launch will, and the stack's fields match.
+
+Seed step "Run the full-run preflight". `harbor run --print-config` with the launch's flags
+resolves the job (nothing runs), then every field the stack decides (`expected`: a list of
+{path, expect, default} from components/harbor_config.py) is compared with what the stack asked
+for; a field Harbor's output leaves out counts as Harbor's default. Also refused, as
+print-config does not check them: a missing dataset dir, a missing bind-mount source, and an
+existing job dir with another config (Harbor would refuse to resume it hours later, or two
+configs would mix in one job).
+
+create: the checks; Harbor's resolved config is saved to `resolved_out` (the job layout's
+place for it, contracts/jobdir.py). Outputs: resolved_config, resolved_sha256,
+checked_fields. The compose override is read with the Harbor venv's python (it has PyYAML: the
+host's python3 may not).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Union
+
+from contracts import jobdir
+
+from .harbor import compose_flags, harbor_env
+from .step import HostError, emit, log, verb
+
+NAME = "harbor_preflight"
+HARBOR_TIMEOUT_S = 120
+# What Harbor itself ignores when it compares a job dir's config with a new one.
+RESUME_IGNORED = frozenset({"job_name", "debug"})
+# The compose override as JSON, read by the Harbor venv's python (PyYAML).
+YAML_TO_JSON = (
+    "import json, sys, yaml; "
+    "print(json.dumps(yaml.safe_load(open(sys.argv[1])), default=str))"
+)
+
+
+@dataclass(frozen=True)
+class Inputs:
+    harbor_bin: str
+    job_config: str
+    compose_path: str
+    job_name: str
+    jobs_dir: str
+    # [{path, expect, default}] (components/harbor_config.py preflight_expectations)
+    expected: list[Any]
+    # Where Harbor's resolved config is saved (jobdir.resolved_config).
+    resolved_out: str
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = _Missing()
+Step = Union[str, int]
+
+
+def show(path: Sequence[Step]) -> str:
+    """A field path as the user reads it: agents[0].kwargs.api_base, datasets (count)."""
+    out = ""
+    for step in path:
+        out += f"[{step}]" if isinstance(step, int) else ("." if out else "") + str(step)
+    return out.replace(".#len", " (count)")
+
+
+def walk(value: object, path: Sequence[Step]) -> object:
+    """The value at `path` (`#len` is the length of the list there), or MISSING."""
+    for step in path:
+        if step == "#len":
+            value = len(value) if isinstance(value, list) else 0
+        elif isinstance(step, int):
+            value = value[step] if isinstance(value, list) and len(value) > step else MISSING
+        else:
+            value = value.get(step, MISSING) if isinstance(value, dict) else MISSING
+        if value is MISSING:
+            return MISSING
+    return value
+
+
+def field_mismatches(resolved: Mapping, checks: Sequence[Mapping]) -> list[str]:
+    """Every checked field whose resolved value (or Harbor's default, when it is left out)
+    differs from what the stack asks for, as one sentence each."""
+    found = []
+    for check in checks:
+        got = walk(resolved, check["path"])
+        if got is MISSING:
+            got = check.get("default")
+        if got != check["expect"]:
+            found.append(
+                f"field {show(check['path'])} is {json.dumps(got)} in Harbor's resolved config, "
+                f"but the stack config asks for {json.dumps(check['expect'])}: fix the stack "
+                "config or the Harbor version"
+            )
+    return found
+
+
+def missing_datasets(resolved: Mapping, is_dir: Callable[[str], bool] = os.path.isdir) -> list[str]:
+    return [
+        f"dataset path {dataset['path']} does not exist on the Harbor host: run the dataset step"
+        for dataset in resolved.get("datasets") or []
+        if isinstance(dataset, dict) and dataset.get("path") and not is_dir(dataset["path"])
+    ]
+
+
+def mount_sources(override: Mapping | None) -> list[str]:
+    """The absolute host paths the compose override bind-mounts into the main service."""
+    services = (override or {}).get("services") or {}
+    volumes = (services.get("main") or {}).get("volumes") or []
+    sources = []
+    for volume in volumes:
+        source = volume.split(":")[0] if isinstance(volume, str) else volume.get("source", "")
+        if isinstance(source, str) and source.startswith("/"):
+            sources.append(source)
+    return sources
+
+
+def missing_mounts(
+    override: Mapping | None, compose_path: str,
+    exists: Callable[[str], bool] = os.path.exists,
+) -> list[str]:
+    return [
+        f"mount source {source} in {compose_path} does not exist: build the tool bundle first"
+        for source in mount_sources(override)
+        if not exists(source)
+    ]
+
+
+def config_drift(old: Mapping, new: Mapping) -> list[str]:
+    """The top-level fields an existing job dir's config differs in (what Harbor compares)."""
+    keys = sorted((set(old) | set(new)) - RESUME_IGNORED)
+    return [key for key in keys if old.get(key) != new.get(key)]
+
+
+def harbor_reason(output: str, limit: int = 400) -> str:
+    """Harbor's error, which it prints wrapped (and boxed) on stdout, as one line."""
+    flat = re.sub(r"[ \n]+", " ", output)
+    start = flat.find("Error")
+    return flat[start:][:limit].strip() if start >= 0 else ""
+
+
+def check(
+    resolved: Mapping,
+    checks: Sequence[Mapping],
+    *,
+    override: Mapping | None,
+    compose_path: str,
+    job_name: str,
+    existing: Mapping | None,
+    jobs_dir: str,
+    is_dir: Callable[[str], bool] = os.path.isdir,
+    exists: Callable[[str], bool] = os.path.exists,
+) -> None:
+    """Every refusal, in the order the user should fix them; the first one is raised."""
+    problems = [
+        *field_mismatches(resolved, checks),
+        *missing_datasets(resolved, is_dir),
+        *missing_mounts(override, compose_path, exists),
+    ]
+    if existing is not None:
+        drift = config_drift(existing, resolved)
+        if drift:
+            problems.append(
+                f"job {job_name} already exists in {jobs_dir} with a different config (field "
+                f"{drift[0]}): choose another job name; results are kept"
+            )
+    for problem in problems[1:]:
+        log(NAME, f"also: {problem}")
+    if problems:
+        more = f" (and {len(problems) - 1} more above)" if len(problems) > 1 else ""
+        raise HostError(problems[0] + more)
+
+
+def parse_checks(checks: object) -> list[dict]:
+    if not isinstance(checks, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("path"), list) and "expect" in c for c in checks
+    ):
+        raise HostError("expected must be a JSON list of {path, expect, default}")
+    return checks
+
+
+def venv_python(harbor_bin: str) -> str:
+    """The python of Harbor's venv, beside its harbor."""
+    python = str(Path(harbor_bin).parent / "python")
+    if not os.access(python, os.X_OK):
+        raise HostError(f"{python} is not executable: harbor_bin must be the harbor of its venv")
+    return python
+
+
+def resolve(inputs: Inputs) -> bytes:
+    """Harbor's resolved job config (JSON on stdout), with exactly the launch's flags."""
+    argv = [inputs.harbor_bin, "run", "--config", inputs.job_config,
+            *compose_flags(inputs.compose_path), "--job-name", inputs.job_name,
+            "--jobs-dir", inputs.jobs_dir, "--yes", "--print-config"]
+    try:
+        proc = subprocess.run(argv, capture_output=True, timeout=HARBOR_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL, env=harbor_env())
+    except subprocess.TimeoutExpired:
+        raise HostError(
+            f"harbor run --print-config did not finish in {HARBOR_TIMEOUT_S}s: check the Harbor "
+            f"install at {inputs.harbor_bin}"
+        ) from None
+    if proc.returncode != 0:
+        why = harbor_reason((proc.stdout + proc.stderr).decode(errors="replace"))
+        raise HostError(
+            f"harbor rejected {inputs.job_config} ({why or 'no message'}): fix the job "
+            "settings in the stack config"
+        )
+    return proc.stdout
+
+
+def load_yaml(python: str, path: str) -> Mapping | None:
+    """The YAML file as an object, read by `python` (the Harbor venv's: Harbor needs PyYAML)."""
+    proc = subprocess.run([python, "-c", YAML_TO_JSON, path], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, env=harbor_env(), timeout=HARBOR_TIMEOUT_S)
+    if proc.returncode != 0:
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        raise HostError(f"cannot read {path} as YAML: {lines[-1] if lines else 'no message'}")
+    value = json.loads(proc.stdout)
+    return value if isinstance(value, dict) else None
+
+
+@verb(Inputs)
+def create(inputs: Inputs) -> None:
+    for key in ("harbor_bin", "job_config", "job_name", "jobs_dir", "resolved_out"):
+        if not getattr(inputs, key):
+            raise HostError(f"{key} is empty: the component must pass it")
+    if not os.access(inputs.harbor_bin, os.X_OK):
+        raise HostError(f"harbor_bin={inputs.harbor_bin} is not executable: run the install "
+                        "step first")
+    files = {"job config": inputs.job_config, "compose override": inputs.compose_path}
+    for what, path in files.items():
+        # No compose override for trials as pods (an empty path).
+        if path and not Path(path).is_file():
+            raise HostError(f"{what} {path} does not exist: run the configs step first")
+    python = venv_python(inputs.harbor_bin)
+    checks = parse_checks(inputs.expected)
+    raw = resolve(inputs)
+    try:
+        resolved = json.loads(raw)
+    except ValueError:
+        raise HostError(
+            f"harbor run --print-config printed no JSON config: is {inputs.harbor_bin} "
+            "Harbor 0.21 or newer?"
+        ) from None
+    existing_file = Path(jobdir.job_dir(inputs.jobs_dir, inputs.job_name)) / jobdir.JOB_CONFIG
+    existing = None
+    if existing_file.is_file():
+        try:
+            existing = json.loads(existing_file.read_text())
+        except ValueError:
+            raise HostError(
+                f"{existing_file} is not JSON: choose another job name (results are kept)"
+            ) from None
+    check(
+        resolved, checks,
+        override=load_yaml(python, inputs.compose_path) if inputs.compose_path else None,
+        compose_path=inputs.compose_path,
+        job_name=inputs.job_name,
+        existing=existing,
+        jobs_dir=inputs.jobs_dir,
+    )
+    out = Path(inputs.resolved_out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_bytes(raw)
+    log(NAME, f"{len(checks)} fields match; resolved config saved to {out}")
+    emit({
+        "resolved_config": str(out),
+        "resolved_sha256": hashlib.sha256(raw).hexdigest(),
+        "checked_fields": len(checks),
+    })
