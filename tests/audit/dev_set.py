@@ -21,7 +21,8 @@ from audit.layout import JobLayout
 from audit.report import TrialRow, build_report
 from tests.conftest import ROOT
 
-DEV_SET = ROOT.parent / "shared" / "data" / "real-jobs"
+DATA = ROOT.parent / "shared" / "data"
+DEV_SET = DATA / "real-jobs"
 LABELS = DEV_SET / "expert-labels.json"
 MODEL_FAILURES = {"agent_error", "agent_timeout"}
 EXCUSES = {"infra", "verifier_timeout", "cancelled"}
@@ -103,6 +104,65 @@ class Score:
         self.excused += other.excused
         self.insufficient += other.insufficient
         self.disagreements += other.disagreements
+
+
+@dataclass(frozen=True)
+class Source:
+    """One labelled source of the dev set: its job dirs and its expert's labels, keyed
+    `<name>/<the job's path inside the source>/<trial>` (the keys of the labels files)."""
+
+    name: str
+    base: Path  # the folder the jobs' paths are relative to
+    labels_file: Path
+    synthetic: bool = False
+
+    def jobs(self) -> list[Path]:
+        """Every job dir under the source (a dir holding config.json and trial dirs)."""
+        return sorted(p.parent for p in self.base.rglob("config.json") if _is_job(p.parent))
+
+    def labels(self) -> dict[str, dict[str, str]]:
+        raw = json.loads(self.labels_file.read_text())
+        if self.synthetic:  # new-wording's expected.json is keyed by trial name alone
+            (job,) = self.jobs()
+            return {self.key(job, trial): label for trial, label in raw.items()}
+        return {k: v for k, v in raw.items() if k.split("/", 1)[0] == self.name}
+
+    def key(self, job: Path, trial: str) -> str:
+        return f"{self.name}/{job.relative_to(self.base).as_posix()}/{trial}"
+
+
+def _is_job(path: Path) -> bool:
+    """A dir with config.json is a job's unless its parent has one too (then it is a trial's)."""
+    return not (path.parent / "config.json").is_file()
+
+
+def _sources() -> dict[str, Source]:
+    out = {}
+    for data in ("real-jobs", "real-jobs-2"):
+        root = DATA / data
+        for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+            out[folder.name] = Source(folder.name, folder, root / "expert-labels.json")
+    wording = DATA / "new-wording"
+    out["new-wording"] = Source("new-wording", wording, wording / "expected.json", True)
+    return out
+
+
+SOURCES = _sources()
+REAL_SOURCES = [name for name, s in SOURCES.items() if not s.synthetic]
+
+_BY_SOURCE: dict[tuple[str, frozenset[str]], dict[str, TrialRow]] = {}
+
+
+def audit_source(source: Source, disabled: frozenset[str] = frozenset()) -> dict[str, TrialRow]:
+    """The rows of every job of a source, keyed as its labels. Audited once per process."""
+    cache = (source.name, disabled)
+    if cache not in _BY_SOURCE:
+        rows = {}
+        for job in source.jobs():
+            report = build_report(JobLayout.local(job), disabled=disabled)
+            rows.update({source.key(job, r.trial): r for r in report.trials})
+        _BY_SOURCE[cache] = rows
+    return _BY_SOURCE[cache]
 
 
 def score(rows: dict[str, TrialRow], expert: dict[str, dict[str, str]], keys=None) -> Score:
