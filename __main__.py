@@ -26,6 +26,7 @@ from components.harbor_job import ClusterAccess, HarborJob, HarborJobArgs
 from components.harbor_rerun import HarborRerun, HarborRerunArgs
 from components.host_code import HostCode, HostCodeArgs
 from components.image_set import ImageSet, ImageSetArgs, RegistryCredentials
+from components.job_spec import JobSpec
 from components.manifest import ManifestError, load_manifest
 from components.provenance import Provenance, ProvenanceArgs
 from components.proxy_bridge import ProxyBridge, ProxyBridgeArgs
@@ -237,26 +238,26 @@ def main() -> None:
         trials = pods_on_the_cluster(cfg, manifest, secrets)
 
     dataset = cfg.dataset
+    spec = JobSpec(
+        host=harbor_host,
+        harbor=cfg.harbor,
+        dataset=dataset,
+        workspace=workspace,
+        dataset_path=(
+            local_path(cfg, dataset.path)
+            if dataset.path and harbor_cfg.is_local
+            else dataset.path
+        ),
+        model_name=f"openai/{cfg.model.name}" if cfg.model and cfg.needs_model else None,
+        # From the config, not the router's readiness output: see RouterArgs.worker_urls.
+        api_base=f"{router.url}/v1" if router else None,
+        tools_dir=trials.tools_dir,
+        proxy_url=trials.proxy_url,
+        api_key=secrets.api_key,
+    )
     job = HarborJob(
         "job",
-        HarborJobArgs(
-            host=harbor_host,
-            harbor=cfg.harbor,
-            dataset=dataset,
-            workspace=workspace,
-            dataset_path=(
-                local_path(cfg, dataset.path)
-                if dataset.path and harbor_cfg.is_local
-                else dataset.path
-            ),
-            model_name=f"openai/{cfg.model.name}" if cfg.model and cfg.needs_model else None,
-            # From the config, not the router's readiness output: see RouterArgs.worker_urls.
-            api_base=f"{router.url}/v1" if router else None,
-            tools_dir=trials.tools_dir,
-            proxy_url=trials.proxy_url,
-            api_key=secrets.api_key,
-            cluster=trials.cluster,
-        ),
+        HarborJobArgs(spec=spec, cluster=trials.cluster),
         opts=pulumi.ResourceOptions(
             depends_on=[d for d in (router, *trials.resources) if d is not None]
         ),

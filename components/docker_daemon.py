@@ -35,7 +35,7 @@ def step_inputs(docker: DockerConfig, docker_host: str = "") -> dict[str, Any]:
         "daemon_json": docker.daemon_json,
         "address_pools": [pool.model_dump() for pool in docker.address_pools],
         "restart_command": docker.restart_command,
-        "allow_restart_with_running": docker.allow_restart_with_running_containers,
+        "allow_restart_with_running_containers": docker.allow_restart_with_running_containers,
         "proof_networks": docker.proof_networks,
         "docker_host": docker_host,
     }

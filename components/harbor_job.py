@@ -10,8 +10,9 @@ host seam), in dependency order:
                                ┘                               -> launch (harbor_launch)
     launch's delete: the stop (SIGTERM, bounded wait, leftover compose projects)
 
-Where the job's files are (jobs dir, log, PID file, launch token, resolved config) is
-contracts/jobdir.py's, asked here and on the host alike.
+What the job is (`JobSpec`) and its configs -> preflight -> launch steps are
+components/job_spec.py's, shared with the reruns. Where the job's files are (jobs dir, log, PID
+file, launch token, resolved config) is contracts/jobdir.py's, asked here and on the host alike.
 
 Job names. The name is `<job_name_prefix>-<digest of the rendered job config and compose
 override>`. An unchanged config gives the same name, so the same job dir is resumed; a changed
@@ -46,53 +47,18 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 import pulumi
 
-from components.config import DatasetConfig, HarborConfig
-from components.harbor_config import (
-    config_digest,
-    expectations_json,
-    preflight_expectations,
-    render_compose_override,
-    render_job_config,
+from components.job_spec import (
+    JobSpec,
+    clone_dir,
+    controller_kubeconfig_path,
+    declare_job_steps,
 )
-from components.seam.host import Host
-from components.seam.probe import probe_host
-from components.seam.step import ScriptRun, content_hash, host_step
-from components.trial_namespace import PULL_SECRET
-from contracts import hostlayout, jobdir
-from hostside import (
-    harbor_configs,
-    harbor_dataset,
-    harbor_install,
-    harbor_launch,
-    harbor_preflight,
-    k8s_access,
-    k8s_preflight,
-)
-
-
-@dataclass(frozen=True, kw_only=True)
-class HarborJobArgs:
-    """The stack's Harbor and dataset sections, and what comes from the other layers."""
-
-    host: Host
-    harbor: HarborConfig
-    dataset: DatasetConfig
-    workspace: str
-    # The task dirs on the Harbor host when the dataset is a path (resolved against the
-    # project for the local host); None for a git dataset.
-    dataset_path: str | None = None
-    # `openai/<served model>` for terminus-2; None for model-free agents.
-    model_name: str | None = None
-    api_base: pulumi.Input[str] | None = None
-    tools_dir: pulumi.Input[str] | None = None
-    proxy_url: pulumi.Input[str] | None = None
-    api_key: pulumi.Input[str] = "EMPTY"
-    # Trials as pods (harbor.environment kubernetes): the namespace the stack made for them.
-    cluster: ClusterAccess | None = None
+from components.seam.step import content_hash, host_step
+from contracts import jobdir
+from hostside import harbor_dataset, harbor_install, k8s_access, k8s_preflight
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -109,225 +75,23 @@ class ClusterAccess:
     probe_image: str
 
 
+@dataclass(frozen=True, kw_only=True)
+class HarborJobArgs:
+    """The job (shared with its reruns), and the cluster the trials run on when they are pods."""
+
+    spec: JobSpec
+    # Trials as pods (harbor.environment kubernetes): the namespace the stack made for them.
+    cluster: ClusterAccess | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cluster is None) != (self.spec.harbor.kubernetes is None):
+            raise ValueError("HarborJobArgs.cluster is given exactly when "
+                             "harbor.environment.kind is kubernetes")
+
+
 # How long the Harbor controller's token is valid: longer than any job (the seed's took 7 h;
 # five attempts at 25 concurrent trials take days); the launch of a resume renews it.
 CONTROLLER_TOKEN_S = 30 * 24 * 3600
-
-
-def controller_kubeconfig_path(workspace: str, namespace: str) -> str:
-    """Where the Harbor controller's kubeconfig is on the Harbor host (hostside/
-    k8s_access.py writes it)."""
-    return f"{workspace.rstrip('/')}/configs/{namespace}.kubeconfig.json"
-
-
-def check_args(args: HarborJobArgs) -> None:
-    """What only the wiring can get wrong (the sections themselves are checked as config)."""
-    if args.harbor.agent.needs_model:
-        for key in ("model_name", "api_base"):
-            if getattr(args, key) is None:
-                raise ValueError(
-                    f"HarborJobArgs.{key} is required for the {args.harbor.agent.name} agent")
-    if args.dataset.path is not None and not (args.dataset_path or "").startswith("/"):
-        raise ValueError(
-            "HarborJobArgs.dataset_path: a path dataset needs its absolute path on the Harbor "
-            f"host (Harbor stores it verbatim), got {args.dataset_path!r}"
-        )
-    if (args.cluster is None) != (args.harbor.kubernetes is None):
-        raise ValueError("HarborJobArgs.cluster is given exactly when "
-                         "harbor.environment.kind is kubernetes")
-
-
-def clone_dir(workspace: str, dataset: DatasetConfig) -> str | None:
-    """Where a git dataset is cloned on the host (named after the repository and commit); None
-    for a dataset that is a path."""
-    if dataset.repo is None or dataset.commit is None:
-        return None
-    repo = PurePosixPath(dataset.repo.rstrip("/")).name.removesuffix(".git")
-    return f"{workspace}/datasets/{repo}-{dataset.commit[:12]}"
-
-
-def tasks_dir_of(workspace: str, dataset: DatasetConfig, dataset_path: str | None) -> str:
-    """Where the task dirs are on the host: the clone's tasks_subdir, or the given path."""
-    clone = clone_dir(workspace, dataset)
-    if clone is not None:
-        return f"{clone}/{dataset.tasks_subdir}"
-    if not dataset_path:
-        raise ValueError("dataset: set `path`, or `repo` and `commit`")
-    return dataset_path.rstrip("/")
-
-
-@dataclass(frozen=True)
-class Rendered:
-    """Everything derived from the resolved inputs, computed once inside one apply."""
-
-    job_name: str
-    config_yaml: str
-    compose_yaml: str
-    config_path: str
-    compose_path: str
-    expected: str
-
-
-def render_plan(
-    harbor: HarborConfig,
-    dataset: DatasetConfig,
-    *,
-    model_name: str | None,
-    workspace: str,
-    tasks_dir: str,
-    api_base: str | None,
-    tools_dir: str | None,
-    proxy_url: str | None,
-    job_name: str | None = None,
-) -> Rendered:
-    """The job config, compose override, job name and preflight checks for resolved inputs.
-
-    The name: `job_name`, else harbor.job_name, else harbor.job_name_prefix and a digest."""
-    config_dir = f"{workspace}/configs"
-    k8s = harbor.kubernetes
-    config_yaml = render_job_config(
-        harbor,
-        dataset=dataset,
-        model_name=model_name,
-        api_base=api_base,
-        jobs_dir=jobdir.jobs_dir(workspace),
-        dataset_path=tasks_dir,
-        kubeconfig_path=controller_kubeconfig_path(workspace, k8s.namespace) if k8s else None,
-        pull_secret=PULL_SECRET if k8s and k8s.registry_username else None,
-    )
-    # Pods have no compose project: Harbor refuses --extra-docker-compose for them.
-    compose_yaml = ("" if k8s else
-                    render_compose_override(harbor, tools_dir=tools_dir, proxy_url=proxy_url))
-    name = (job_name or harbor.job_name
-            or f"{harbor.job_name_prefix}-{config_digest(config_yaml, compose_yaml)}")
-    compose_path = "" if k8s else f"{config_dir}/{name}.compose.yaml"
-    checks = preflight_expectations(
-        harbor, dataset=dataset, model_name=model_name, api_base=api_base,
-        dataset_path=tasks_dir, compose_path=compose_path,
-    )
-    return Rendered(
-        job_name=name,
-        config_yaml=config_yaml,
-        compose_yaml=compose_yaml,
-        config_path=f"{config_dir}/{name}.job.yaml",
-        compose_path=compose_path,
-        expected=expectations_json(checks),
-    )
-
-
-def probe_job_status(host: Host, env: pulumi.Input[dict]) -> pulumi.Output[dict]:
-    """The job's state and launch token, read on the host now (see the module docstring)."""
-    return probe_host(host, "harbor_status.sh", env)
-
-
-@dataclass(frozen=True)
-class JobSteps:
-    configs: ScriptRun
-    preflight: ScriptRun
-    launch: ScriptRun
-
-
-def declare_job_steps(
-    name: str,
-    *,
-    host: Host,
-    harbor: HarborConfig,
-    n_concurrent: int,
-    rendered: pulumi.Output[Rendered] | pulumi.Output[Rendered | None],
-    harbor_bin: pulumi.Input[str],
-    jobs_dir: str,
-    log_dir: str,
-    tasks_dir: str,
-    api_key: pulumi.Input[str],
-    token: pulumi.Input[str],
-    configs_opts: pulumi.ResourceOptions,
-    preflight_opts: Callable[[pulumi.Resource], pulumi.ResourceOptions],
-    launch_opts: Callable[[pulumi.Resource], pulumi.ResourceOptions],
-    waiting: pulumi.Input[str] | None = None,
-    k8s_watch: dict[str, str] | None = None,
-) -> JobSteps:
-    """A Harbor job's configs -> preflight -> launch (stopped on delete), for the main job and
-    for a rerun alike. `rendered` is None while the job `waiting` (see host_step)."""
-
-    def field(pick: Callable[[Rendered], str]) -> pulumi.Output[str]:
-        return rendered.apply(lambda r: pick(r) if r else "")
-
-    job_name = field(lambda r: r.job_name)
-    config_path = field(lambda r: r.config_path)
-    compose_path = field(lambda r: r.compose_path)
-    config_hash = rendered.apply(
-        lambda r: content_hash(r.config_yaml, r.compose_yaml) if r else "waiting"
-    )
-    configs = host_step(
-        f"{name}-configs",
-        host=host,
-        create=harbor_configs.create,
-        delete=harbor_configs.delete,
-        inputs={
-            "config_path": config_path,
-            "compose_path": compose_path,
-            "job_config_yaml": field(lambda r: r.config_yaml),
-            "compose_yaml": field(lambda r: r.compose_yaml),
-        },
-        triggers=[config_hash],
-        delete_inputs={"config_path": config_path, "compose_path": compose_path},
-        waiting=waiting,
-        opts=configs_opts,
-    )
-    # The preflight resolves exactly the job the launch then runs.
-    same_run: dict[str, pulumi.Input[str]] = {
-        "harbor_bin": harbor_bin,
-        "job_config": config_path,
-        "compose_path": compose_path,
-        "job_name": job_name,
-        "jobs_dir": jobs_dir,
-    }
-    preflight = host_step(
-        f"{name}-preflight",
-        host=host,
-        create=harbor_preflight.create,
-        inputs={
-            **same_run,
-            "expected": rendered.apply(lambda r: json.loads(r.expected) if r else []),
-            "resolved_out": job_name.apply(
-                lambda n: jobdir.resolved_config(log_dir, n) if n else ""),
-        },
-        triggers=[config_hash, harbor.wheel_sha256, tasks_dir],
-        waiting=waiting,
-        opts=preflight_opts(configs.command),
-    )
-    launch = host_step(
-        f"{name}-launch",
-        host=host,
-        create=harbor_launch.create,
-        delete=harbor_launch.delete,
-        inputs={
-            **same_run,
-            "log_dir": log_dir,
-            "openai_api_key": api_key,
-            "launch_token": token,
-            "start_timeout_s": harbor.start_timeout_s,
-            "nofile": harbor.nofile,
-            "resolved_sha256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
-            "k8s_watch": k8s_watch,
-        },
-        # The launch's delete is the stop.
-        delete_inputs={
-            "job_name": job_name,
-            "jobs_dir": jobs_dir,
-            "log_dir": log_dir,
-            "n_concurrent": n_concurrent,
-            "stop_timeout_s": harbor.stop_timeout_s,
-        },
-        triggers=[job_name, token],
-        secret_inputs=("openai_api_key",),
-        waiting=waiting,
-        # Replacing a launch means another job or a resume: the old Harbor must be stopped
-        # (and its dead trials' containers removed) before the new one starts (host_step
-        # makes every step with a delete delete-before-replace).
-        opts=launch_opts(preflight.command),
-    )
-    return JobSteps(configs=configs, preflight=preflight, launch=launch)
 
 
 class HarborJob(pulumi.ComponentResource):
@@ -341,27 +105,27 @@ class HarborJob(pulumi.ComponentResource):
     dataset_path: pulumi.Output[str]
     harbor_bin: pulumi.Output[str]
     job_state: pulumi.Output[str]
-    # Trials as pods: the namespace and the watcher's inputs (None on the Docker host).
+    # Trials as pods: the namespace (None on the Docker host).
     k8s_namespace: pulumi.Output[str | None]
-    k8s_watch: dict[str, str] | None
+    resolved_config_path: pulumi.Output[str]
+    compose_path: pulumi.Output[str]
 
-    def _cluster_steps(self, name: str, args: HarborJobArgs, workspace: str,
+    def _cluster_steps(self, name: str, args: HarborJobArgs,
                        child: Callable[..., pulumi.ResourceOptions]) -> list[pulumi.Resource]:
         """Trials as pods: the Harbor controller's kubeconfig (a token of the namespace's
         ServiceAccount), then the pre-launch probe of the cluster with that identity: the
         rights, the task images in the registry, a pod admitted, scheduled and run, the tools
         and the egress the tasks need. Nothing on the Docker host."""
-        k8s, cluster = args.harbor.kubernetes, args.cluster
-        self.k8s_watch = None
+        spec, cluster = args.spec, args.cluster
+        k8s = spec.harbor.kubernetes
         self.k8s_namespace = pulumi.Output.from_input(None)
         if k8s is None or cluster is None:
             return []
-        kubeconfig_path = controller_kubeconfig_path(workspace, k8s.namespace)
+        kubeconfig_path = controller_kubeconfig_path(spec.workspace, k8s.namespace)
         access = host_step(
             f"{name}-cluster-access",
-            host=args.host,
+            host=spec.host,
             create=k8s_access.create,
-            delete=k8s_access.delete,
             inputs={
                 "kubeconfig": cluster.kubeconfig,
                 "namespace": cluster.namespace,
@@ -369,18 +133,19 @@ class HarborJob(pulumi.ComponentResource):
                 "out_path": kubeconfig_path,
                 "token_seconds": CONTROLLER_TOKEN_S,
             },
+            delete=k8s_access.delete,
             delete_inputs={"out_path": kubeconfig_path},
             secret_inputs=("kubeconfig",),
             opts=child(),
         )
-        agent = args.harbor.agent
+        agent = spec.harbor.agent
         # Terminus-2 drives tmux in the task container (and asciinema records it); on a
         # cluster no bundle is mounted: the image must have them.
         tools = (["tmux"] + (["asciinema"] if agent.record_terminal_session else [])
                  if agent.needs_model else [])
         probe = host_step(
             f"{name}-cluster-preflight",
-            host=args.host,
+            host=spec.host,
             create=k8s_preflight.create,
             inputs={
                 # Known from the config, tied to the step that writes it.
@@ -392,12 +157,11 @@ class HarborJob(pulumi.ComponentResource):
                 "probe_image": cluster.probe_image,
                 "need_tools": tools,
                 "egress_url": k8s.egress_url,
-                "timeout_s": k8s.preflight_timeout_s,
+                "preflight_timeout_s": k8s.preflight_timeout_s,
             },
             triggers=[content_hash(json.dumps(cluster.images, sort_keys=True))],
             opts=child(access.command),
         )
-        self.k8s_watch = {"kubeconfig": kubeconfig_path, "namespace": k8s.namespace}
         self.k8s_namespace = pulumi.Output.all(probe.command.id, cluster.namespace).apply(
             lambda v: v[1])
         return [access.command, probe.command]
@@ -406,12 +170,9 @@ class HarborJob(pulumi.ComponentResource):
         self, name: str, args: HarborJobArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("benchstack:components:HarborJob", name, None, opts)
-        check_args(args)
-        host, harbor, dataset = args.host, args.harbor, args.dataset
-        workspace = args.workspace.rstrip("/")
-        jobs_dir = jobdir.jobs_dir(workspace)
-        log_dir = jobdir.log_dir(workspace)
-        tasks_dir = tasks_dir_of(workspace, dataset, args.dataset_path)
+        spec = args.spec
+        harbor, dataset, workspace = spec.harbor, spec.dataset, spec.workspace
+        jobs_dir, log_dir, tasks_dir = spec.jobs_dir, spec.log_dir, spec.tasks_dir
 
         # The job needs whatever the caller depends on (router, images, tool bundle, proxy
         # bridge) before any of its steps runs, not just before the component "completes".
@@ -423,81 +184,58 @@ class HarborJob(pulumi.ComponentResource):
 
         install = host_step(
             f"{name}-install",
-            host=host,
+            host=spec.host,
             create=harbor_install.create,
-            delete=harbor_install.delete,
             inputs={
                 "workspace": workspace,
                 "version": harbor.version,
                 "wheel_sha256": harbor.wheel_sha256,
                 "python": harbor.python,
-                "wheel": harbor.wheel_path,
+                "wheel_path": harbor.wheel_path,
                 "extras": [harbor.kubernetes.client] if harbor.kubernetes else [],
             },
+            delete=harbor_install.delete,
             delete_inputs={"workspace": workspace, "version": harbor.version},
             opts=child(),
         )
         clone = clone_dir(workspace, dataset)
         dataset_run = host_step(
             f"{name}-dataset",
-            host=host,
+            host=spec.host,
             create=harbor_dataset.create,
-            delete=harbor_dataset.delete,
             inputs={
-                "dataset_path": args.dataset_path,
-                "git_url": dataset.repo,
+                "dataset_path": spec.dataset_path,
+                "repo": dataset.repo,
                 "commit": dataset.commit,
                 "clone_dir": clone,
-                "subdir": dataset.tasks_subdir,
+                "tasks_subdir": dataset.tasks_subdir,
                 "expected_tasks": dataset.expected_tasks,
                 "include": list(dataset.include),
                 "exclude": list(dataset.exclude),
             },
+            delete=harbor_dataset.delete,
             delete_inputs={"clone_dir": clone},
             opts=child(),
         )
 
-        cluster_steps = self._cluster_steps(name, args, workspace, child)
+        cluster_steps = self._cluster_steps(name, args, child)
 
-        rendered = pulumi.Output.all(args.api_base, args.tools_dir, args.proxy_url).apply(
-            lambda v: render_plan(
-                harbor,
-                dataset,
-                model_name=args.model_name,
-                workspace=workspace,
-                tasks_dir=tasks_dir,
-                api_base=v[0],
-                tools_dir=v[1],
-                proxy_url=v[2],
-            )
-        )
-        default_bin = hostlayout.harbor_bin(workspace, harbor.version)
+        rendered = spec.resolved().apply(spec.render)
         # Known from the config and tied to the step (see ToolBundle.tools_dir for why).
-        harbor_bin = pulumi.Output.all(install.command.id, default_bin).apply(lambda v: v[1])
+        harbor_bin = pulumi.Output.all(install.command.id, spec.harbor_bin).apply(lambda v: v[1])
         job_name = rendered.apply(lambda r: r.job_name)
-        compose_path = rendered.apply(lambda r: r.compose_path)
-        status = probe_job_status(
-            host,
-            job_name.apply(lambda n: {"JOB_NAME": n, "JOBS_DIR": jobs_dir, "LOG_DIR": log_dir}),
-        )
+        status = spec.status(job_name)
         steps = declare_job_steps(
             name,
-            host=host,
-            harbor=harbor,
-            n_concurrent=harbor.n_concurrent_trials,
+            spec,
             rendered=rendered,
             harbor_bin=harbor_bin,
-            jobs_dir=jobs_dir,
-            log_dir=log_dir,
-            tasks_dir=tasks_dir,
-            api_key=args.api_key,
             token=status.apply(lambda s: str(s.get("token") or "start")),
             configs_opts=child(dataset_run.command),
             # A new install or dataset must be checked again, even with the same config text.
             preflight_opts=lambda configs: child(configs, install.command, dataset_run.command,
                                                  *cluster_steps),
             launch_opts=child,
-            k8s_watch=self.k8s_watch,
         )
         launch = steps.launch
 
@@ -506,19 +244,12 @@ class HarborJob(pulumi.ComponentResource):
         def after_launch(value: pulumi.Input[str]) -> pulumi.Output[str]:
             return pulumi.Output.all(launch.command.id, value).apply(lambda v: v[1])
 
-        # What a rerun of some of this job's tasks repeats exactly (components/harbor_rerun.py).
-        self.host = host
-        self.harbor = harbor
-        self.dataset = dataset
-        self.model_name = args.model_name
-        self.workspace = workspace
-        self.tasks_dir = tasks_dir
-        self.log_dir = log_dir
-        self.api_key = args.api_key
-        self.plan_inputs = pulumi.Output.all(args.api_base, args.tools_dir, args.proxy_url)
+        # What a rerun of some of this job's tasks repeats, and waits for.
+        self.spec = spec
         self.launch = launch.command
+        # What the provenance manifest records of the launched job.
         self.resolved_config_path = job_name.apply(lambda n: jobdir.resolved_config(log_dir, n))
-        self.compose_path = compose_path
+        self.compose_path = rendered.apply(lambda r: r.compose_path)
 
         self.job_name = job_name
         self.jobs_dir = pulumi.Output.from_input(jobs_dir)
@@ -542,4 +273,3 @@ class HarborJob(pulumi.ComponentResource):
                 "job_state": self.job_state,
             }
         )
-

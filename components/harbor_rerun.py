@@ -9,16 +9,15 @@ job's directory is never written to; `python -m audit MAIN --rerun RERUN` merges
 
 Which tasks (`harbor.reruns`): a list, or `from_audit: true`, the tasks the audit of the
 finished main job lists for rerun (infra or cancelled). The audit runs at program time, on
-every `up` and `preview`, as its own CLI (`python -m audit JOB_DIR --format json`) where pulumi
-runs: a remote Harbor host's finished job is first copied here once by the host seam
-(`read_dir_here`: read-only there, `tar` over its ssh, to `~/.cache/benchstack/jobs/<host>/<job>`).
+every `up` and `preview`, as its own CLI where pulumi runs: the seam's one call of it
+(components/seam/audit.py) reads a remote Harbor host's finished job from a copy made once.
 A finished job's directory does not change, so its list does not either.
 
 When (the `waiting` reason of the host seam): while the main job is absent, running or
 interrupted, the rerun's three steps (configs, preflight, launch) are declared but only say
 why they wait. On the first `up` after the main job finished, their triggers change and they
 are replaced by the real steps; preview shows that replacement before it runs. After that the
-launch token is the rerun's own status (components/harbor_job.py), so a second `up` starts
+launch token is the rerun's own status (components/job_spec.py), so a second `up` starts
 nothing, and destroy stops the rerun gracefully before the main job, like the main job.
 
 The rerun's name is `<main job name>-rerun-<digest of its tasks>`: another task list is
@@ -28,31 +27,21 @@ another job (the old one is stopped; its results stay).
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import shlex
-import sys
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
 
 import pulumi
 
-from components.config import PROJECT_DIR, RerunsConfig
-from components.harbor_job import (
-    HarborJob,
-    Rendered,
-    declare_job_steps,
-    probe_job_status,
-    render_plan,
-)
-from components.seam.host import Host
+from components.config import RerunsConfig
+from components.harbor_job import HarborJob
+from components.job_spec import JobSpec, Rendered, declare_job_steps
+from components.seam.audit import tasks_to_rerun
 from components.seam.probe import probe_host
-from components.seam.ssh import read_dir_here
 from contracts import jobdir
 
 
 @dataclass(frozen=True, kw_only=True)
 class HarborRerunArgs:
+    # The main job: its spec is repeated, its state and name waited on.
     job: HarborJob
     reruns: RerunsConfig
 
@@ -77,49 +66,13 @@ def oldest_first(found: list[str], current: str) -> list[str]:
     return list(dict.fromkeys([*found, *([current] if current else [])]))
 
 
-def audit_command(job_dir: str) -> str:
-    """The audit CLI's JSON report of a job dir here; its `rerun` list is what `-i` filters on."""
-    return (
-        f"set -euo pipefail; cd {shlex.quote(str(PROJECT_DIR))}; "
-        f"{shlex.quote(sys.executable)} -m audit {shlex.quote(job_dir)} --format json || "
-        f"{{ echo 'harbor.reruns.from_audit: the audit of {job_dir} failed (see above)' >&2; "
-        "exit 1; }"
-    )
-
-
-def job_copy_dir(host: Host, job_name: str) -> Path:
-    """Where a remote host's finished job is copied to be audited here (once: it is final)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "benchstack" / "jobs" / host.name / job_name
-
-
-def audited_tasks(job: HarborJob) -> pulumi.Output[list[str] | None]:
-    """The audit's rerun list of the main job once it finished; None before."""
-    host = job.host
-    finished_dir = pulumi.Output.all(job.job_state, job.job_dir).apply(
-        lambda v: v[1] if v[0] == "finished" else "")
-    stdout = read_dir_here(
-        host, finished_dir,
-        copy=lambda path: job_copy_dir(host, PurePosixPath(path).name),
-        then=audit_command,
-    )
-
-    def rerun_list(stdout: str) -> list[str] | None:
-        # The whole report (indented JSON), or nothing while the main job runs.
-        report = json.loads(stdout or "{}")
-        tasks = report.get("rerun") if isinstance(report, dict) else None
-        return [str(t) for t in tasks] if isinstance(tasks, list) else None
-
-    return stdout.apply(rerun_list)
-
-
 def plan_rerun(
-    job: HarborJob,
+    spec: JobSpec,
     *,
     state: str,
     main_job_name: str,
     tasks: list[str] | None,
-    plan_inputs: list,
+    resolved: list,
 ) -> RerunPlan:
     if state != "finished" or tasks is None:
         return RerunPlan(
@@ -131,19 +84,8 @@ def plan_rerun(
                          "for rerun")
     chosen = tuple(tasks)
     name = rerun_job_name(main_job_name, chosen)
-    api_base, tools_dir, proxy_url = plan_inputs
-    rendered = render_plan(
-        job.harbor,
-        # The main job's dataset, narrowed to the rerun tasks.
-        job.dataset.model_copy(update={"include": list(chosen)}),
-        model_name=job.model_name,
-        workspace=job.workspace,
-        tasks_dir=job.tasks_dir,
-        api_base=api_base,
-        tools_dir=tools_dir,
-        proxy_url=proxy_url,
-        job_name=name,
-    )
+    # The main job's spec, narrowed to the rerun tasks.
+    rendered = spec.render(resolved, job_name=name, tasks=chosen)
     return RerunPlan(waiting="", tasks=chosen, job_name=name, rendered=rendered)
 
 
@@ -163,19 +105,21 @@ class HarborRerun(pulumi.ComponentResource):
         self, name: str, args: HarborRerunArgs, opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("benchstack:components:HarborRerun", name, None, opts)
-        job, host = args.job, args.job.host
-        jobs_dir, log_dir = jobdir.jobs_dir(job.workspace), job.log_dir
-        listed = (
-            audited_tasks(job) if args.reruns.from_audit
-            else job.job_state.apply(
-                lambda s: list(args.reruns.tasks) if s == "finished" else None
-            )
-        )
-        plan = pulumi.Output.all(job.job_state, job.job_name, listed, job.plan_inputs).apply(
-            lambda v: plan_rerun(job, state=v[0], main_job_name=v[1], tasks=v[2],
-                                 plan_inputs=v[3])
+        job, spec = args.job, args.job.spec
+        jobs_dir, log_dir = spec.jobs_dir, spec.log_dir
+        if args.reruns.from_audit:
+            finished_dir = pulumi.Output.all(job.job_state, job.job_dir).apply(
+                lambda v: v[1] if v[0] == "finished" else "")
+            listed = tasks_to_rerun(spec.host, finished_dir)
+        else:
+            listed = job.job_state.apply(
+                lambda s: list(args.reruns.tasks) if s == "finished" else None)
+        plan = pulumi.Output.all(job.job_state, job.job_name, listed, spec.resolved()).apply(
+            lambda v: plan_rerun(spec, state=v[0], main_job_name=v[1], tasks=v[2],
+                                 resolved=v[3])
         )
         waiting = plan.apply(lambda p: p.waiting)
+
         def say_why(values: list) -> None:
             state, main_name, why = values
             if why:
@@ -186,11 +130,7 @@ class HarborRerun(pulumi.ComponentResource):
 
         pulumi.Output.all(job.job_state, job.job_name, waiting).apply(say_why)
         job_name = plan.apply(lambda p: p.job_name)
-
-        status = probe_job_status(
-            host,
-            job_name.apply(lambda n: {"JOB_NAME": n, "JOBS_DIR": jobs_dir, "LOG_DIR": log_dir}),
-        )
+        status = spec.status(job_name)
 
         def child(*after: pulumi.Resource) -> pulumi.ResourceOptions:
             # After the main job's launch: a rerun never races the job whose tasks it repeats.
@@ -198,20 +138,13 @@ class HarborRerun(pulumi.ComponentResource):
 
         steps = declare_job_steps(
             name,
-            host=host,
-            harbor=job.harbor,
-            n_concurrent=job.harbor.n_concurrent_trials,
+            spec,
             rendered=plan.apply(lambda p: p.rendered),
             harbor_bin=job.harbor_bin,
-            jobs_dir=jobs_dir,
-            log_dir=log_dir,
-            tasks_dir=job.tasks_dir,
-            api_key=job.api_key,
             token=pulumi.Output.all(waiting, status).apply(
                 lambda v: "waiting" if v[0] else str(v[1].get("token") or "start")
             ),
             configs_opts=child(),
-            k8s_watch=job.k8s_watch,
             preflight_opts=child,
             launch_opts=child,
             waiting=waiting,
@@ -227,7 +160,7 @@ class HarborRerun(pulumi.ComponentResource):
         self.job_dir = once_launched(job_name.apply(lambda n: jobdir.job_dir(jobs_dir, n)))
         # Earlier rounds (another task list) stay on the host and in the merge.
         found = probe_host(
-            host, "harbor_reruns.sh",
+            spec.host, "harbor_reruns.sh",
             job.job_name.apply(lambda n: {"JOB_NAME": n, "JOBS_DIR": jobs_dir}),
         )
         self.job_dirs = pulumi.Output.all(found, self.job_dir).apply(

@@ -49,7 +49,7 @@ def facts(
     image_digests: dict, workers: list, router_args: list | None, reruns: list,
 ) -> dict:
     """The program's part of the manifest (the host adds the resolved config and override)."""
-    harbor, model = args.job.harbor, args.model
+    harbor, model = args.job.spec.harbor, args.model
     return {
         "schema": keys.PROVENANCE_SCHEMA,
         "stack": args.stack,
@@ -115,10 +115,10 @@ class Provenance(pulumi.ComponentResource):
             )
         )
         facts_json = program_part.apply(lambda f: json.dumps(f, sort_keys=True))
-        path = job.job_name.apply(lambda n: jobdir.provenance_file(job.log_dir, n))
+        path = job.job_name.apply(lambda n: jobdir.provenance_file(job.spec.log_dir, n))
         write = host_step(
             f"{name}-write",
-            host=job.host,
+            host=job.spec.host,
             create=provenance.create,
             inputs={
                 "out": path,

@@ -56,7 +56,7 @@ class Inputs:
     address_pools: list
     # "": dockerd_restart.py decides (systemd, init.d, or the running dockerd restarted).
     restart_command: str
-    allow_restart_with_running: bool
+    allow_restart_with_running_containers: bool
     proof_networks: int
     # "": the docker CLI's own default endpoint.
     docker_host: str
@@ -161,7 +161,7 @@ def restart_how(inputs: Inputs) -> str:
 
 def refuse_to_stop(docker: Docker, inputs: Inputs) -> None:
     running = docker.running()
-    if running and not inputs.allow_restart_with_running:
+    if running and not inputs.allow_restart_with_running_containers:
         raise HostError(f"containers are running ({','.join(running)}): a restart would stop "
                         "them; stop them or set docker.allow_restart_with_running_containers")
 

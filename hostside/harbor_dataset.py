@@ -30,10 +30,10 @@ CLONE_TIMEOUT_S = 1800
 @dataclass(frozen=True)
 class Inputs:
     dataset_path: str | None
-    git_url: str | None
+    repo: str | None
     commit: str | None
     clone_dir: str | None
-    subdir: str
+    tasks_subdir: str
     expected_tasks: int
     include: list[str]
     exclude: list[str]
@@ -100,7 +100,7 @@ def selected(task: str, include: list[str], exclude: list[str]) -> bool:
 def tasks_dir(inputs: Inputs) -> tuple[Path, str]:
     """The task dirs' directory on this host, and the commit checked out ("" for a path)."""
     if inputs.dataset_path:
-        if inputs.git_url:
+        if inputs.repo:
             raise HostError("set dataset.path or dataset.repo, not both")
         path = inputs.dataset_path
         if not path.startswith("/"):
@@ -108,7 +108,7 @@ def tasks_dir(inputs: Inputs) -> tuple[Path, str]:
         if not Path(path).is_dir():
             raise HostError(f"dataset.path={path} is not a directory on this host")
         return Path(path), ""
-    if not inputs.git_url:
+    if not inputs.repo:
         raise HostError("set dataset.path (a local task dir) or dataset.repo and dataset.commit")
     commit = inputs.commit or ""
     if not re.fullmatch(r"[0-9a-f]{40}", commit):
@@ -119,14 +119,14 @@ def tasks_dir(inputs: Inputs) -> tuple[Path, str]:
         raise HostError("clone_dir is empty: the component must pass it")
     clone = Path(inputs.clone_dir)
     if head(clone) != commit:
-        clone_at(inputs.git_url, commit, clone)
+        clone_at(inputs.repo, commit, clone)
     got = head(clone)
     if got != commit:
         raise HostError(f"clone {clone} is at {got}, not {commit}: remove it and re-run")
-    tasks = clone / inputs.subdir
+    tasks = clone / inputs.tasks_subdir
     if not tasks.is_dir():
-        raise HostError(f"dataset.tasks_subdir={inputs.subdir} does not exist in "
-                        f"{inputs.git_url} at {commit}: set dataset.tasks_subdir")
+        raise HostError(f"dataset.tasks_subdir={inputs.tasks_subdir} does not exist in "
+                        f"{inputs.repo} at {commit}: set dataset.tasks_subdir")
     return tasks, got
 
 

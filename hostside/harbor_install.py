@@ -3,7 +3,7 @@
 Seed step "Install Harbor 0.21.0". Where the venv is and how Harbor runs: harbor.py.
 
 create: a venv whose stamp names the same wheel hash is kept as is (idempotent); otherwise the
-wheel (`wheel`, or `pip download` with `python`) is checked against `wheel_sha256`, installed
+wheel (`wheel_path`, or `pip download` with `python`) is checked against `wheel_sha256`, installed
 into a fresh venv, and `pip freeze` is saved beside the logs. A failed install leaves no venv.
 Outputs: harbor_bin, venv, python, version, wheel_sha256, freeze.
 
@@ -48,8 +48,8 @@ class Inputs:
     wheel_sha256: str
     # The interpreter for the venv, Python >= 3.12 (harbor.python).
     python: str
-    # A wheel already on the host (harbor.wheel_path); None: `pip download` it.
-    wheel: str | None
+    # A wheel already on the host; None: `pip download` it.
+    wheel_path: str | None
     # Packages Harbor imports only for some environments (the `kubernetes` client of its ack
     # environment), installed beside it; part of the stamp, so a changed pin installs again.
     extras: list[str]
@@ -127,8 +127,8 @@ def create(inputs: Inputs) -> None:
         emit(outputs)
         return
 
-    wheel = Path(inputs.wheel) if inputs.wheel else Path(wheel_file(inputs.workspace, version))
-    if not inputs.wheel and not (wheel.is_file() and wheel.stat().st_size > 0):
+    wheel = Path(inputs.wheel_path or wheel_file(inputs.workspace, version))
+    if not inputs.wheel_path and not (wheel.is_file() and wheel.stat().st_size > 0):
         log(NAME, f"downloading harbor=={version}")
         done = _run([inputs.python, "-m", "pip", "download", "-q", "--no-deps",
                      "--only-binary=:all:", "-d", str(wheels), f"harbor=={version}"],

@@ -73,8 +73,8 @@ class StopInputs:
     job_name: str
     jobs_dir: str
     log_dir: str
-    # The job's n_concurrent_trials: the size of a wave of teardowns.
-    n_concurrent: int
+    # The size of a wave of teardowns.
+    n_concurrent_trials: int
     stop_timeout_s: int
 
 
@@ -206,9 +206,10 @@ def create(inputs: Inputs) -> None:
     done(harbor.pid, mode)
 
 
-def stop_bound(running: int, n_concurrent: int, minimum: int) -> int:
-    """Seconds to wait after SIGTERM: a wave of teardowns per `n_concurrent` running trials."""
-    waves = -(-max(running, 1) // n_concurrent)
+def stop_bound(running: int, n_concurrent_trials: int, minimum: int) -> int:
+    """Seconds to wait after SIGTERM: a wave of teardowns per `n_concurrent_trials` running
+    trials."""
+    waves = -(-max(running, 1) // n_concurrent_trials)
     return max(WAVE_S * waves, minimum)
 
 
@@ -247,9 +248,9 @@ def delete(inputs: StopInputs) -> None:
     for key in ("job_name", "jobs_dir"):
         if not getattr(inputs, key):
             raise HostError(f"{key} is empty: the component must pass it")
-    if inputs.n_concurrent < 1:
-        raise HostError("n_concurrent (the job's harbor.n_concurrent_trials) must be a positive "
-                        f"number, got '{inputs.n_concurrent}'")
+    if inputs.n_concurrent_trials < 1:
+        raise HostError("n_concurrent_trials must be a positive number, "
+                        f"got '{inputs.n_concurrent_trials}'")
     if inputs.stop_timeout_s < 0:
         raise HostError(f"stop_timeout_s must be a number of seconds, got "
                         f"'{inputs.stop_timeout_s}'")
@@ -259,7 +260,7 @@ def delete(inputs: StopInputs) -> None:
     pid = jobdir.harbor_pid(Path(inputs.log_dir), name)
     if pid is not None:
         running = jobdir.running_trials(jobdir.read_json(job_dir / jobdir.JOB_RESULT))
-        bound = stop_bound(running, inputs.n_concurrent, inputs.stop_timeout_s)
+        bound = stop_bound(running, inputs.n_concurrent_trials, inputs.stop_timeout_s)
         log(step, f"SIGTERM to Harbor PID {pid} ({running} trials running); waiting up to "
             f"{bound}s for its shutdown")
         try:

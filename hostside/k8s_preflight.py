@@ -25,7 +25,8 @@ task at fault and what to change:
 
 create and check: the same checks (nothing is left behind). Inputs: the kubeconfig (a secret,
 its JSON text), namespace, registry, images ({image: [task names]}), probe_image, need_tools,
-egress_url (or null), timeout_s (the probe pod's whole life, and every API request's bound).
+egress_url (or null), preflight_timeout_s (the probe pod's whole life, and every API
+request's bound).
 Outputs: api_version, user, namespace, images_checked, registry_scheme, probe_pod,
 probe_seconds, tools_found ({tool: path}), egress (reached | untested | not asked),
 egress_detail, warnings.
@@ -96,7 +97,7 @@ class Inputs:
     need_tools: list[str]
     # A URL the pods must reach, or None.
     egress_url: str | None
-    timeout_s: int
+    preflight_timeout_s: int
 
 
 def text_at(value: object, *keys: str) -> str:
@@ -133,8 +134,9 @@ def validate(inputs: Inputs) -> None:
         raise HostError(f"need_tools {inputs.need_tools!r} must be a list of command names")
     if inputs.egress_url is not None and not re.match(r"https?://[^\s'\"]+$", inputs.egress_url):
         raise HostError(f"egress_url {inputs.egress_url!r} is not an http(s) URL: fix egress_url")
-    if not isinstance(inputs.timeout_s, int) or inputs.timeout_s < 10:
-        raise HostError(f"timeout_s {inputs.timeout_s!r} must be a number of seconds >= 10")
+    if not isinstance(inputs.preflight_timeout_s, int) or inputs.preflight_timeout_s < 10:
+        raise HostError(f"preflight_timeout_s {inputs.preflight_timeout_s!r} must be a number "
+                        "of seconds >= 10")
 
 
 # --- 1-3: the API, the namespace, the user's rights -------------------------------------------
@@ -574,10 +576,11 @@ def wait_probe(client: Client, namespace: str, name: str, image: str, timeout_s:
                 words = cluster_says(client, namespace, name, scheduled.get("message", ""))
                 raise HostError(f"the probe pod was not scheduled within {timeout_s}s (the "
                                 f"cluster says {words}): free or add nodes, or raise "
-                                "timeout_s")
+                                "harbor.environment.kubernetes.preflight_timeout_s")
             words = cluster_says(client, namespace, name, details.get("message", ""))
             raise HostError(f"the probe pod is still {now} after {timeout_s}s (the cluster says "
-                            f"{words or 'nothing'}): raise timeout_s or look at the node")
+                            f"{words or 'nothing'}): raise harbor.environment.kubernetes."
+                            "preflight_timeout_s or look at the node")
         time.sleep(POLL_S)
 
 
@@ -621,9 +624,9 @@ def probe_output(client: Client, namespace: str, name: str, details: dict) -> st
 def probe_check(client: Client, inputs: Inputs) -> dict:
     ns, image = inputs.namespace, inputs.probe_image
     name = f"benchstack-preflight-{secrets.token_hex(4)}"
-    egress_timeout = max(3, min(15, inputs.timeout_s // 4))
+    egress_timeout = max(3, min(15, inputs.preflight_timeout_s // 4))
     script = probe_script(inputs.need_tools, inputs.egress_url, egress_timeout)
-    pod = probe_pod(name, ns, image, script, inputs.timeout_s + 60)
+    pod = probe_pod(name, ns, image, script, inputs.preflight_timeout_s + 60)
     log(NAME, f"probe pod {name} ({image}) in namespace {ns}")
     try:
         client.post(f"/api/v1/namespaces/{ns}/pods", pod)
@@ -640,7 +643,7 @@ def probe_check(client: Client, inputs: Inputs) -> dict:
         raise HostError("stopped by SIGTERM")
     signal.signal(signal.SIGTERM, stop)
     try:
-        final, seconds = wait_probe(client, ns, name, image, inputs.timeout_s)
+        final, seconds = wait_probe(client, ns, name, image, inputs.preflight_timeout_s)
         state, details = container_state(final)
         text = probe_output(client, ns, name, details)
     finally:
@@ -685,14 +688,14 @@ def preflight(inputs: Inputs) -> dict[str, Any]:
     validate(inputs)
     ns = inputs.namespace
     config = load(inputs.kubeconfig)
-    client = Client(config, timeout=min(30, inputs.timeout_s))
+    client = Client(config, timeout=min(30, inputs.preflight_timeout_s))
     version, user = api_check(client)
     log(NAME, f"API {client.base_url} answers ({version}) for user {user}")
     namespace_check(client, ns)
     access_check(client, ns, user)
     log(NAME, f"user {user} may run Harbor's pods in namespace {ns}")
     scheme = images_check(inputs.images, inputs.probe_image, inputs.registry,
-                          min(30, inputs.timeout_s))
+                          min(30, inputs.preflight_timeout_s))
     log(NAME, f"{len(inputs.images)} images are in registry {inputs.registry}")
     probe = probe_check(client, inputs)
     result: ProbeResult = probe["result"]

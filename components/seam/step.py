@@ -42,8 +42,9 @@ from hostside.step import Verb
 HOSTSIDE = host_code.HOSTSIDE
 
 
-class StepError(ValueError):
-    """A step declared against its host module's contract: the step, the module, the key."""
+class StepError(pulumi.RunError, ValueError):
+    """A step declared against its host module's contract: the step, the module, the key (one
+    line under the CLI, no traceback: a RunError)."""
 
 
 def _accepts(hint: Any, value: Any) -> bool:
@@ -75,10 +76,10 @@ def check_inputs(step: str, verb: Verb, inputs: Mapping[str, Any]) -> None:
     where = f"{step}: hostside/{verb.module}.py {verb.name}"
     fields = {f.name for f in dataclasses.fields(verb.inputs)}
     missing, unknown = sorted(fields - inputs.keys()), sorted(inputs.keys() - fields)
-    if missing:
-        raise StepError(f"{where} needs input {', '.join(missing)} ({verb.inputs.__name__})")
-    if unknown:
-        raise StepError(f"{where} has no input {', '.join(unknown)} ({verb.inputs.__name__})")
+    wrong = ([f"needs input {', '.join(missing)}"] if missing else []) + (
+        [f"has no input {', '.join(unknown)}"] if unknown else [])
+    if wrong:
+        raise StepError(f"{where} {' and '.join(wrong)} ({verb.inputs.__name__})")
     hints = typing.get_type_hints(verb.inputs)
     for key, value in inputs.items():
         if isinstance(value, pulumi.Output | pulumi.Resource) or hasattr(value, "__await__"):

@@ -144,6 +144,37 @@ def test_rejected_config_is_one_clean_message(
 
 
 @pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (('"proof_networks": docker.proof_networks,', '"proof_network": docker.proof_networks,'),
+         "docker-daemon-apply: hostside/daemon_config.py create needs input proof_networks and "
+         "has no input proof_network (Inputs)"),
+        (("create=daemon_config.create,", "create=daemon_config.docker0_address,"),
+         "docker-daemon-apply: <function docker0_address"),
+    ],
+    ids=["wrong-key", "not-a-verb"],
+)
+def test_a_host_step_declared_wrong_fails_preview_before_any_host(
+    engine: Engine, project: Path, edit: tuple[str, str], named: str
+) -> None:
+    """The typed seam under the real CLI: a component that passes a key its host module does
+    not read, or a function that is no host verb, fails `pulumi preview` (and `up`) with one
+    line naming the step, the module and the key; nothing is registered."""
+    component = project / "components" / "docker_daemon.py"
+    text = component.read_text()
+    assert edit[0] in text
+    component.write_text(text.replace(edit[0], edit[1]))
+    ok(pulumi(engine, project, "stack", "select", "--create", "local"))
+    for operation in (("preview",), ("up", "--yes")):
+        cli = pulumi(engine, project, *operation, "--stack", "local")
+        assert cli.returncode != 0
+        assert named in cli.output, cli.output[-2000:]
+        assert "Traceback" not in cli.output, cli.output[-3000:]
+    export = ok(pulumi(engine, project, "stack", "export", "--stack", "local")).json()
+    assert not export["deployment"].get("resources")
+
+
+@pytest.mark.parametrize(
     ("args", "expected"),
     [
         (("--path", "benchstack:harbor.reruns.from_audit", "true"),

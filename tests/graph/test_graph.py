@@ -248,7 +248,8 @@ def test_host_plane_steps_take_their_inputs_from_the_config(stack):
             "daemon_json": cfg.docker.daemon_json,
             "address_pools": [p.model_dump() for p in cfg.docker.address_pools],
             "restart_command": cfg.docker.restart_command,
-            "allow_restart_with_running": cfg.docker.allow_restart_with_running_containers,
+            "allow_restart_with_running_containers":
+                cfg.docker.allow_restart_with_running_containers,
             "proof_networks": cfg.docker.proof_networks, "docker_host": "",
         }
         assert step_inputs(step["delete"]) == step_inputs(step["create"])

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from components.config import DatasetConfig, HarborConfig
-from components.harbor_job import Rendered, render_plan
+from components.job_spec import Rendered, render_plan
 from components.seam.probe import render
 from components.seam.step import render_step
 from contracts import jobdir
@@ -104,7 +104,7 @@ def installed_harbor(tmp_path_factory: pytest.TempPathFactory) -> dict:
 def install_harbor(workspace: Path, **changes) -> ScriptResult:
     """The install step with the pinned wheel (`changes` replace inputs)."""
     inputs = {"workspace": str(workspace), "version": "0.21.0", "wheel_sha256": WHEEL_SHA256,
-              "python": HARBOR_PYTHON, "wheel": str(WHEEL), "extras": [], **changes}
+              "python": HARBOR_PYTHON, "wheel_path": str(WHEEL), "extras": [], **changes}
     return seam_step("harbor_install", "create", inputs, timeout=900)
 
 
@@ -123,8 +123,8 @@ def harbor_section(agent: str | dict = "oracle", *, n_concurrent_trials: int,
 
 def dataset_inputs(**changes) -> dict:
     """The dataset step's inputs for a local task dir (`changes` replace them)."""
-    return {"dataset_path": None, "git_url": None, "commit": None, "clone_dir": None,
-            "subdir": "tasks", "expected_tasks": 3, "include": [], "exclude": [], **changes}
+    return {"dataset_path": None, "repo": None, "commit": None, "clone_dir": None,
+            "tasks_subdir": "tasks", "expected_tasks": 3, "include": [], "exclude": [], **changes}
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from components.harbor_config import (
     job_config,
     preflight_expectations,
 )
-from components.harbor_job import render_plan
+from components.job_spec import render_plan
 
 
 def harbor_section(**changes) -> HarborConfig:

@@ -20,6 +20,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 from components.config import KNOWN_HARBOR_WHEELS, AgentConfig, DatasetConfig, HarborConfig
 from components.harbor_job import HarborJob, HarborJobArgs
+from components.job_spec import JobSpec
 from components.seam.host import Host
 from tests.conftest import PROJECT_ROOT
 from tests.graph.program import shipped
@@ -87,7 +88,7 @@ def job_args(host: Host, **changes: Any) -> HarborJobArgs:
         proxy_url=pulumi.Output.from_input("http://host.docker.internal:27891"),
         api_key=pulumi.Output.secret(SECRET),
     )
-    return HarborJobArgs(**(fields | rest))
+    return HarborJobArgs(spec=JobSpec(**(fields | rest)))
 
 
 def declare(probe: dict, host: Host = LOCAL, **changes: Any) -> Recorded:
@@ -163,12 +164,12 @@ def test_values_the_config_owns_reach_the_steps() -> None:
     stop = step_inputs(plain(launch["delete"]))
     assert (created["start_timeout_s"], created["nofile"]) == (99, 4096)
     assert stop == {"job_name": rec.outputs["job_name"], "jobs_dir": "/ws/results",
-                    "log_dir": "/ws/logs", "n_concurrent": 4, "stop_timeout_s": 777}
+                    "log_dir": "/ws/logs", "n_concurrent_trials": 4, "stop_timeout_s": 777}
     assert "openai_api_key" not in created, "the key travels on standard input"
     install = step_inputs(rec.resources["job-install"]["create"])
     assert install == {"workspace": "/ws", "version": "0.21.0",
                        "wheel_sha256": KNOWN_HARBOR_WHEELS["0.21.0"],
-                       "python": "/usr/bin/python3.13", "wheel": None, "extras": []}
+                       "python": "/usr/bin/python3.13", "wheel_path": None, "extras": []}
     default = declare(RUNNING)
     stop = step_inputs(plain(default.resources["job-launch"]["delete"]))
     assert stop["stop_timeout_s"] == HarborConfig.model_fields["stop_timeout_s"].default == 600
@@ -265,10 +266,10 @@ def test_remote_hosts_probe_over_ssh() -> None:
 @pytest.mark.parametrize(
     ("changes", "message"),
     [
-        ({"api_base": None}, "HarborJobArgs.api_base"),
-        ({"model_name": None}, "HarborJobArgs.model_name"),
+        ({"api_base": None}, "JobSpec.api_base"),
+        ({"model_name": None}, "JobSpec.model_name"),
         ({"dataset_path": None}, "dataset"),
-        ({"dataset_path": "data/tasks"}, "HarborJobArgs.dataset_path"),
+        ({"dataset_path": "data/tasks"}, "JobSpec.dataset_path"),
     ],
 )
 def test_bad_args_name_the_field(changes: dict, message: str) -> None:

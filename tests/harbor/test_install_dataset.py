@@ -49,7 +49,7 @@ def test_a_tampered_wheel_is_refused(tmp_path: Path) -> None:
     shutil.copy(WHEEL, tampered)
     with tampered.open("ab") as handle:
         handle.write(b"\0")
-    result = install_harbor(tmp_path / "ws", wheel=str(tampered))
+    result = install_harbor(tmp_path / "ws", wheel_path=str(tampered))
     assert result.returncode != 0 and f"expected {WHEEL_SHA256}" in result.reason
     assert not (tmp_path / "ws" / "harbor-0.21.0").exists()
 
@@ -86,7 +86,7 @@ def test_git_dataset_is_cloned_at_the_pinned_commit(tmp_path: Path) -> None:
 
     url, pinned, head = _demo_repo(tmp_path, DEMO_TASKS)
     clone = tmp_path / "ws" / "datasets" / f"tb-demo-{pinned[:12]}"
-    inputs = dataset_inputs(git_url=url, commit=pinned, clone_dir=str(clone))
+    inputs = dataset_inputs(repo=url, commit=pinned, clone_dir=str(clone))
     result = seam_step("harbor_dataset", "create", inputs)
     assert result.returncode == 0, result.stderr
     out = result.outputs
@@ -118,7 +118,7 @@ def test_unknown_commit_and_empty_selection_are_refused(tmp_path: Path, demo_dat
     url, _, _ = _demo_repo(tmp_path, DEMO_TASKS)
     clone = tmp_path / "ws" / "datasets" / "tb-demo-111111111111"
     missing = seam_step("harbor_dataset", "create", dataset_inputs(
-        git_url=url, commit="1" * 40, clone_dir=str(clone)))
+        repo=url, commit="1" * 40, clone_dir=str(clone)))
     assert missing.returncode != 0 and "not in" in missing.reason
     assert not list((tmp_path / "ws" / "datasets").glob("*")), "no half clone left behind"
     none = seam_step("harbor_dataset", "create", dataset_inputs(
@@ -138,7 +138,7 @@ def test_the_deletes_remove_what_the_steps_made_and_only_that(tmp_path: Path) ->
     url, pinned, _ = _demo_repo(tmp_path, DEMO_TASKS)
     clone = tmp_path / "ws" / "datasets" / f"tb-demo-{pinned[:12]}"
     assert seam_step("harbor_dataset", "create", dataset_inputs(
-        git_url=url, commit=pinned, clone_dir=str(clone))).returncode == 0
+        repo=url, commit=pinned, clone_dir=str(clone))).returncode == 0
     removed = seam_step("harbor_dataset", "delete", {"clone_dir": str(clone)})
     assert removed.outputs == {"removed": str(clone)} and not clone.exists()
     assert not clone.parent.exists(), "the emptied datasets/ dir goes too"

@@ -265,7 +265,8 @@ def test_running_containers_block_the_restart_unless_allowed(test_engine: Second
     assert snapshot(test_engine) == before
 
     allowed = test_engine.step(
-        "create", inputs_for(test_engine, allow_restart_with_running=True, proof_networks=2)
+        "create",
+        inputs_for(test_engine, allow_restart_with_running_containers=True, proof_networks=2),
     )
     assert allowed.returncode == 0, allowed.stderr
     assert allowed.outputs["restarted"] is True

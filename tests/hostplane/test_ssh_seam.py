@@ -126,7 +126,7 @@ def test_docker_provider_options_reach_the_engine(sshd, tmp_path, policy) -> Non
 def test_from_audit_copies_a_remote_job_once_and_audits_the_copy(sshd, tmp_path, monkeypatch):
     """harbor.reruns.from_audit on a remote Harbor host: the finished job is copied over the
     seam's ssh (read-only there), audited here, and the copy is reused on the next `up`."""
-    from components.harbor_rerun import audit_command, job_copy_dir
+    from components.seam.audit import audit_command, job_copy_dir
     from components.seam.ssh import copy_here_command
     from tests.audit.audit_jobgen import TrialSpec, write_job
 

@@ -60,7 +60,7 @@ def preflight(kubeconfig: dict | str, namespace: str, verb: str = "create",
         "probe_image": IMAGE,
         "need_tools": [],
         "egress_url": None,
-        "timeout_s": 90,
+        "preflight_timeout_s": 90,
         **over,
     }
     text = kubeconfig if isinstance(kubeconfig, str) else json.dumps(kubeconfig)

@@ -78,7 +78,7 @@ class Job:
     def stop(self) -> ScriptResult:
         return seam_step("harbor_launch", "delete", {
             "job_name": self.name, "jobs_dir": self.jobs, "log_dir": self.logs,
-            "n_concurrent": 1, "stop_timeout_s": 30,
+            "n_concurrent_trials": 1, "stop_timeout_s": 30,
         }, timeout=120)
 
     def status(self) -> dict:
