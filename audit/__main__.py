@@ -22,14 +22,14 @@ import shutil
 import sys
 from pathlib import Path
 
-from audit import adjudications as adj
-from audit import provenance as prov
-from audit.layout import JobLayout, NotAJobError
-from audit.merge import merge_reports
-from audit.render import FORMATS, render
-from audit.report import Report, build_report
-from audit.rules import RULES_FILE, load_rules
-from audit.s3 import is_s3_uri, make_s3_client, parse_s3_uri
+from audit.judge.rules import RULES_FILE, load_rules
+from audit.output.render import FORMATS, render
+from audit.output.report import Report, build_report
+from audit.read import provenance as prov
+from audit.read.layout import JobLayout, NotAJobError
+from audit.read.s3 import is_s3_uri, make_s3_client, parse_s3_uri
+from audit.score import adjudications as adj
+from audit.score.merge import merge_reports
 
 log = logging.getLogger("audit")
 
@@ -208,7 +208,7 @@ def run_audit(argv: list[str]) -> int:
     reruns: list[tuple[str, str]] = [(r, "--rerun") for r in args.rerun]
     stack_provenance = None
     if args.stack:
-        from audit.stack import StackError, job_from_outputs, read_stack_outputs
+        from audit.read.stack import StackError, job_from_outputs, read_stack_outputs
 
         try:
             found = job_from_outputs(read_stack_outputs(args.stack, args.project), args.stack)
@@ -263,7 +263,7 @@ def run_audit(argv: list[str]) -> int:
 
 
 def run_archive(argv: list[str]) -> int:
-    from audit.archive import ArchiveError, archive_job
+    from audit.output.archive import ArchiveError, archive_job
 
     args = _archive_parser().parse_args(argv)
     _logging(args.verbose)

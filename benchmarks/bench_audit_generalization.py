@@ -49,9 +49,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from audit import detectors  # noqa: E402,F401  (registers the detectors' knowledge)
-from audit.learned import Knowledge, disabled_for, prompted_rules, registered  # noqa: E402
-from audit.rules import load_rules  # noqa: E402
+from audit.judge import detectors  # noqa: E402,F401  (registers the detectors' knowledge)
+from audit.judge.learned import Knowledge, disabled_for, prompted_rules, registered  # noqa: E402
+from audit.judge.rules import load_rules  # noqa: E402
 from tests.audit.dev_set import (  # noqa: E402
     Score,
     agent_of,

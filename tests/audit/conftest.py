@@ -94,7 +94,7 @@ def s3_client(s3_env, monkeypatch):
     """A boto3 client on the moto server (made by the package's own factory)."""
     for key, value in s3_env.items():
         monkeypatch.setenv(key, value)
-    from audit.s3 import make_s3_client
+    from audit.read.s3 import make_s3_client
 
     return make_s3_client()
 

@@ -17,8 +17,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from audit.layout import JobLayout
-from audit.report import TrialRow, build_report
+from audit.output.report import TrialRow, build_report
+from audit.read.layout import JobLayout
 from tests.conftest import ROOT
 
 DATA = ROOT.parent / "shared" / "data"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import json
 
-from audit.agent_logs import Action, Call
-from audit.evidence import TrialEvidence
-from audit.layout import JobLayout
+from audit.read.evidence import TrialEvidence
+from audit.read.layout import JobLayout
+from audit.read.logs import Action, Call
 from tests.audit.agent_formats import (
     bare,
     cc_assistant,
@@ -174,7 +174,7 @@ def test_a_damaged_log_is_skipped(tmp_path):
 
 
 def test_a_usage_block_is_missing_only_without_any_prompt_count():
-    from audit.agent_logs.common import usage_of
+    from audit.read.logs.common import usage_of
 
     assert usage_of({"prompt_tokens": 0, "completion_tokens": 44}).missing
     assert usage_of({"completion_tokens": 44}).missing

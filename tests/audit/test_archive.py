@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from audit.archive import MANIFEST, ArchiveError, archive_job
-from audit.layout import JobLayout
-from audit.report import build_report
-from audit.s3 import parse_s3_uri
+from audit.output.archive import MANIFEST, ArchiveError, archive_job
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
+from audit.read.s3 import parse_s3_uri
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 from tests.audit.conftest import SEED_ADJUDICATIONS
 

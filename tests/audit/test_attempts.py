@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from audit.attempts import pass_at_k
-from audit.conformance import line
-from audit.layout import JobLayout
-from audit.render import render
-from audit.report import build_report
+from audit.output.render import render
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
+from audit.score.attempts import pass_at_k
+from audit.score.conformance import line
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, write_job
 from tests.audit.test_merge import GEMMA_MAIN, GEMMA_RERUN
 

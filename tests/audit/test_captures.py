@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from audit.layout import JobLayout
-from audit.network import failures_in, host_in
-from audit.report import build_report
+from audit.judge.network import failures_in, host_in
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.audit.audit_jobgen import PYTEST_FAIL, TrialSpec, write_job
 
 CAPTURES = Path(__file__).with_name("captures")

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from audit.layout import JobLayout
-from audit.report import build_report
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.audit.agent_formats import (
     SITE,
     bare,

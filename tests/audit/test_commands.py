@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from audit.commands import cap_in, kind_of
+from audit.judge.commands import kind_of
+from audit.read.caps import cap_in
 
 CASES = [
     ("ls -la /app\n", "trivial"),

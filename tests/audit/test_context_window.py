@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from audit import context_window as CW
-from audit.layout import JobLayout
-from audit.report import build_report
+from audit.judge import context_window as CW
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.audit.agent_formats import (
     bare,
     make_trial,

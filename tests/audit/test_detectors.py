@@ -17,8 +17,8 @@ import json
 
 import pytest
 
-from audit.layout import JobLayout
-from audit.report import build_report
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 
 VERIFIER_UV = (

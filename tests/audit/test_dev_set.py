@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.report import TrialRow
+from audit.output.report import TrialRow
 from tests.audit import dev_set
 from tests.audit.dev_set import DEV_SET, EXCUSES, LABELS, MODEL_FAILURES
 from tests.audit.proof_check import quoted_in_file

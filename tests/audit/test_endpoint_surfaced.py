@@ -11,8 +11,8 @@ import json
 
 import pytest
 
-from audit.layout import JobLayout
-from audit.report import build_report
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.audit.agent_formats import (
     agent_crash_tb,
     bare,

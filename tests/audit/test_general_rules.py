@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import pytest
 
-from audit.layout import JobLayout
-from audit.report import build_report
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.audit.agent_formats import bare, openai_messages, set_metadata
 from tests.audit.audit_jobgen import PYTEST_FAIL, TrialSpec, write_job
 from tests.audit.proof_check import quoted_in_file

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.learned import Cite, Knowledge, disabled_for, prompted_rules
+from audit.judge.learned import Cite, Knowledge, disabled_for, prompted_rules
 from benchmarks.bench_audit_generalization import MODES, evaluate, knowledge
 from tests.audit import dev_set
 from tests.audit.dev_set import EXCUSES, LABELS

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from audit.learned import BASE, CITED_FILES, RESTS_ON, Cite, Knowledge
+from audit.judge.learned import BASE, CITED_FILES, RESTS_ON, Cite, Knowledge
 from benchmarks.bench_audit_generalization import knowledge
 from tests.conftest import ROOT
 

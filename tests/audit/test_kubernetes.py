@@ -23,15 +23,15 @@ from pathlib import Path
 
 import pytest
 
-from audit import kubernetes as K
-from audit import layout as L
-from audit.detectors import CLUSTER
-from audit.detectors import kubernetes as KD
-from audit.evidence import TrialEvidence
-from audit.job_context import JobContext
-from audit.layout import JobLayout
-from audit.render import render
-from audit.report import TrialRow, build_report
+from audit.judge.context import JobContext
+from audit.judge.detectors import CLUSTER
+from audit.judge.detectors import kubernetes as KD
+from audit.output.render import render
+from audit.output.report import TrialRow, build_report
+from audit.read import kubernetes as K
+from audit.read import layout as L
+from audit.read.evidence import TrialEvidence
+from audit.read.layout import JobLayout
 from tests.audit import dev_set
 from tests.audit.proof_check import quoted_in_file
 

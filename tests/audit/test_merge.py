@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from audit.adjudications import Adjudication
-from audit.layout import JobLayout
-from audit.layout import task_of as dir_task
-from audit.merge import MERGE_RULE, SUPERSEDED, merge_reports
-from audit.render import render
-from audit.report import Report, build_report
+from audit.output.render import render
+from audit.output.report import Report, build_report
+from audit.read.layout import JobLayout
+from audit.read.layout import task_of as dir_task
+from audit.score.adjudications import Adjudication
+from audit.score.merge import MERGE_RULE, SUPERSEDED, merge_reports
 from contracts import outputs as K
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 from tests.audit.test_cli import _fake_pulumi

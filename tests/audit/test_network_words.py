@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from audit import network as N
+from audit.judge import network as N
 
 try:  # Python 3.11+
     from re import _constants as C  # type: ignore[attr-defined]
@@ -108,7 +108,7 @@ def test_the_real_captures_are_read_whole():
 def test_bash_dev_tcp_names_its_endpoint():
     """bash's own redirection error names the host it could not reach in the /dev/tcp path: an
     outside endpoint (not `unknown`, which a refused connection with no host would be)."""
-    from audit import network as N
+    from audit.judge import network as N
 
     line = "/tests/test.sh: line 16: /dev/tcp/host.docker.internal/27891: Connection refused"
     (failure,) = N.failures_in(line, lambda n: f"verifier/test-stdout.txt:{n}")

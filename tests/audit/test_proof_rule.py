@@ -12,12 +12,12 @@ import random
 
 import pytest
 
-from audit import detectors as D
-from audit.layout import JobLayout
-from audit.learned import Knowledge
-from audit.report import build_report
-from audit.rules import load_rules
-from audit.verdict import RERUN_CATEGORIES, Classification, Proof, admit
+from audit.judge import detectors as D
+from audit.judge.learned import Knowledge
+from audit.judge.rules import load_rules
+from audit.judge.verdict import RERUN_CATEGORIES, Classification, Proof, admit
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.audit import agent_formats as F
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 from tests.audit.proof_check import quoted_in_file
@@ -60,7 +60,7 @@ def test_a_detector_that_forgets_its_proof_is_overruled(tmp_path, monkeypatch):
 
     fake = D.Detector(careless, Knowledge("careless", grounded_in=("docs",)))
     monkeypatch.setattr(D, "DETECTORS", [fake, *D.DETECTORS])
-    monkeypatch.setattr("audit.classify.DETECTORS", [fake, *D.DETECTORS])
+    monkeypatch.setattr("audit.judge.classify.DETECTORS", [fake, *D.DETECTORS])
     job = write_job(tmp_path, "job", [TrialSpec("fix-git", reward=0.0)], concurrency=1)
     report = build_report(JobLayout.local(job))
     (row,) = report.trials

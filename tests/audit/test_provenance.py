@@ -8,7 +8,7 @@ from html import unescape
 
 import pytest
 
-from audit.archive import MANIFEST
+from audit.output.archive import MANIFEST
 from contracts import outputs as K
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, write_job
 from tests.audit.test_cli import _fake_pulumi

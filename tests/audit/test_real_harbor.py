@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from audit.layout import JobLayout
-from audit.report import build_report
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.conftest import REGISTRY, ROOT, docker
 
 pytestmark = pytest.mark.real

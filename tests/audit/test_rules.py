@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from audit.layout import JobLayout
-from audit.report import build_report
-from audit.rules import RULES_FILE, load_rules
+from audit.judge.rules import RULES_FILE, load_rules
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 
 DOCKER_COMPOSE_UP = (

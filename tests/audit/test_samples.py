@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from audit.layout import JobLayout
-from audit.report import build_report
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
 from tests.conftest import SAMPLE_JOBS
 
 # trial dir -> (category, signature), for every trial of every sample job.

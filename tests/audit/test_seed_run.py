@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from audit.adjudications import load_adjudications, parse_adjudications
-from audit.layout import JobLayout
-from audit.report import build_report
+from audit.output.report import build_report
+from audit.read.layout import JobLayout
+from audit.score.adjudications import load_adjudications, parse_adjudications
 from tests.audit.audit_jobgen import SEED_EXPECTED
 from tests.audit.conftest import SEED_ADJUDICATIONS, SEED_JOB_NAME
 

@@ -1,0 +1,278 @@
+"""Classify one trial: what happened, which signature explains it, and the evidence lines.
+
+The order is the seed's audit procedure made explicit:
+1. no result.json: `cancelled` when the job's own files show it was stopped while the trial ran
+   (audit/job_state.py); otherwise the trial is judged from what it left (reward file,
+   exception.txt, trial.log);
+2. CancelledError / KeyboardInterrupt: cancelled (`harbor job resume` re-runs it);
+3. reward 1: passed, or agent_timeout when the agent timed out and the verifier still passed it
+   (the reward stands);
+4. on Kubernetes, the cluster's own account of the trial's pod (audit/detectors/kubernetes.py:
+   a pod refused, never scheduled, without its image, evicted or deleted mid-trial), then the
+   first-stage signature rules (rules.yaml: Harbor's environment and tmux errors), then the
+   built-in detectors (audit/detectors/: model endpoint, harness crash, container, commands
+   past their cap, setup, network with endpoint ownership), then the last-stage rules (verifier
+   timeouts, reward files);
+5. otherwise: AgentTimeoutError is agent_timeout (its reward stands), a graded 0 is the agent's
+   error, and anything else is insufficient_evidence, with the exception named.
+
+Every verdict passes `admit()` (audit/verdict.py) on its way out: one that puts the trial up
+for rerun without proof of an outside cause becomes insufficient_evidence. Rules and detectors
+the caller switched off (`ctx.disabled`, the generalization benchmark) are skipped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from audit.judge.detectors import CLUSTER, DETECTORS, JobContext
+from audit.judge.job_state import trial_left_mid_phase
+from audit.judge.rules import CompiledRule, Match
+from audit.judge.verdict import (
+    CATEGORIES,
+    PASS_REWARD,
+    Classification,
+    Proof,
+    admit,
+    exception_line,
+    exception_quote,
+    exception_where,
+    excuse,
+)
+from audit.read import layout as L
+from audit.read.evidence import TrialEvidence
+from contracts.jobdir import never_ran
+
+__all__ = ["CATEGORIES", "PASS_REWARD", "Classification", "classify"]
+
+_STOPPED = ("CancelledError", "KeyboardInterrupt")
+
+
+def classify(
+    ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext | None = None
+) -> Classification:
+    return admit(_classify(ev, rules, ctx or JobContext()))
+
+
+def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> Classification:
+    result = ev.result
+    if ev.result_missing:
+        stopped = _stopped_with_the_job(ev, ctx)
+        if stopped is not None:
+            return stopped
+    if result is None:
+        missing = not any("corrupt" in p for p in ev.problems)
+        return Classification(
+            "insufficient_evidence",
+            "no_result_json" if missing else "corrupt_result_json",
+            None,
+            "The trial dir has no readable result.json and nothing else that records how it "
+            "ended: the trial was killed before Harbor finalized it (SIGKILL, host crash) or the "
+            "file is damaged. `harbor job resume -p <job dir>` deletes and re-runs such trials.",
+            list(ev.problems),
+        )
+    info = result.exception_info
+    etype = info.exception_type if info else None
+    reward = result.reward
+
+    if etype in _STOPPED or (stop := _stopped_by_runner(ev, etype)) is not None:
+        proof = (
+            [Proof("job_stopped", exception_where(ev), exception_quote(ev), "Harbor recorded it")]
+            if etype in _STOPPED
+            else stop or []
+        )
+        return excuse(
+            "cancelled",
+            "cancelled",
+            None,
+            "The job was interrupted (SIGTERM/SIGINT, or an outer runner stopped it) while this "
+            "trial ran. `harbor job resume -p <job dir>` re-runs cancelled trials.",
+            proof,
+            lead=exception_line(ev),
+        )
+    if reward is not None and reward >= PASS_REWARD:
+        if etype == "AgentTimeoutError":
+            return Classification(
+                "agent_timeout",
+                "agent_timeout_graded",
+                "agent",
+                "The agent hit its timeout, but the verifier still ran and passed the task: "
+                "the reward stands.",
+                exception_line(ev),
+            )
+        return Classification("passed", None, None, "Passed the verifier.", [])
+
+    for detector in CLUSTER:
+        if ctx.knows(detector.name) and (found := detector.fn(ev, ctx)) is not None:
+            return found
+    for rule in (r for r in rules if r.rule.stage == "first"):
+        if ctx.knows(rule.rule.name) and (found := _by_rule(ev, rule, etype, reward)) is not None:
+            return found
+    for detector in DETECTORS:
+        if ctx.knows(detector.name) and (found := detector.fn(ev, ctx)) is not None:
+            return found
+    for rule in (r for r in rules if r.rule.stage == "last"):
+        if ctx.knows(rule.rule.name) and (found := _by_rule(ev, rule, etype, reward)) is not None:
+            return found
+    return _fallback(ev, etype, reward)
+
+
+def _stopped_with_the_job(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """No result.json, and the job's files show it was stopped while this trial ran."""
+    run = ctx.job_run
+    if run.finished is True:
+        return None
+    mid = trial_left_mid_phase(
+        [f[len(ev.trial_dir) + 1 :] for f in ev.layout.files_under(ev.trial_dir)],
+        ev.text(L.TRIAL_LOG),
+    )
+    if run.finished is None and (run.result_present or mid is None):
+        return None  # the job's files say nothing either way: judged from what it left
+    proof = list(run.proof)
+    if mid is not None:
+        proof.append(mid)
+    job_says = (
+        "the job never finished (job result.json finished_at is null)"
+        if run.result_present and run.finished is False
+        else "the job's own files show it was stopped while it ran"
+        if run.finished is False
+        else "the job has no result.json at all and this trial was left mid-phase"
+    )
+    return excuse(
+        "cancelled",
+        "interrupted_no_result",
+        None,
+        f"The trial has no result.json and {job_says}: it was killed together with the run "
+        "(SIGKILL, an outer runner's timeout, a Ctrl-C, a lost machine). Harbor writes "
+        "result.json for every trial that ends, by error or cancellation too. "
+        "`harbor job resume -p <job dir>` deletes and re-runs such trials.",
+        proof,
+        more=list(ev.problems),
+    )
+
+
+_RUNNER_STOP = re.compile(
+    r"(?i)(?:received (?:signal )?SIG(?:TERM|INT)|KeyboardInterrupt|"
+    r"shutting down (?:gracefully|on signal)|cancelled by (?:the )?(?:user|runner|orchestrator))"
+)
+
+
+def _stopped_by_runner(ev: TrialEvidence, etype: str | None) -> list[Proof] | None:
+    """An ungraded trial whose own log says an outer runner stopped it, or that never ran at
+    all: no exception, no agent run, no verifier. Harbor 0.21 saves a trial that a SIGTERM
+    cancels during its environment setup that way (seen in this repo's e2e run), and its
+    `job resume` then skips it. Returns the proof, or None when neither holds."""
+    result = ev.result
+    if etype is not None or (result and result.reward is not None):
+        return None
+    if result and never_ran(result.model_dump()):
+        return [
+            Proof(
+                "job_stopped",
+                L.TRIAL_RESULT,
+                "agent_execution: null",
+                "saved with no exception, no agent run and no verifier: stopped during setup",
+            )
+        ]
+    for chunk in ev.source("trial_log"):
+        m = _RUNNER_STOP.search(chunk.text)
+        if m:
+            line = chunk.text.count("\n", 0, m.start()) + 1
+            text = chunk.text.splitlines()[line - 1].strip()
+            return [Proof("job_stopped", chunk.where(line), text, "an outer runner stopped it")]
+    return None
+
+
+def _by_rule(ev, rule: CompiledRule, etype, reward) -> Classification | None:
+    matches = rule.match(ev, etype, reward)
+    if matches is None:
+        return None
+    head = exception_line(ev)
+    # The exception's first line is already shown once; keep the other matches.
+    lines = [str(m) for m in matches if not (head and m.text in head[0])]
+    if rule.rule.category == "verifier_timeout":
+        lines += _pytest_progress(ev)
+    proof = [
+        Proof(rule.rule.proof, m.where, m.text)  # type: ignore[arg-type]
+        for m in matches
+        if rule.rule.proof
+    ]
+    return Classification(
+        rule.rule.category,
+        rule.rule.name,
+        rule.rule.phase,
+        rule.rule.explanation,
+        head + lines,
+        proof=proof,
+    )
+
+
+_COLLECTED = re.compile(r"^collected (\d+) items?", re.MULTILINE)
+_RESULT = re.compile(r"::\S+ (PASSED|FAILED|ERROR)\b")
+
+
+def _pytest_progress(ev: TrialEvidence) -> list[str]:
+    """How far pytest got before the verifier's budget ran out (what an adjudication needs)."""
+    text = ev.text(L.VERIFIER_STDOUT)
+    if not text:
+        return []
+    results = [m.group(1) for m in _RESULT.finditer(text)]
+    collected = _COLLECTED.search(text)
+    if not results and not collected:
+        return []
+    of = f" of {collected.group(1)} collected" if collected else ""
+    return [
+        f"{L.VERIFIER_STDOUT}: pytest progress before the timeout: "
+        f"{results.count('PASSED')} passed, {results.count('FAILED')} failed, "
+        f"{results.count('ERROR')} errors{of}"
+    ]
+
+
+def _fallback(ev: TrialEvidence, etype: str | None, reward: float | None) -> Classification:
+    if etype == "AgentTimeoutError":
+        graded = (
+            f"the verifier still graded it ({reward:g}) and that reward stands"
+            if reward is not None
+            else "no reward was recorded"
+        )
+        return Classification(
+            "agent_timeout",
+            "agent_timeout",
+            "agent",
+            f"The agent ran out of time; {graded}. No infra signature in the evidence.",
+            exception_line(ev) + _verifier_tail(ev),
+        )
+    if reward is not None:
+        return Classification(
+            "agent_error",
+            "graded_fail" if etype is None else f"graded_fail_{etype}",
+            "verifier",
+            f"The verifier graded the solution {reward:g} and no infra signature was found in "
+            "the trial's logs, verifier output or the agent's own logs.",
+            exception_line(ev) + _verifier_tail(ev),
+        )
+    if etype:
+        return Classification(
+            "insufficient_evidence",
+            f"unexplained_{etype}",
+            None,
+            f"{etype} ended the trial without a reward and no signature rule explains it: "
+            "read exception.txt and trial.log.",
+            exception_line(ev),
+        )
+    return Classification(
+        "insufficient_evidence",
+        "ungraded",
+        None,
+        "The trial has neither a reward nor an exception: verification was disabled or its "
+        "result was lost.",
+        [],
+    )
+
+
+def _verifier_tail(ev: TrialEvidence, n: int = 2) -> list[str]:
+    text = ev.text(L.VERIFIER_STDOUT)
+    if not text:
+        return []
+    lines = [(i, line.strip()) for i, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [str(Match(f"{L.VERIFIER_STDOUT}:{i}", line[:240])) for i, line in lines[-n:]]

@@ -1,0 +1,89 @@
+"""Built-in detectors: failure families that need more than a pattern to be judged.
+
+Each detector reads one trial's evidence (plus a little of the job around it,
+audit/job_context.py) and returns a Classification or None. They run after the rules.yaml rules
+of the first stage (Harbor's own environment and tmux errors) and before the second stage
+(verifier timeouts, missing reward files), in the order of DETECTORS: the first that explains
+the trial wins. A verdict that puts the trial up for rerun carries its proof
+(audit/verdict.py); audit/classify.py drops any that does not.
+
+The detectors of CLUSTER run earlier, before the rules of the first stage: the Kubernetes
+cluster's own account of a trial's pod (audit/kubernetes.py) says more than Harbor's words for
+the same failure (an environment start that timed out, a tmux session gone with its pod).
+
+Modules: `endpoint` (the model endpoint, wherever its failure surfaces; a served window set
+short), `harness` (the agent's own code crashed), `environment` (container killed, OOM, disk,
+emulation), `command_cap` (a command that never returned: the agent's wait or a hung
+container), `setup` (failures before the model ran), `network_failures` (downloads, judged by
+who owns the endpoint), `kubernetes` (the cluster refused, never scheduled, could not pull,
+evicted or deleted the trial's pod). Each detector names where its knowledge came from
+(audit/learned.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from audit.judge.context import JobContext
+from audit.judge.detectors import (
+    command_cap,
+    endpoint,
+    environment,
+    harness,
+    kubernetes,
+    network_failures,
+    setup,
+)
+from audit.judge.learned import Knowledge, register
+from audit.judge.verdict import Classification
+from audit.read.evidence import TrialEvidence
+
+__all__ = ["CLUSTER", "DETECTORS", "Detector", "JobContext"]
+
+
+@dataclass(frozen=True)
+class Detector:
+    fn: Callable[[TrialEvidence, JobContext], Classification | None]
+    knowledge: Knowledge
+
+    @property
+    def name(self) -> str:
+        return self.knowledge.name
+
+
+_ENDPOINT = register(
+    Knowledge(
+        "model_endpoint",
+        grounded_in=("issue-20", "harbor", "docs"),
+        why="litellm/openai exceptions (Harbor's terminus2-dead-endpoint sample); vLLM, SGLang, "
+        "llama.cpp and TGI error texts from their docs and sources (model-endpoint rules "
+        "predate the dev set)",
+    )
+)
+
+DETECTORS: list[Detector] = [
+    Detector(endpoint.model_endpoint, _ENDPOINT),
+    Detector(endpoint.endpoint_in_agent_log, endpoint.RUN_END),
+    # Before the harness crash: a crash on the per-command cap is judged by its command.
+    Detector(command_cap.command_cap, command_cap.CAP),
+    Detector(harness.agent_harness_crash, harness.CRASH),
+    Detector(environment.out_of_memory, environment.OOM),
+    Detector(environment.container_died, environment.KILLED),
+    Detector(environment.disk_full, environment.DISK),
+    Detector(environment.emulation_unsupported, environment.EMULATION),
+    Detector(setup.setup_hung, setup.HUNG),
+    Detector(setup.agent_setup_failed, setup.SETUP),
+    Detector(endpoint.model_reply_cut_off, endpoint.CUT_OFF),
+    Detector(network_failures.verifier_network, network_failures.VERIFIER),
+    Detector(network_failures.agent_network, network_failures.AGENT),
+]
+
+# Tried before the first-stage rules, in this order (audit/detectors/kubernetes.py).
+CLUSTER: list[Detector] = [
+    Detector(kubernetes.quota_exceeded, kubernetes.QUOTA),
+    Detector(kubernetes.pod_unschedulable, kubernetes.UNSCHEDULABLE),
+    Detector(kubernetes.image_pull_failed, kubernetes.IMAGE_PULL),
+    Detector(kubernetes.pod_evicted, kubernetes.EVICTED),
+    Detector(kubernetes.pod_deleted, kubernetes.DELETED),
+]

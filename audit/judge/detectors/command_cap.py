@@ -1,0 +1,307 @@
+"""A command that never returned: the agent's own wait, or a hung container?
+
+Harbor's docker exec raises "Command timed out after N seconds" when a command outlives the
+cap its caller set (reference §5.3); an agent's own harness meets its per-command cap the same
+way, and Terminus-2, Claude Code, OpenHands and mini-swe-agent note it in their logs. Such a
+timeout proves nothing by itself (issue #20). What decides is the command:
+
+- Harbor's own command (a tmux call, a verifier upload) or one of the agent's that cannot take
+  long (`ls`, `echo`, `cat FILE`, or one it bounded with `timeout` below the cap) that never
+  returned: the container or the daemon hung. Infra, the command quoted as `environment_event`
+  proof. So is an exec that never started or a container gone ("is not running", "No such
+  container", "Cannot connect to the Docker daemon").
+- A command of the agent's own that waits by design (audit/commands.py: a blocking read, a
+  foreground server, `tail -f`, an interactive program, a `sleep`, a long install or build) or
+  that is simply its own program running long: the agent's failure.
+- No way to tell which command it was: insufficient_evidence, never infra.
+
+The same reading applies when the agent timeout ends a run whose last command never answered:
+a trivial command then proves a hang only if the shell was free to run it (the command before
+it had answered and was not one that waits).
+"""
+
+from __future__ import annotations
+
+import re
+
+from audit.judge import commands as C
+from audit.judge.context import JobContext
+from audit.judge.detectors.common import etype, exception_text, frame_lines, owner_of, proof_at
+from audit.judge.learned import Knowledge, register
+from audit.judge.verdict import Classification, Proof, exception_line, excuse, short
+from audit.read import caps
+from audit.read.evidence import Chunk, TrialEvidence
+
+CAP = register(
+    Knowledge(
+        "command_cap",
+        grounded_in=("issue-20", "harbor", "general", "docs"),
+        why="Harbor's docker exec 'Command timed out after N seconds'; issue #20: read the "
+        "command the agent sent; shell semantics of the commands (audit/commands.py)",
+    )
+)
+_ENV_GONE = re.compile(
+    r"(?i)(?:container \S+ is not running|is not running|No such container|"
+    r"Cannot connect to the Docker daemon|cannot exec in a stopped (?:state|container)|"
+    r"container .{0,40}is restarting|service \"?main\"? is not running|"
+    r"Error response from daemon: (?:No such|Container \S+ is not running))"
+)
+_NAMED = re.compile(r"(?:command|cmd)[=:]\s*['\"]?([^'\"\n]+)")
+
+
+def command_cap(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    if ev.result is None or not ctx.knows(CAP.name):
+        return None
+    kind = etype(ev) or ""
+    graded = ev.result.reward is not None
+    text = exception_text(ev)
+    cap = caps.cap_in(text)
+    if cap is not None and "AgentTimeout" not in kind and not graded:
+        return _crashed_on_cap(ev, text, cap)
+    if "AgentTimeout" in kind:
+        return _last_command_hung(ev)
+    return None
+
+
+def _crashed_on_cap(ev: TrialEvidence, text: str, cap: caps.CapHit) -> Classification:
+    head = exception_line(ev)
+    gone = proof_at(
+        "environment_event",
+        ev.source("exception") + ev.source("trial_log"),
+        _ENV_GONE,
+        "the container or the daemon was gone",
+    )
+    if gone is not None:
+        return _hung(ev, [gone], "the container or the Docker daemon was gone", cap)
+    caller = _exec_caller(text)
+    if (
+        caller is not None
+        and owner_of(caller[0]) == "harbor"
+        and "/agents/installed/" not in caller[0]
+    ):
+        return _hung(
+            ev,
+            [
+                Proof(
+                    "environment_event",
+                    ev.exception_source or "result.json exception_info",
+                    short(caller[2] or cap.quote),
+                    f"Harbor's own exec (in {caller[1]}) did not return within "
+                    f"{_secs(cap.seconds)}: no command of the agent's",
+                )
+            ],
+            f"a command Harbor ran itself (in {caller[1]})",
+            cap,
+        )
+    agent = (ev.result.agent_info.name if ev.result and ev.result.agent_info else None) or ""
+    if caller is None and agent.startswith("terminus"):
+        # Terminus-2 drives the container only through tmux calls Harbor makes, which return
+        # at once (its keystrokes run in the pane, reference §5.3): the exec that hung was
+        # Harbor's, whatever the agent had typed.
+        return _hung(
+            ev,
+            [
+                Proof(
+                    "environment_event",
+                    ev.exception_source or "result.json exception_info",
+                    short(cap.quote),
+                    "an exec of Harbor's own for terminus-2 (tmux) did not return",
+                )
+            ],
+            "a tmux call Harbor made for terminus-2",
+            cap,
+        )
+    installed = _installed_run(ev, caller)
+    where, command = installed or _which_command(ev, text, cap)
+    if command is None:
+        return Classification(
+            "insufficient_evidence",
+            "command_cap_unknown_command",
+            "agent",
+            f"A command ran past the per-command cap ({_secs(cap.seconds)}) and the run ended "
+            "there, but no log of the agent's says which command it was: neither a hung "
+            "container nor the agent's own wait can be shown.",
+            head,
+        )
+    verdict = C.kind_of(command, cap.seconds)
+    if verdict.kind in ("trivial", "bounded"):
+        return _hung(
+            ev,
+            [
+                Proof(
+                    "environment_event",
+                    where,
+                    short(command.strip().splitlines()[0] if command.strip() else command),
+                    f"this command {C.KIND_TEXT[verdict.kind]}, yet it did not return within "
+                    f"{_secs(cap.seconds)}",
+                )
+            ],
+            f"the agent's command `{short(verdict.segment)}`, which cannot take long,",
+            cap,
+        )
+    return _agents_wait(ev, where, command, verdict, cap.seconds, head)
+
+
+def _hung(ev, proof: list[Proof], what: str, cap: caps.CapHit) -> Classification:
+    return excuse(
+        "infra",
+        "container_exec_hung",
+        "environment",
+        f"{what[0].upper() + what[1:]} did not return within {_secs(cap.seconds)}: the "
+        "container or the Docker daemon hung. Rerun the task; if it repeats, check "
+        "`docker info` and the daemon's load.",
+        proof,
+        lead=exception_line(ev),
+    )
+
+
+def _agents_wait(ev, where, command, verdict: C.CommandKind, seconds, head) -> Classification:
+    return Classification(
+        "agent_error",
+        "agent_command_over_cap",
+        "agent",
+        f"The agent's own command `{short(verdict.segment)}` {C.KIND_TEXT[verdict.kind]}; it "
+        f"ran past the harness's per-command cap ({_secs(seconds)}) and the run ended there. "
+        "Nothing shows the environment failed: waiting on it was the agent's choice.",
+        head + [f"{where}: {short(command.strip().splitlines()[0])}"],
+    )
+
+
+def _secs(seconds: float | None) -> str:
+    return f"{seconds:g} s" if seconds is not None else "its cap"
+
+
+def _exec_caller(text: str) -> tuple[str, str, str] | None:
+    """The frame that called Harbor's environment exec (who ran the command)."""
+    frames = [f for f in frame_lines(text) if owner_of(f[0]) is not None]
+    for i, (path, _, _) in enumerate(frames):
+        if "/harbor/environments/" in path:
+            return frames[i - 1] if i > 0 else None
+    return None
+
+
+_COMMAND_DIR = re.compile(r"^command-(\d+)/command\.txt$")
+
+
+def _installed_run(
+    ev: TrialEvidence, caller: tuple[str, str, str] | None
+) -> tuple[str, str] | None:
+    """An installed agent (Claude Code, OpenHands, mini-swe-agent...) runs inside the container
+    as commands Harbor execs and records in agent/command-N/; the one that outran the cap is the
+    last without a return code: the agent's own CLI run, not a tool call inside it."""
+    numbered = sorted(
+        (int(m.group(1)), f) for f in ev.agent_files() if (m := _COMMAND_DIR.match(f))
+    )
+    if not numbered and not (caller and "/agents/installed/" in caller[0]):
+        return None
+    for n, rel in reversed(numbered):
+        if f"command-{n}/return-code.txt" not in ev.agent_files():
+            text = ev.text(f"agent/{rel}") or ""
+            return f"agent/{rel}", text
+    return None
+
+
+def _which_command(ev: TrialEvidence, text: str, cap: caps.CapHit) -> tuple[str, str | None]:
+    where = ev.exception_source or "result.json exception_info"
+    if cap.command:
+        return where, cap.command
+    named = _NAMED.search(text)
+    if named:
+        return where, named.group(1)
+    for log in ev.agent_logs():
+        actions = log.actions
+        if actions:
+            waiting = [a for a in actions if a.output is None] or actions
+            return waiting[-1].where, waiting[-1].command
+    last = _last_unanswered(ev)
+    return (last[0].where(1), last[0].text) if last else (where, None)
+
+
+# --- the agent timeout ended a run whose last command never answered -----------------------
+def _last_command_hung(ev: TrialEvidence) -> Classification | None:
+    found = _last_unanswered(ev)
+    if found is None:
+        return None
+    last, before = found
+    lines = [ln for ln in last.text.strip().splitlines() if ln.strip()]
+    if not lines or C.kind_of(lines[-1]).kind != "trivial":
+        return None
+    if before is not None:
+        previous = C.kind_of(before.text)
+        if previous.kind in C.NEVER_ENDS or not _answered(ev, before):
+            return None  # typed behind a command still running: it queued, it did not hang
+        if _in_a_terminal(ev) and not _returned_to_prompt(ev, before):
+            # In a terminal pane every keystroke queues behind what still runs: only a prompt
+            # after the previous command's output shows the shell was free.
+            return None
+    return excuse(
+        "infra",
+        "container_exec_hung",
+        "agent",
+        "The agent's last command was trivial and never returned before the agent timeout, "
+        "and the command before it had finished: the container's exec hung, not the agent's "
+        "work.",
+        [
+            Proof(
+                "environment_event",
+                last.where(1),
+                short(lines[-1]),
+                "cannot take long, never returned",
+            )
+        ],
+        lead=exception_line(ev),
+    )
+
+
+_PROMPT = re.compile(r"^(?:\(\S+\)\s*)?(?:\S+@\S+:\S*?|[\w~/.-]*?)\s?[#$]$")
+
+
+def _in_a_terminal(ev: TrialEvidence) -> bool:
+    """The agent types into one terminal (Terminus-2's tmux pane), not one exec a command."""
+    agent = (ev.result.agent_info.name if ev.result and ev.result.agent_info else None) or ""
+    return agent.startswith("terminus") or any(
+        "Terminal Output" in c.text[:200] or "Terminal Screen" in c.text[:200]
+        for c in ev.source("agent_output")[:3]
+    )
+
+
+def _returned_to_prompt(ev: TrialEvidence, command: Chunk) -> bool:
+    """The output after `command` ends on a shell prompt: the command had finished."""
+    for ex in ev.exchanges():
+        if ex.command is command and ex.output:
+            lines = [ln.rstrip() for ln in ex.output.text.splitlines() if ln.strip()]
+            return bool(lines) and bool(_PROMPT.match(lines[-1]))
+    return False
+
+
+def _answered(ev: TrialEvidence, command: Chunk) -> bool:
+    typed = [ln.strip() for ln in command.text.splitlines() if ln.strip()]
+
+    def has_answer(text: str) -> bool:
+        # Terminal agents see their own command echoed back: that is no answer. A new prompt
+        # after it, or any other line, is.
+        return any(
+            ln.strip()
+            and ln.strip() != "New Terminal Output:"
+            and not any(ln.rstrip().endswith(t) for t in typed)
+            for ln in text.splitlines()
+        )
+
+    return any(
+        ex.command is command
+        and ex.output
+        and has_answer(ex.output.text)
+        and not caps.cap_in(ex.output.text)
+        for ex in ev.exchanges()
+    )
+
+
+def _last_unanswered(ev: TrialEvidence) -> tuple[Chunk, Chunk | None] | None:
+    """(the agent's last command, the one before it) if the last got no answer back."""
+    commands = ev.source("agent_commands")
+    if not commands:
+        return None
+    last = commands[-1]
+    if _answered(ev, last):
+        return None
+    return last, commands[-2] if len(commands) > 1 else None

@@ -1,0 +1,606 @@
+"""The model endpoint: its failures wherever they surface, and a served window set too short.
+
+Three places show an endpoint failure:
+- the exception that ended the trial, raised in the model client (litellm, openai, httpx...);
+- the same, surfacing as a crash of the agent's own code (issue #20): the agent's harness
+  raised, but its traceback shows it was handling the endpoint's answer (a body that is not
+  JSON, a reply without `usage` or `choices`, an HTTP status it turned into an exception). The
+  trigger is the endpoint, so it is infra, with the endpoint's words or the failing read as
+  proof; a parse of the MODEL's output (tool-call arguments, message content) stays the agent's;
+- the agent's own log of how its run ended (Claude Code's `API Error: 402 ...`, mini-swe-agent's
+  exit status, OpenHands' error state, a custom agent's status and error).
+And one more without any error: the run ended on a reply that carried no usage block (the
+stream was cut before its end) from an endpoint shown to send usage.
+
+What is not the endpoint's doing stays the agent's: a request past the context window the
+agent was told or that it never managed (unless the server serves less than it was told:
+audit/context_window.py), a 4xx for a request the agent built, a server that could not parse
+what the model generated. What proves nothing either way is insufficient_evidence, never infra:
+a timeout alone, a 5xx whose body says the server could not parse what it was given (without
+naming the model's generation), and a 500 on one request that nothing else repeats: a server
+failing on one request may have failed on that request. A 500 excuses only when the endpoint
+failed other trials' requests within OUTAGE_WINDOW too (audit/model_endpoint.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+
+from audit.judge import context_window as CW
+from audit.judge import model_endpoint as ME
+from audit.judge.context import JobContext
+from audit.judge.detectors.common import (
+    HARBOR_TIMEOUTS,
+    etype,
+    exception_text,
+    frame_lines,
+    innermost_owner,
+    owner_of,
+)
+from audit.judge.learned import Knowledge, register
+from audit.judge.verdict import (
+    Classification,
+    Proof,
+    exception_line,
+    exception_quote,
+    exception_where,
+    excuse,
+    short,
+)
+from audit.read.evidence import TrialEvidence
+from audit.read.logs import Call
+from audit.read.models import parse_time
+
+# Servers' own words for a generation they could not parse, whatever the status (llama.cpp's
+# chat parser: "Failed to parse input at pos N"). A refinement: without it such an error is
+# still no outage (a 5xx that says it failed to parse is tied to its input), only nobody's proof.
+UNPARSEABLE = register(
+    Knowledge(
+        "endpoint:unparseable_phrases",
+        learned_from=("gemma-harness-tb2",),
+        grounded_in=("docs",),
+        why="llama.cpp common/chat.cpp raises 'Failed to parse input at pos N' on generated "
+        "text its grammar cannot place (llama.cpp issue 20650)",
+    )
+)
+# llama.cpp's own words for a request past its window ("exceeds the available context size",
+# `n_ctx`, `n_prompt_tokens`). A refinement: without it such a 400 is still the request the
+# agent built (the general 4xx reading), and no served window is read from it.
+CONTEXT_WORDS = register(
+    Knowledge(
+        "endpoint:context_size_words",
+        learned_from=("gemma-harness-tb2",),
+        grounded_in=("docs",),
+        why="llama.cpp's server: 'request (N tokens) exceeds the available context size (M "
+        "tokens)', exceed_context_size_error with n_prompt_tokens and n_ctx",
+    )
+)
+# The error body quotes chat-template control tokens: the server was reading the model's
+# raw generation, so the failure is about what the model wrote. A refinement of the general
+# reading (a parse failure naming the model's generation): the token forms, Gemma's
+# `<|channel>` / `<channel|>` / `<|tool_call>` among them, were met in the dev set.
+_GENERATED_MARKUP = re.compile(r"<\|[a-z_]+\|?>|<[a-z_]+\|>|</?tool_call>|</?think>")
+MARKUP = register(
+    Knowledge(
+        "endpoint:generated_markup",
+        learned_from=("gemma-harness-tb2",),
+        grounded_in=("docs",),
+        why="chat templates mark turns, channels and tool calls with control tokens (Qwen "
+        "<|im_start|>, harmony <|channel|>, Gemma <|channel>, <tool_call>, <think>); an error "
+        "quoting them quotes the model's raw generation",
+    )
+)
+# The proof standard for the endpoint (never switched off): what proves nothing either way.
+CONTEXT_AGENTS = register(
+    Knowledge(
+        "endpoint:context_overflow_is_agents",
+        grounded_in=("issue-20", "harbor", "general"),
+        why="issue #20: only a server window shorter than the one the agent was told excuses an "
+        "overflow; Terminus-2 summarizes on the server's context-length errors (reference §5.2)",
+        prompted_by=("gemma-harness-tb2",),
+        standard=True,
+    )
+)
+ONE_REQUEST = register(
+    Knowledge(
+        "endpoint:one_request_5xx",
+        grounded_in=("general", "docs"),
+        why="RFC 9110 §15.6.1: a 500 is the server failing to fulfil THE request; 502/503/504 "
+        "(and 529 overloaded) are the service unavailable. An outage shows as the endpoint "
+        "failing whatever it was asked (other trials' requests)",
+        prompted_by=("gemma-harness-tb2",),
+        standard=True,
+    )
+)
+PARSE_5XX = register(
+    Knowledge(
+        "endpoint:parse_failure_5xx",
+        grounded_in=("general", "docs"),
+        why="a server that says it failed to parse failed on its input, not for want of "
+        "capacity: no outage, whatever the status",
+        prompted_by=("gemma-harness-tb2",),
+        standard=True,
+    )
+)
+# General blame readings (kept in every fold: each rests on a general rule of audit/RULES.md §1).
+GENERATION = register(
+    Knowledge(
+        "endpoint:parse_names_the_generation",
+        grounded_in=("general", "docs"),
+        why="a parse failure that names a tool call, its arguments or the generation was about "
+        "the model's output (OpenAI tool calls: `arguments` is model-generated JSON)",
+        prompted_by=("gemma-harness-tb2",),
+    )
+)
+BAD_REQUEST_AGENTS = register(
+    Knowledge(
+        "endpoint:bad_request_is_agents",
+        grounded_in=("general", "docs"),
+        why="HTTP 4xx is a client error (RFC 9110 §15.5): the request the agent's harness built",
+        prompted_by=("gemma-harness-tb2",),
+    )
+)
+SURFACED = register(
+    Knowledge(
+        "endpoint:surfaced_in_harness",
+        grounded_in=("issue-20", "docs"),
+        why="issue #20: an endpoint failure that crashes the agent's harness is the endpoint's; "
+        "OpenAI/Anthropic responses carry `choices` and `usage`, error bodies are JSON",
+    )
+)
+RUN_END = register(
+    Knowledge(
+        "endpoint:agent_log_run_end",
+        grounded_in=("issue-20", "docs"),
+        why="Claude Code's result event, mini-swe-agent's exit_status, OpenHands' error state",
+    )
+)
+
+# Traceback frames that are a model call (function names and source lines of agents' clients).
+_MODEL_CALL = re.compile(
+    r"(?i)(?:\bchat\b|\bcompletions?\b|\bcomplete\b|\bllm\b|call_model|query_model|\b_?query\b|"
+    r"\bgenerate\b|\binference\b|messages\.create|responses\.create|/chat/completions|"
+    r"/v1/messages|api_base|base_url)"
+)
+# Words that make a number an HTTP answer (an agent's own message may hold any number).
+_HTTP_WORDS = re.compile(
+    r"(?i)\b(?:HTTP|status(?:_code)?|error code|API|returned|responded)\b\W{0,3}(?:\w+\W{1,3}){0,3}"
+    r"[1-5]\d\d\b|Service Unavailable|Bad Gateway|Gateway Time-?out|Too Many Requests|"
+    r"Payment Required|Unauthorized|Forbidden|overloaded|rate.?limit|insufficient_quota|"
+    r"credit|invalid.{0,10}api.?key|upstream connect error|no healthy upstream"
+)
+# Source lines that read the endpoint's HTTP answer rather than the model's words.
+_BODY_READ = re.compile(
+    r"\.json\(\)|json\.loads\(\s*(?:r|resp|response|res|raw|body|http_response|reply|result)"
+    r"(?:\.(?:text|content|body|read\(\)))?\s*\)"
+)
+_MODEL_CONTENT = re.compile(r"(?i)arguments|tool_call|function|\.message\b|message\.content")
+_NO_USAGE = re.compile(r"usage|prompt_tokens|completion_tokens")
+_NO_CHOICES = re.compile(r"choices")
+_MISSING_FIELD = ("KeyError", "AttributeError", "TypeError", "IndexError")
+
+
+def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """A model-endpoint failure ended the trial before it was graded."""
+    if ev.result is None or ev.result.reward is not None:
+        return None
+    kind = etype(ev) or ""
+    if kind in HARBOR_TIMEOUTS:
+        return None  # Harbor's own budget ran out: a model call in flight is not the cause
+    text = exception_text(ev)
+    info = ev.result.exception_info
+    message = f"{info.exception_type}: {info.exception_message or ''}" if info else ""
+    owner = innermost_owner(text)
+    failure: ME.EndpointFailure | None = None
+    site: Proof | None = None
+    if owner in ("client", None) or (owner == "harbor" and ME.from_client(text)):
+        tail = text.strip().splitlines()[-1] if text.strip() else ""
+        failure = ME.classify(f"{message}\n{tail}", text, **_known(ctx))
+    elif owner == "agent" and ctx.knows(SURFACED.name):
+        failure, site = _surfaced_in_harness(ev, kind, message, text, _known(ctx))
+    if failure is None:
+        return None
+    return _verdict(ev, ctx, failure, message, site)
+
+
+def _surfaced_in_harness(
+    ev: TrialEvidence, kind: str, message: str, text: str, known: dict[str, bool]
+) -> tuple[ME.EndpointFailure | None, Proof | None]:
+    """The endpoint's failure behind a crash of the agent's own code, and the line showing it."""
+    frames = frame_lines(text)
+    agent = [f for f in frames if owner_of(f[0]) == "agent"]
+    src = agent[-1][2] if agent else ""
+    where = ev.exception_source or "result.json exception_info"
+    if ME.from_client(message):
+        # The agent wrapped the client's exception in its own: the client's words stand.
+        found = ME.classify_text(message, **known)
+        if found is not None:
+            return found, None
+    model_call = any(_MODEL_CALL.search(f"{p} {fn} {s}") for p, fn, s in frames)
+    if src and not _MODEL_CONTENT.search(src):
+        if _BODY_READ.search(src) and ("JSONDecode" in kind or "Expecting value" in message):
+            return ME.EndpointFailure("not_json", None, None), Proof(
+                "endpoint_response",
+                where,
+                short(src),
+                "the agent read the endpoint's response body here and it was not JSON",
+            )
+        if kind in _MISSING_FIELD and model_call:
+            for pattern, what in ((_NO_USAGE, "usage"), (_NO_CHOICES, "choices")):
+                if pattern.search(src) or pattern.search(message):
+                    return ME.EndpointFailure(f"no_{what}", None, None), Proof(
+                        "endpoint_response",
+                        where,
+                        short(src or message),
+                        f"the endpoint's reply had no `{what}`, which every complete "
+                        "chat-completion response carries",
+                    )
+    if model_call and _HTTP_WORDS.search(message):
+        found = ME.classify_words(message, **known)
+        # A JSONDecodeError's words say nothing of who sent the text: only its site does.
+        if found is not None and found.kind != "not_json":
+            return found, None
+    return None, None
+
+
+def _verdict(
+    ev: TrialEvidence,
+    ctx: JobContext,
+    failure: ME.EndpointFailure,
+    message: str,
+    site: Proof | None,
+) -> Classification | None:
+    head = exception_line(ev)
+    host = ", ".join(sorted(ctx.model_hosts)) or None
+    where = f" ({host})" if host else ""
+    if failure.kind == "context_overflow":
+        return _context(ev, ctx, f"{message}\n{exception_text(ev)}", exception_where(ev), head)
+    if failure.kind == "bad_request" and not ctx.knows(BAD_REQUEST_AGENTS.name):
+        return None
+    if failure.kind == "unparseable_output" or _quotes_generation(ctx, message):
+        return Classification(
+            "agent_error",
+            "model_output_unparseable",
+            "model",
+            "The server could not parse what the model generated (malformed tool-call or "
+            "channel markup) and returned an error for it: the content is the model's, not an "
+            "outage of the endpoint.",
+            head,
+            host,
+        )
+    if failure.kind == "bad_request":
+        return Classification(
+            "agent_error",
+            "agent_request_rejected",
+            "model",
+            f"The model endpoint{where} rejected the request the agent's harness built "
+            f"({failure.status or 400}): a bug or a bad setting in the agent, not an outage.",
+            head,
+            host,
+        )
+    own = Proof(
+        "endpoint_response", exception_where(ev), exception_quote(ev), "the endpoint's words"
+    )
+    if failure.kind in ("content_rejected", "internal_error"):
+        return _one_request(ev, ctx, failure, own, head)
+    if failure.kind == "timeout":
+        return Classification(
+            "insufficient_evidence",
+            "model_call_timed_out",
+            "model",
+            "A model call timed out. That is no proof of either side: an endpoint that stopped "
+            "answering and a runaway generation past the client's limit both end this way. "
+            "Read the endpoint's logs at that time before counting it as infra.",
+            head,
+            host,
+        )
+    words = KIND_WORDS.get(failure.kind) or ME.KIND_TEXT.get(failure.kind, failure.kind)
+    proof = [site] if site else []
+    proof.append(own)
+    return excuse(
+        "infra",
+        f"model_endpoint_{failure.kind}",
+        "model",
+        f"{words[0].upper() + words[1:]}{where}; the trial ended before the model could "
+        "finish and nothing was graded. Check the endpoint's logs at that time and rerun.",
+        proof,
+        lead=head,
+        endpoint=host,
+    )
+
+
+# --- a 5xx tied to one request is no outage -------------------------------------------------
+# Another trial of the job whose run ended on a server error this close in time (seconds):
+# the endpoint failed on different requests at once, an outage.
+OUTAGE_WINDOW = 600.0
+
+
+def _one_request(
+    ev: TrialEvidence, ctx: JobContext, failure: ME.EndpointFailure, own: Proof, head: list[str]
+) -> Classification:
+    """A 5xx that, by itself, shows the server failing on this one request: infra only when the
+    endpoint failed on other requests too (other trials of the job within OUTAGE_WINDOW); else
+    insufficient_evidence, never infra."""
+    host = ", ".join(sorted(ctx.model_hosts)) or None
+    at = f" ({host})" if host else ""
+    if failure.kind == "content_rejected":
+        return Classification(
+            "insufficient_evidence",
+            "model_endpoint_rejected_content",
+            "model",
+            f"The model endpoint{at} answered with a server error saying it could not parse "
+            "what it was given: the failure was caused by the request's content (the agent's "
+            "messages, or the model's own earlier output), not by an outage. Who produced the "
+            "unparseable text is not shown: read the request in the agent's log.",
+            head,
+            host,
+        )
+    others = _repeated_server_errors(ev, ctx)
+    if others:
+        return excuse(
+            "infra",
+            "model_endpoint_internal_error_repeated",
+            "model",
+            f"The model endpoint{at} failed with a server error on this trial's request and on "
+            f"{len(others)} other request(s) (quoted) within {OUTAGE_WINDOW / 60:.0f} minutes: it "
+            "was failing whatever it was asked, an outage. Check the endpoint's logs at that "
+            "time and rerun.",
+            [own, *others[:3]],
+            lead=head,
+            endpoint=host,
+        )
+    return Classification(
+        "insufficient_evidence",
+        "model_endpoint_single_server_error",
+        "model",
+        f"The model endpoint{at} answered one request with a server error (500) and nothing "
+        "else failed with it: a server failing on one request is no proof of an outage (the "
+        "request may be what it failed on), nor is it the model's doing. Read the endpoint's "
+        "logs at that time before counting it as infra.",
+        head,
+        host,
+    )
+
+
+def _ended_at(ev: TrialEvidence) -> str | None:
+    if ev.result is None:
+        return None
+    span = ev.result.agent_execution
+    return (span.finished_at if span else None) or ev.result.finished_at
+
+
+def _ending_server_error(ev: TrialEvidence) -> Proof | None:
+    """The 5xx (not one about parsing) a trial's run ended on: its exception, else its log."""
+    info = ev.result.exception_info if ev.result else None
+    prefix = f"../{ev.trial_dir}/"
+    if info and info.exception_type:
+        found = ME.classify_text(f"{info.exception_type}: {info.exception_message or ''}")
+        if found is not None and found.kind in ("internal_error", "server_error"):
+            return Proof("endpoint_response", prefix + exception_where(ev), exception_quote(ev))
+    for log in ev.agent_logs():
+        where, words, quote = _ending_error(log)
+        found = ME.classify_words(words) if words and _HTTP_WORDS.search(words) else None
+        if found is not None and found.kind in ("internal_error", "server_error"):
+            return Proof("endpoint_response", prefix + where, short(quote))
+    return None
+
+
+def _repeated_server_errors(ev: TrialEvidence, ctx: JobContext) -> list[Proof]:
+    """Other requests the endpoint failed with a 5xx: other trials of the job whose run ended
+    on one within OUTAGE_WINDOW of this one. (A trial's own retries resend the same request:
+    they show nothing the first failure did not.)"""
+    when = parse_time(_ended_at(ev))
+    if when is None:
+        return []
+    endings: list[tuple[str, str | None, Proof]]
+    memo = ctx.memo.get("server_error_endings")
+    if isinstance(memo, list):
+        endings = memo
+    else:
+        endings = []
+        for other in ctx.evidences:
+            if other.result is None or (other.result.reward or 0) >= 1.0:
+                continue  # a pass did not end on a failure
+            found = _ending_server_error(other)
+            if found is not None:
+                endings.append((other.trial_dir, _ended_at(other), found))
+        ctx.memo["server_error_endings"] = endings
+    out: list[Proof] = []
+    for trial, at, proof in endings:
+        t = parse_time(at)
+        if trial == ev.trial_dir or t is None or (t.tzinfo is None) != (when.tzinfo is None):
+            continue
+        if abs((t - when).total_seconds()) <= OUTAGE_WINDOW:
+            out.append(replace(proof, reading=f"another trial's run ended on it, at {at}"))
+    return out
+
+
+KIND_WORDS = {
+    "no_usage": "the model endpoint answered without a `usage` block and the agent's harness "
+    "crashed reading it",
+    "no_choices": "the model endpoint answered without `choices` (an error object in a "
+    "success reply) and the agent's harness crashed reading it",
+    "not_json": "the model endpoint answered with a body that is not JSON (an HTML error page, "
+    "an empty or cut-off reply) and the agent's harness crashed parsing it",
+}
+
+
+def _known(ctx: JobContext) -> dict[str, bool]:
+    """Which readings of an endpoint's words are switched on (audit/learned.py)."""
+    return {
+        "phrases": ctx.knows(UNPARSEABLE.name),
+        "generation": ctx.knows(GENERATION.name),
+        "context_words": ctx.knows(CONTEXT_WORDS.name),
+    }
+
+
+def _quotes_generation(ctx: JobContext, text: str) -> bool:
+    """The error quotes the model's own generated markup (the server was parsing it)."""
+    return ctx.knows(MARKUP.name) and bool(_GENERATED_MARKUP.search(text)) and "pars" in text
+
+
+def _context(
+    ev: TrialEvidence, ctx: JobContext, error: str, where: str, head: list[str]
+) -> Classification | None:
+    told = list(ctx.told) + _trial_told(ev)
+    j = CW.judge(error, where, told, llama_words=ctx.knows(CONTEXT_WORDS.name))
+    host = ", ".join(sorted(ctx.model_hosts)) or None
+    at = f" ({host})" if host else ""
+    if j.misconfigured and j.told is not None:
+        return excuse(
+            "infra",
+            "model_context_misconfigured",
+            "model",
+            f"The agent was told the model takes {j.told.tokens} input tokens but the server"
+            f"{at} serves {j.served}"
+            + (
+                f"; the rejected request had {j.request}, within what it was told"
+                if j.request
+                else ""
+            )
+            + ": a serving misconfiguration, the agent could not know to summarize in time. "
+            f"Serve the window the agent is told (or tell it {j.served}) and rerun.",
+            j.proof,
+            lead=head,
+            endpoint=host,
+        )
+    told_text = f" It was told {j.told.tokens} ({j.told.where})." if j.told is not None else ""
+    return Classification(
+        "agent_error",
+        "model_context_overflow",
+        "model",
+        "The agent let its prompt grow past the model's served context window"
+        + (f" ({j.numbers()})" if j.numbers() else "")
+        + " (e.g. by feeding unbounded tool output back to the model) and the server rejected "
+        "the request. Managing its context is the agent's job: this counts as its failure."
+        + told_text,
+        head,
+        host,
+    )
+
+
+def _trial_told(ev: TrialEvidence) -> list[CW.Window]:
+    from audit.read import layout as L
+
+    return CW.told_in_json(ev.text("config.json"), "config.json") + CW.told_in_text(
+        ev.text(L.TRIAL_LOG), L.TRIAL_LOG
+    )
+
+
+# --- the agent's own record of how its run ended -------------------------------------------
+def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """The agent's log says its run ended on an endpoint failure (graded or not)."""
+    if ev.result is None or (ev.result.reward or 0) >= 1.0 or not ctx.knows(RUN_END.name):
+        return None
+    if (etype(ev) or "") in HARBOR_TIMEOUTS:
+        return None
+    for log in ev.agent_logs():
+        where, words, quote = _ending_error(log)
+        if not words:
+            continue
+        known = _known(ctx)
+        failure = ME.classify_text(words, **known) or (
+            ME.classify_words(words, **known) if _HTTP_WORDS.search(words) else None
+        )
+        if failure is None:
+            continue
+        if failure.kind == "context_overflow":
+            verdict = _context(ev, ctx, words, where, exception_line(ev))
+            if verdict is not None and verdict.category == "infra":
+                return verdict
+            return None  # the agent's own overflow: the grade (or the fallback) stands
+        if failure.kind == "unparseable_output" or _quotes_generation(ctx, words):
+            return None  # the model's own generation: the grade (or the fallback) stands
+        own = Proof("endpoint_response", where, short(quote), "the endpoint's words")
+        if failure.kind in ("content_rejected", "internal_error"):
+            return _one_request(ev, ctx, failure, own, exception_line(ev))
+        if failure.kind not in ME.INFRA_KINDS:
+            return None
+        return excuse(
+            "infra",
+            f"model_endpoint_{failure.kind}",
+            "model",
+            f"{ME.KIND_TEXT[failure.kind][0].upper() + ME.KIND_TEXT[failure.kind][1:]}, and the "
+            f"agent's run ended there ({log.source} log). The trigger was the endpoint: rerun.",
+            [own],
+            lead=exception_line(ev),
+            endpoint=", ".join(sorted(ctx.model_hosts)) or None,
+        )
+    return None
+
+
+def _ending_error(log) -> tuple[str, str, str]:
+    """(where, words to judge, verbatim quote) of the error the run ended on, if any."""
+    if log.end is not None and log.end.is_error and log.end.message:
+        return log.end.where, f"{log.end.status}: {log.end.message}", log.end.message
+    last = log.last()
+    if isinstance(last, Call) and last.error:
+        return last.where, last.error, last.error
+    return "", "", ""
+
+
+# --- a reply cut off by the serving side ---------------------------------------------------
+CUT_OFF = register(
+    Knowledge(
+        "model_reply_cut_off",
+        learned_from=("glm5-openclaw-tb20",),
+        grounded_in=("issue-20", "harbor", "docs"),
+        why="a complete chat completion carries `usage` (OpenAI API; streamed, in its final "
+        "chunk with include_usage); issue #20: a response without usage is the endpoint's",
+    )
+)
+
+
+def model_reply_cut_off(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """The run ended on a model reply that carried no usage and no tool call."""
+    if ev.result is None or etype(ev) is not None or (ev.result.reward or 0) >= 1.0:
+        return None
+    for log in ev.agent_logs():
+        calls = log.calls
+        last = log.last()
+        if not calls or not isinstance(last, Call) or last.usage is None:
+            continue
+        if not last.usage.missing or last.acted or last.error:
+            continue
+        if not (last.usage.completion_tokens or last.text.strip()):
+            continue  # an empty reply with no tokens: nothing shows a reply was under way
+        sent = next(
+            (
+                Proof(
+                    "endpoint_response",
+                    c.usage_where,
+                    f"prompt_tokens: {c.usage.prompt_tokens}",
+                    "the same endpoint reported usage for an earlier reply",
+                )
+                for c in calls[:-1]
+                if c.usage is not None and not c.usage.missing
+            ),
+            None,
+        ) or ctx.usage_reported(ev)
+        if sent is None:
+            return None  # this endpoint may never report usage: a zero says nothing
+        first = next((ln for ln in last.text.splitlines() if ln.strip()), "")
+        said = short(first) or f"completion_tokens: {last.usage.completion_tokens}"
+        return excuse(
+            "infra",
+            "model_reply_cut_off",
+            "model",
+            "The agent's last model call came back without a usage block (no prompt count for "
+            "a non-empty prompt, from an endpoint shown to send one) and without a tool call, "
+            "and the run ended there: the endpoint's reply was incomplete, a failure of the "
+            "endpoint, not of the model (issue #20: a response without `usage`). The agent "
+            "never got to act on it; rerun the task.",
+            [
+                Proof(
+                    "endpoint_response",
+                    last.where,
+                    said,
+                    f"prompt_tokens 0, completion_tokens {last.usage.completion_tokens}, no tool "
+                    "call",
+                ),
+                sent,
+            ],
+            lead=exception_line(ev),
+        )
+    return None

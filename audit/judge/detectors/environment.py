@@ -1,0 +1,204 @@
+"""The container died, ran out of memory or disk, or the host cannot run the task's binaries.
+
+Each is infra only with the line that shows it: the SIGKILL (exit 137) no Harbor timeout
+explains and the empty verifier after it, the OOM killer's message, ENOSPC, the emulator's
+own error. A graded trial keeps its grade: the environment survived to grade it.
+"""
+
+from __future__ import annotations
+
+import re
+
+from audit.judge.context import JobContext
+from audit.judge.detectors.common import etype, proof_at, tests_reported
+from audit.judge.learned import Knowledge, register
+from audit.judge.verdict import Classification, Proof, exception_line, excuse
+from audit.read import layout as L
+from audit.read.evidence import TrialEvidence
+
+_KILLED_RC = {"137"}
+_OOM = re.compile(
+    r"(?i)(?:out of memory: killed process|oom-?kill|OOMKilled|"
+    r"memory cgroup out of memory|Cannot allocate memory)"
+)
+_DISK = re.compile(
+    r"(?i)(?:no space left on device|ENOSPC|disk quota exceeded|"
+    r"not enough free space|write error: No space)"
+)
+_EMULATION = re.compile(r"(?i)(?:rosetta error|Unimplemented syscall number)")
+
+OOM = register(
+    Knowledge("out_of_memory", grounded_in=("docs",), why="the kernel OOM killer's messages")
+)
+KILLED = register(
+    Knowledge(
+        "container_killed",
+        learned_from=("glm5-openclaw-tb20",),
+        grounded_in=("docs",),
+        # Issue #20 names "the container or daemon gone" as evidence the environment failed;
+        # that an agent command's exit 137 and an empty verifier show it gone is this
+        # detector's own reading, first made on that source: the issue's words do not say it.
+        why="exit 137 is 128+SIGKILL (Docker docs); an empty verifier after it: the container "
+        "killed under the trial",
+    )
+)
+DISK = register(Knowledge("disk_full", grounded_in=("docs",), why="ENOSPC, errno 28"))
+EMULATION = register(
+    Knowledge(
+        "emulation_unsupported",
+        learned_from=("glm5-openclaw-tb20",),
+        grounded_in=("docs",),
+        why="Docker Desktop's Rosetta emulation: 'rosetta error: Unimplemented syscall number "
+        "282' (docker/for-mac#7475)",
+    )
+)
+
+
+def out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """The OOM killer in Harbor's logs, the exception, or the agent's screen of an ungraded
+    trial. A graded trial keeps its grade: a solution that does not fit the task's memory is
+    the agent's."""
+    if ev.result is None or ev.result.reward is not None:
+        return None
+    hit = proof_at(
+        "environment_event",
+        ev.source("exception") + ev.source("trial_log") + ev.source("agent_output"),
+        _OOM,
+        "the kernel killed a process for memory",
+    )
+    if hit is None:
+        return None
+    own = _own_build(ev, ctx)
+    if own is not None:
+        return own
+    return excuse(
+        "infra",
+        "out_of_memory",
+        "environment",
+        "The task container was killed for memory (OOM) and nothing was graded. Give the task "
+        "the memory its task.toml asks for (memory_mb) or lower the trial concurrency.",
+        [hit],
+        lead=exception_line(ev),
+    )
+
+
+# A build whose parallelism has no bound (`make -j`, `-j$(nproc)` on a host's many cores, a
+# two-digit -j): the usual way an agent draws the OOM killer onto its own container.
+_UNBOUNDED_BUILD = re.compile(
+    r"(?:\bmake|\bninja|cmake\s+--build|\bcargo\s+build)\b[^\n;&|]*?"
+    r"(?:-j\s*\$\(nproc\)|-j\s*`nproc`|-j(?:\s*$|\s+-)|-j\s*\d{2,}|--jobs(?!\s*=?\s*\d))",
+    re.MULTILINE,
+)
+OWN_BUILD = register(
+    Knowledge(
+        "container_killed:own_build",
+        grounded_in=("general", "docs"),
+        why="GNU make: -j with no number runs unlimited jobs; nproc jobs of a C++ build can "
+        "exceed a container's memory (the kernel's OOM killer then SIGKILLs)",
+        prompted_by=("glm5-openclaw-tb20",),
+        standard=True,
+    )
+)
+
+
+def _own_build(ev: TrialEvidence, ctx: JobContext, kill: str = "") -> Classification | None:
+    """The agent's last command was a build with no bound on its parallelism: the memory that
+    drew the kill was most likely its own, so the kill proves no outside cause."""
+    commands = ev.source("agent_commands")
+    last = commands[-1] if commands else None
+    if last is None or not _UNBOUNDED_BUILD.search(last.text):
+        return None
+    return Classification(
+        "agent_error",
+        "agent_build_memory_pressure",
+        "agent",
+        "The agent's process was killed (SIGKILL or the OOM killer) while its own build ran "
+        "with no bound on its parallelism: the memory that drew the kill was most likely the "
+        "agent's own. The kill is no proof of an outside cause.",
+        exception_line(ev)
+        + ([kill] if kill else [])
+        + [f"{last.where(1)}: {last.text.strip()[:200]}"],
+    )
+
+
+def container_died(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """An agent exec was SIGKILLed without any Harbor timeout and the verifier found nothing."""
+    if ev.result is None or ev.result.reward is not None:
+        return None
+    if "Timeout" in (etype(ev) or ""):
+        return None
+    killed = next((c for c in ev.source("agent_exit_code") if c.text.strip() in _KILLED_RC), None)
+    if killed is None:
+        return None
+    if (ev.text(L.VERIFIER_STDOUT) or "").strip():
+        return None
+    own = _own_build(ev, ctx, f"{killed.file}: {killed.text.strip()}")
+    if own is not None:
+        return own
+    oom = proof_at("environment_event", ev.source("agent_output") + ev.source("trial_log"), _OOM)
+    return excuse(
+        "infra",
+        "container_killed",
+        "environment",
+        "An agent command was killed with SIGKILL (exit 137) although no Harbor timeout fired, "
+        "and the verifier then ran in an empty environment (no output, no reward): the "
+        "container was killed under the trial (OOM killer, Docker or the host). Check the "
+        "host's memory and `docker events`, then rerun.",
+        [
+            Proof(
+                "environment_event",
+                killed.file,
+                killed.text.strip(),
+                "SIGKILL, and no Harbor timeout explains it",
+            )
+        ]
+        + ([oom] if oom else []),
+        lead=exception_line(ev),
+        more=[f"{L.VERIFIER_STDOUT}: empty"],
+    )
+
+
+def disk_full(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """No space left on device where Harbor, the verifier or an ungraded agent wrote."""
+    sources = ev.source("exception") + ev.source("trial_log") + ev.source("verifier_output")
+    if ev.result is not None and ev.result.reward is None:
+        sources += ev.source("agent_output")
+    hit = proof_at("environment_event", sources, _DISK, "the disk is full")
+    if hit is None or (
+        ev.result is not None
+        and ev.result.reward is not None
+        and L.VERIFIER_STDOUT in hit.where
+        and tests_reported(ev)
+    ):
+        return None
+    return excuse(
+        "infra",
+        "disk_full",
+        "environment",
+        "A write failed with 'No space left on device': the Docker data root or the job's "
+        "disk filled up. Free space (old images, leftover volumes) and rerun.",
+        [hit],
+        lead=exception_line(ev),
+    )
+
+
+def emulation_unsupported(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """The host's CPU emulation (e.g. Rosetta under Docker Desktop) cannot run the task."""
+    hit = proof_at(
+        "host_platform",
+        ev.source("agent_output") + ev.source("verifier_output"),
+        _EMULATION,
+        "the emulator does not implement what the binary needs",
+    )
+    if hit is None:
+        return None
+    return excuse(
+        "infra",
+        "emulation_unsupported",
+        "environment",
+        "The host runs the amd64 task image under CPU emulation that does not implement what "
+        "the task needs (an unimplemented syscall), so the task cannot work here whatever the "
+        "agent does. Run the task on an amd64 host.",
+        [hit],
+        lead=exception_line(ev),
+    )

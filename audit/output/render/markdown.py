@@ -1,0 +1,121 @@
+"""Markdown report: the summary, categories, adjudications, reruns and every non-passing trial."""
+
+from __future__ import annotations
+
+from audit.output.render.text import headline, merge_headline, reward
+from audit.output.report import Report
+from audit.read import provenance as prov
+from audit.score.merge import Merge
+
+
+def _cell(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render(report: Report) -> str:
+    out = [f"# Audit of `{report.job.name}`", ""]
+    out += ["| | |", "|---|---|"]
+    out += [f"| {k} | {_cell(v)} |" for k, v in headline(report)]
+    out += ["", f"> **Scoring rule.** {report.scoring_rule}", ""]
+
+    out += ["## Outcomes by category", "", "| category | trials |", "|---|---:|"]
+    out += [f"| {c} | {n} |" for c, n in report.categories.items()]
+    if report.signatures:
+        out += ["", "## Signatures", "", "| signature | trials |", "|---|---:|"]
+        out += [f"| {s} | {n} |" for s, n in report.signatures.items()]
+
+    out += ["", "## Adjudications", ""]
+    if report.adjudications:
+        out += ["| task | decision | raw outcome | reason |", "|---|---|---|---|"]
+        out += [
+            f"| {_cell(a.task)} | {a.decision} | {_cell(', '.join(a.raw_outcome))} | "
+            f"{_cell(a.reason)} |"
+            for a in report.adjudications
+        ]
+    else:
+        out.append("None: the adjusted score equals the raw score.")
+
+    out += ["", "## Rerun (infra)", ""]
+    if report.rerun:
+        out += [f"- `{t}`" for t in report.rerun]
+        out += ["", "Harbor task filters:", "", "```", " ".join(report.rerun_args), "```"]
+    else:
+        out.append("No trial was classified infra.")
+
+    out += ["", "## Trials that did not pass cleanly", ""]
+    rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
+    if rows:
+        out += [
+            "| task | trial | reward | exception | category | signature | counted as |",
+            "|---|---|---|---|---|---|---|",
+        ]
+        for t in rows:
+            out.append(
+                f"| {_cell(t.task)} | {_cell(t.trial)} | {reward(t.reward)} | "
+                f"{t.exception or ''} | {t.category} | {t.signature or ''} | {t.counted_as} |"
+            )
+        out.append("")
+        for t in rows:
+            out += [f"### {t.trial}", "", f"*{t.category}* / `{t.signature}`: {t.explanation}", ""]
+            if t.adjudication:
+                adj = t.adjudication
+                out += [f"**Adjudicated {adj['decision']}:** {adj['reason']}", ""]
+            if t.evidence:
+                out += ["```text", *t.evidence, "```", ""]
+    else:
+        out.append("Every trial passed.")
+
+    if report.merge:
+        out += ["", *_merge(report.merge)]
+    if report.provenance is not None:
+        out += ["", *_provenance(report.provenance)]
+
+    if report.problems:
+        out += ["", "## Evidence problems", ""]
+        out += [f"- {_cell(p)}" for p in report.problems]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _merge(m: Merge) -> list[str]:
+    out = ["## Merged with reruns", "", f"> **Merge rule.** {m.rule}", ""]
+    out += ["| | |", "|---|---|"]
+    out += [f"| {k} | {_cell(v)} |" for k, v in merge_headline(m)]
+    out += ["", "### Attempts per task", ""]
+    out += ["| task | attempts (job/trial category, reward) | merged outcome | counted as |"]
+    out += ["|---|---|---|---|"]
+    for t in m.tasks:
+        chain = "<br>".join(
+            f"{i}. {_cell(a.job)}/{_cell(a.trial)} **{a.category}** (reward {reward(a.reward)}, "
+            f"{a.status})"
+            for i, a in enumerate(t.attempts, 1)
+        )
+        out.append(f"| {_cell(t.task)} | {chain} | {t.outcome} | {t.counted_as} |")
+    several = [t for t in m.tasks if len(t.attempts) > 1]
+    if several:
+        out += ["", "### Every attempt of the tasks with more than one", ""]
+        for t in several:
+            out += [f"#### {t.task}", ""]
+            for i, a in enumerate(t.attempts, 1):
+                out += [
+                    f"{i}. `{a.job}` / `{a.trial}`: *{a.category}* / `{a.signature or '-'}`, "
+                    f"reward {reward(a.reward)}, {a.status}: {a.explanation}",
+                    "",
+                ]
+                if a.evidence:
+                    out += ["```text", *a.evidence, "```", ""]
+    if m.problems:
+        out += ["", "### Merge problems", ""]
+        out += [f"- {_cell(p)}" for p in m.problems]
+    return out
+
+
+def _provenance(data: dict) -> list[str]:
+    out = ["## Provenance", ""]
+    facts = prov.key_facts(data)
+    if facts:
+        out += ["| | |", "|---|---|"]
+        out += [f"| {k} | {_cell(v)} |" for k, v in facts]
+        out.append("")
+    out += ["<details><summary>Full manifest</summary>", "", "```json"]
+    out += [prov.dumps(data).rstrip(), "```", "", "</details>"]
+    return out

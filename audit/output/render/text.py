@@ -1,0 +1,152 @@
+"""Small formatting helpers shared by the renderers."""
+
+from __future__ import annotations
+
+from audit.output.report import Report, Score
+from audit.score.attempts import Attempts
+from audit.score.conformance import line as conformance_line
+from audit.score.merge import Merge, MergedTask
+
+
+def duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    seconds = int(round(seconds))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    if h:
+        return f"{h} h {m} min"
+    if m:
+        return f"{m} min {s} s"
+    return f"{s} s"
+
+
+def score(s: Score) -> str:
+    value = "n/a" if s.score is None else f"{s.score:.2f}"
+    return f"{s.passed}/{s.total} = {value}"
+
+
+def interval(s: Score) -> str:
+    if s.ci_low is None or s.ci_high is None:
+        return "n/a (no trials)"
+    return f"{s.ci_low:.2f} - {s.ci_high:.2f}"
+
+
+def _yes_no(value: bool | None) -> str:
+    return "n/a" if value is None else ("yes" if value else "NO")
+
+
+def reward(value: float | None) -> str:
+    return "none" if value is None else f"{value:g}"
+
+
+def headline(report: Report) -> list[tuple[str, str]]:
+    """The summary lines every format shows, in order."""
+    ref = report.reference
+    ref_text = (
+        "not given"
+        if ref.score is None
+        else f"{ref.score:.2f} (adjusted - reference = {ref.difference:+.2f})"
+        if ref.difference is not None
+        else f"{ref.score:.2f}"
+    )
+    excluded = ", ".join(report.adjusted.excluded) or "none"
+    den = report.denominators
+    job = report.job
+    return [
+        ("job", job.name),
+        ("location", job.location),
+        ("finished", "yes" if job.finished else "NO (finished_at is null)"),
+        ("wall time", f"{duration(job.wall_seconds)} ({job.wall_source or 'no timestamps'})"),
+        ("trials", f"{job.n_trials}" + (f" of {job.n_planned} planned" if job.n_planned else "")),
+        ("raw score", score(report.raw)),
+        ("raw score 95% CI (Wilson)", interval(report.raw)),
+        ("adjusted score", f"{score(report.adjusted)} (excluded: {excluded})"),
+        ("adjusted score 95% CI (Wilson)", interval(report.adjusted)),
+        ("reference score", ref_text),
+        (
+            "reference inside the 95% CI",
+            "no reference given"
+            if ref.score is None
+            else f"raw: {_yes_no(ref.inside_raw_ci)}, adjusted: {_yes_no(ref.inside_adjusted_ci)}",
+        ),
+        (
+            "score, Harbor 0.21 rule",
+            f"{score(den.harbor_0_21)} (every trial counts, no reward = 0)",
+        ),
+        (
+            "score, Harbor 0.26 rule",
+            f"{score(den.harbor_0_26)} (only trials with a valid reward count)",
+        ),
+        ("rule the job's result.json used", f"{den.job_used or 'unknown'} ({den.job_used_reason})"),
+        ("input tokens", f"{report.tokens.input:,}"),
+        ("cache tokens", f"{report.tokens.cache:,}"),
+        ("output tokens", f"{report.tokens.output:,}"),
+        ("rerun", " ".join(report.rerun_args) if report.rerun else "none"),
+        ("attempts per task", attempts_per_task(report.attempts)),
+        ("pass@k", pass_at_k(report.attempts)),
+        (
+            "leaderboard conformance",
+            conformance_line(report.conformance) if report.conformance else "not checked",
+        ),
+    ]
+
+
+def attempts_per_task(a: Attempts) -> str:
+    if a.n_min is None:
+        return "no trials"
+    span = f"{a.n_min}" if a.n_min == a.n_max else f"{a.n_min} to {a.n_max}"
+    config = f", config n_attempts {a.n_attempts_config}" if a.n_attempts_config else ""
+    return f"{span} over {len(a.per_task)} tasks{config}"
+
+
+def pass_at_k(a: Attempts) -> str:
+    if not a.pass_at_k:
+        return "n/a (no trials)"
+    text = ", ".join(f"pass@{k} = {v:.2f}" for k, v in a.pass_at_k.items())
+    return f"{text} ({a.note})" if a.note else text
+
+
+def merge_headline(m: Merge) -> list[tuple[str, str]]:
+    """The merged score beside the main job's own, for every format's merge section."""
+    ref = m.reference
+    ref_text = (
+        "not given"
+        if ref.score is None
+        else f"{ref.score:.2f} (merged adjusted - reference = {ref.difference:+.2f}, inside "
+        f"the merged adjusted 95% CI: {_yes_no(ref.inside_adjusted_ci)})"
+        if ref.difference is not None
+        else f"{ref.score:.2f}"
+    )
+    jobs = "; ".join(f"{j.role} {j.name} ({j.n_trials} trials)" for j in m.jobs)
+    excluded = ", ".join(m.adjusted.excluded) or "none"
+    return [
+        ("jobs, in merge order", jobs),
+        (
+            "original raw score (main job)",
+            f"{score(m.original_raw)}, 95% CI {interval(m.original_raw)}",
+        ),
+        (
+            "original adjusted score (main job)",
+            f"{score(m.original_adjusted)}, 95% CI {interval(m.original_adjusted)}",
+        ),
+        ("merged raw score", f"{score(m.raw)}, 95% CI {interval(m.raw)}"),
+        (
+            "merged adjusted score",
+            f"{score(m.adjusted)}, 95% CI {interval(m.adjusted)} (excluded: {excluded})",
+        ),
+        ("reference score", ref_text),
+        ("main attempts superseded by a rerun", str(m.superseded)),
+        ("tasks with more than one attempt", str(sum(1 for t in m.tasks if len(t.attempts) > 1))),
+        ("counted attempts (slots) per task", attempts_per_task(m.attempts)),
+        ("merged pass@k", pass_at_k(m.attempts)),
+        ("still to rerun", " ".join(m.rerun_args) if m.rerun else "none"),
+    ]
+
+
+def attempt_chain(t: MergedTask) -> str:
+    """A task's attempts in merge order: `job/trial category [status]`, arrows between."""
+    return " -> ".join(
+        f"{a.job}/{a.trial} {a.category} (reward {reward(a.reward)}, {a.status})"
+        for a in t.attempts
+    )

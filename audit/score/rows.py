@@ -1,0 +1,78 @@
+"""The scored rows of a job: one per trial (its verdict, reward and how it counts), and the job
+they belong to. The report (audit/output/report.py) holds them; the merge of a job with its
+reruns (audit/score/merge.py) reads them through `ScoredJob`, so neither imports the other.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from audit.score.scores import AdjustedScore, Score
+from audit.score.scores import Out as _Out
+
+
+class Tokens(_Out):
+    input: int = 0
+    cache: int = 0
+    output: int = 0
+
+
+class ProofOut(_Out):
+    """One quoted line that shows an outside cause (audit/verdict.py Proof)."""
+
+    cause: str
+    where: str
+    quote: str
+    reading: str = ""
+
+
+class TrialRow(_Out):
+    task: str
+    task_name: str | None
+    trial: str
+    reward: float | None
+    exception: str | None
+    category: str
+    signature: str | None
+    phase: str | None
+    explanation: str
+    evidence: list[str]
+    endpoint: str | None
+    reward_valid: bool | None  # Harbor 0.26
+    exception_policy: str | None  # Harbor 0.26: what its error-policy table decided
+    problems: list[str]
+    adjudication: dict[str, str] | None
+    counted_as: str
+    started_at: str | None
+    finished_at: str | None
+    durations: dict[str, float | None]
+    tokens: Tokens
+    # What proves an outside cause, for the verdicts listed for rerun (empty otherwise).
+    proof: list[ProofOut] = []
+
+
+class JobInfo(_Out):
+    name: str
+    location: str
+    started_at: str | None
+    finished_at: str | None
+    finished: bool
+    wall_seconds: float | None
+    wall_source: str | None
+    n_trials: int
+    n_planned: int | None
+
+
+class ScoredJob(Protocol):
+    """What the merge reads of a job's report."""
+
+    @property
+    def job(self) -> JobInfo: ...
+    @property
+    def raw(self) -> Score: ...
+    @property
+    def adjusted(self) -> AdjustedScore: ...
+    @property
+    def problems(self) -> list[str]: ...
+    @property
+    def trials(self) -> list[TrialRow]: ...
