@@ -68,7 +68,7 @@ _SERVER = re.compile(
     r"postgres\b|mysqld\b|nginx\b.*daemon\s+off|/usr/sbin/sshd\b.*\s-D\b|sshd\b.*\s-D\b|"
     r"streamlit\s+run\b|node\s+\S*(?:server|app|index)\S*\.m?js\b|"
     r"qemu-system-\S+(?!.*-daemonize)|socat\b.*LISTEN|nc\b.*\s-l|ncat\b.*\s-l|"
-    r"python[\d.]*\s+\S*(?:server|app|serve)\S*\.py\b)"
+    r"python[\d.]*\s+(?:\S*/)?[\w-]*(?:server|serve)[\w-]*\.py\b|python[\d.]*\s+(?:\S*/)?app\.py\b)"
 )
 _BLOCKING_READ = re.compile(
     r"^(?:cat\s*(?:>>?\s*\S+\s*)?$|cat\s+(?:-\s*$|/proc/\S*/fd/|/dev/(?:stdin|tty|fd/)|\S*(?:fifo|pipe)\S*)|"
@@ -103,7 +103,12 @@ _TRIVIAL = re.compile(
     r"realpath|readlink|df|du\s+-sh?\s+\S|free|ps|uptime|nproc|clear|export|unset|alias|"
     r"source\s+\S|\.\s+\S|set\s|history|jobs|kill\b|pkill\b|tmux\s+(?:has-session|"
     r"capture-pane|send-keys|list-\w+|ls)\b|git\s+(?:status|log|diff|branch|show|rev-parse|"
-    r"config)\b)"
+    r"config)\b)|"
+    # A program asked only for its version, or a file's bytes dumped (bounded by the file).
+    r"\S+\s+(?:--version|-V|-version)\s*$|(?:od|xxd|hexdump|strings\s+-n\s*\d+)\s+(?:-\S+\s+)*\S|"
+    # An interpreter asked only to import modules or print a version.
+    r"python[\d.]*\s+-c\s+(['\"])\s*(?:import|from)\s[\w., ]+(?:\simport\s[\w., *]+)?"
+    r"\s*;?\s*\1\s*$"
 )
 _TIMEOUT_WRAPPED = re.compile(
     r"^timeout\s+(?:-[a-zA-Z]+\s+\S+\s+|--\S+\s+)*(\d+(?:\.\d+)?)([smh]?)\s"
@@ -121,6 +126,7 @@ _STDIN_FILTER = re.compile(
     r"^(?:cat|grep|egrep|fgrep|tee|head|tail|wc|sort|uniq|cut|tr|sed|awk|"
     r"xargs|less|more|python[\d.]*\s+-)\b"
 )
+_DUP = re.compile(r"\s+\d?>&\d\b|\s+\d>\s*/dev/null\b")
 _HEREDOC = re.compile(r"<<-?\s*['\"]?(\w+)['\"]?[^\n]*\n.*?\n\s*\1\s*(?:\n|$)", re.DOTALL)
 
 
@@ -139,6 +145,7 @@ def segments(command: str) -> list[tuple[str, bool]]:
                 continue  # it runs in the background: it cannot hold the command open
             while m := _PREFIX.match(seg):
                 seg = seg[m.end() :]
+            seg = _DUP.sub("", seg)  # `2>&1`, `2>/dev/null`: where output goes, not what runs
             seg = seg.strip().strip("()").strip()
             if seg:
                 out.append((seg, stage > 0 or "<<HEREDOC" in seg or "<" in seg.split(">")[0][1:]))
@@ -179,6 +186,12 @@ def kind_of(command: str, cap_seconds: float | None = None) -> CommandKind:
         return CommandKind("trivial", command.strip())
     kind, seg = min(found, key=lambda ks: KINDS.index(ks[0]))
     return CommandKind(kind, seg)
+
+
+def first_line(command: str) -> str:
+    """The first line of a command that is not a comment (what to quote of it)."""
+    lines = [ln.strip() for ln in command.strip().splitlines() if ln.strip()]
+    return next((ln for ln in lines if not ln.startswith("#")), lines[0] if lines else "")
 
 
 def words(command: str) -> list[str]:

@@ -145,6 +145,10 @@ _PATTERNS: dict[str, list[str]] = {
     ],
 }
 
+# A 4xx status with its reason phrase on a download summary (apt's `404  Not Found`): the
+# server answered, the network works; what failed is the request (RFC 9110 §15.5).
+_CLIENT_ERROR = re.compile(r"\b4(?:0\d|1\d|2[0-8]|[3-9]\d)\s+[A-Z][a-z]")
+
 _COMPILED = {family: [re.compile(p) for p in patterns] for family, patterns in _PATTERNS.items()}
 # Words at least one of which every pattern above needs (lower case). Checked with plain
 # substring search before any regex runs: agents' outputs can be megabytes without a single
@@ -322,6 +326,8 @@ def classify_line(line: str) -> tuple[str, int | None, str | None, bool] | None:
                 if status is None:
                     continue
                 family = "http_429" if status == 429 else "http_5xx"
+            if family == "fetch" and _CLIENT_ERROR.search(line):
+                return None  # the server answered: the request (a stale index, a wrong URL)
             return family, status, host, family == "proxy" or "proxy" in line.lower()
     return None
 

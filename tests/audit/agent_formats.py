@@ -111,9 +111,14 @@ def agent_crash_tb(frames: list[tuple[str, str, str]], last: str) -> str:
 
 # --- Terminus-2 episode dirs ------------------------------------------------------------------
 def terminus_episodes(
-    trial: Path, episodes: list[tuple[str, list[str]]], prompts: list[str], usage: bool = True
+    trial: Path,
+    episodes: list[tuple[str, list[str]]],
+    prompts: list[str],
+    usage: bool = True,
+    ended: list[str] | None = None,
 ) -> None:
-    """episode N: (analysis, keystrokes); prompts[N] is the prompt of episode N (0: the task)."""
+    """episode N: (analysis, keystrokes); prompts[N] is the prompt of episode N (0: the task);
+    ended[N]: when the reply of episode N came (litellm's `end_time` in debug.json)."""
     for n, (analysis, keys) in enumerate(episodes):
         base = trial / "agent" / f"episode-{n}"
         base.mkdir(parents=True, exist_ok=True)
@@ -125,7 +130,9 @@ def terminus_episodes(
             "task_complete": False,
         }
         (base / "response.txt").write_text(json.dumps(reply, indent=2))
-        debug = {"log_event_type": "post_api_call", "original_response": {"id": f"r{n}"}}
+        debug: dict = {"log_event_type": "post_api_call", "original_response": {"id": f"r{n}"}}
+        if ended and n < len(ended):
+            debug["end_time"] = ended[n]
         if usage:
             debug["original_response"]["usage"] = {
                 "prompt_tokens": 1200 + n,

@@ -216,6 +216,19 @@ def test_terminus_episode_dirs_without_trajectory(tmp_path):
             "",
         ],
     )
+    # Nothing says when the `ls` was sent: it may have been cut off by the timeout at once.
+    assert _audit(job).category == "agent_timeout"
+    # With the reply's time in litellm's log, the `ls` waited from 15:50 to the timeout.
+    terminus_episodes(
+        trial,
+        [("Build it.", ["make -j4\n"]), ("Check.", ["ls /app\n"])],
+        [
+            "Task: fix the repo.",
+            "New Terminal Output:\nroot@c0ffee:/app# make -j4\ndone\nroot@c0ffee:/app# \n",
+            "",
+        ],
+        ended=["2026-08-30T15:45:00Z", "2026-08-30T15:46:00Z"],
+    )
     row = _audit(job)
     assert (row.category, row.signature) == ("infra", "container_exec_hung"), row.evidence
     assert row.proof[0].where == "agent/episode-1/response.txt"

@@ -31,6 +31,7 @@ from audit.judge.learned import Knowledge, register
 from audit.judge.verdict import Classification, Proof, exception_line, excuse, short
 from audit.read import caps
 from audit.read.evidence import Chunk, TrialEvidence
+from audit.read.models import parse_time
 
 CAP = register(
     Knowledge(
@@ -112,6 +113,9 @@ def _crashed_on_cap(ev: TrialEvidence, text: str, cap: caps.CapHit) -> Classific
             cap,
         )
     installed = _installed_run(ev, caller)
+    own = None if installed else _harness_own_exec(ev, caller, cap)
+    if own is not None:
+        return own
     where, command = installed or _which_command(ev, text, cap)
     if command is None:
         return Classification(
@@ -131,7 +135,7 @@ def _crashed_on_cap(ev: TrialEvidence, text: str, cap: caps.CapHit) -> Classific
                 Proof(
                     "environment_event",
                     where,
-                    short(command.strip().splitlines()[0] if command.strip() else command),
+                    short(C.first_line(command)),
                     f"this command {C.KIND_TEXT[verdict.kind]}, yet it did not return within "
                     f"{_secs(cap.seconds)}",
                 )
@@ -163,7 +167,40 @@ def _agents_wait(ev, where, command, verdict: C.CommandKind, seconds, head) -> C
         f"The agent's own command `{short(verdict.segment)}` {C.KIND_TEXT[verdict.kind]}; it "
         f"ran past the harness's per-command cap ({_secs(seconds)}) and the run ended there. "
         "Nothing shows the environment failed: waiting on it was the agent's choice.",
-        head + [f"{where}: {short(command.strip().splitlines()[0])}"],
+        head + [f"{where}: {short(C.first_line(command))}"],
+    )
+
+
+# A bound a harness sets on an exec of its own (a check, a listing), not on the model's commands:
+# such an exec that does not return within it shows a container that no longer answers.
+OWN_EXEC_MAX_CAP = 60.0
+
+
+def _harness_own_exec(
+    ev: TrialEvidence, caller: tuple[str, str, str] | None, cap: caps.CapHit
+) -> Classification | None:
+    """The exec that ran past its cap was the harness's own, not a command the model sent:
+    every command of the model's in the agent's log was answered, and the harness bounded
+    this exec itself at OWN_EXEC_MAX_CAP or less (the call site is quoted)."""
+    if caller is None or cap.seconds is None or cap.seconds > OWN_EXEC_MAX_CAP:
+        return None
+    actions = [a for log in ev.agent_logs() for a in log.actions]
+    if not actions or any(a.output is None for a in actions):
+        return None
+    where = ev.exception_source or "result.json exception_info"
+    return _hung(
+        ev,
+        [
+            Proof(
+                "environment_event",
+                where,
+                short(caller[2] or cap.quote),
+                f"an exec the harness bounded itself at {_secs(cap.seconds)} (in {caller[1]}) "
+                "did not return; every command the model sent had been answered",
+            )
+        ],
+        f"an exec of the agent harness's own (bounded at {_secs(cap.seconds)}, in {caller[1]})",
+        cap,
     )
 
 
@@ -218,9 +255,14 @@ def _which_command(ev: TrialEvidence, text: str, cap: caps.CapHit) -> tuple[str,
 
 
 # --- the agent timeout ended a run whose last command never answered -----------------------
+# How long the last command must have waited before the agent timeout for a trivial one to show
+# a hang: a command sent a moment before the timeout is merely cut off by it.
+HUNG_WAIT_SECONDS = 60.0
+
+
 def _last_command_hung(ev: TrialEvidence) -> Classification | None:
     found = _last_unanswered(ev)
-    if found is None:
+    if found is None or not _waited(ev, found[0]):
         return None
     last, before = found
     lines = [ln for ln in last.text.strip().splitlines() if ln.strip()]
@@ -251,6 +293,23 @@ def _last_command_hung(ev: TrialEvidence) -> Classification | None:
         ],
         lead=exception_line(ev),
     )
+
+
+def _waited(ev: TrialEvidence, last: Chunk) -> bool:
+    """The log shows when the last command was sent, and the run ended HUNG_WAIT_SECONDS or
+    more after it (without the time nothing shows it waited at all)."""
+    span = ev.result.agent_execution if ev.result else None
+    ended = parse_time(span.finished_at if span else None)
+    text = last.text.strip()
+    for log in ev.agent_logs():
+        for action in reversed(log.actions):
+            if action.command.strip() != text:
+                continue
+            sent = parse_time(action.started)
+            if sent is None or ended is None or (sent.tzinfo is None) != (ended.tzinfo is None):
+                return False
+            return (ended - sent).total_seconds() >= HUNG_WAIT_SECONDS
+    return False
 
 
 _PROMPT = re.compile(r"^(?:\(\S+\)\s*)?(?:\S+@\S+:\S*?|[\w~/.-]*?)\s?[#$]$")

@@ -8,6 +8,7 @@ Harbor converts Claude Code's stream to ATIF, for one), most native first.
 from __future__ import annotations
 
 from audit.read.logs import (
+    api_dumps,
     atif,
     claude_code,
     mini_swe_agent,
@@ -28,6 +29,7 @@ def read_all(files: TrialFiles) -> list[AgentLog]:
         openhands.read,
         mini_swe_agent.read,
         terminus_episodes.read,
+        api_dumps.read,
         atif.read,
     ):
         found = reader(files)

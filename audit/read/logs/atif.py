@@ -54,7 +54,10 @@ def read(files: TrialFiles) -> AgentLog | None:
         for call in tool_calls:
             command = command_of(arguments(call.get("arguments")))
             if command:
-                log.events.append(Action(where, command))
+                stamp = step.get("timestamp")
+                log.events.append(
+                    Action(where, command, started=stamp if isinstance(stamp, str) else None)
+                )
                 opened += 1
         results = (step.get("observation") or {}).get("results") or []
         text = "\n".join(

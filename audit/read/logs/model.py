@@ -39,6 +39,16 @@ class Call:
     finish_reason: str | None = None
     error: str | None = None  # the endpoint error recorded instead of a reply
     usage_at: str | None = None  # where the usage was read, when not `where` itself
+    at: str | None = None  # when it was answered (ISO time), when the log says
+    status: int | None = None  # the HTTP status, when the log kept it
+
+    @property
+    def answered(self) -> bool:
+        """The endpoint replied with model output: tokens generated, or text or a tool call."""
+        if self.error:
+            return False
+        tokens = self.usage.completion_tokens if self.usage else None
+        return bool(tokens) or bool(self.text.strip()) or self.acted
 
     @property
     def usage_where(self) -> str:
@@ -57,6 +67,8 @@ class Action:
     cap_seconds: float | None = None
     cap_quote: str | None = None
     exit_code: int | None = None
+    started: str | None = None  # ISO times, when the log says
+    ended: str | None = None
 
 
 @dataclass(frozen=True)

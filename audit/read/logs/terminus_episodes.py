@@ -31,12 +31,14 @@ def read(files: TrialFiles) -> AgentLog | None:
         if response is None:
             continue
         analysis, commands = _parse(response)
+        debug = load_json(files.text(f"{base}/debug.json"))
+        sent = debug.get("end_time") if isinstance(debug, dict) else None
         log.events.append(
             Call(
                 f"{base}/response.txt",
                 analysis or response.strip()[:2000],
                 acted=bool(commands),
-                usage=_usage(load_json(files.text(f"{base}/debug.json"))),
+                usage=_usage(debug),
                 usage_at=f"{base}/debug.json",
             )
         )
@@ -54,6 +56,7 @@ def read(files: TrialFiles) -> AgentLog | None:
                     output_where=following if last and output is not None else None,
                     cap_seconds=cap.seconds if cap and (named or last) else None,
                     cap_quote=cap.quote if cap and (named or last) else None,
+                    started=sent if isinstance(sent, str) else None,
                 )
             )
     return log if log.events else None
