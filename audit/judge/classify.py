@@ -1,9 +1,11 @@
 """Classify one trial: what happened, which signature explains it, and the evidence lines.
 
 The order is the seed's audit procedure made explicit:
-1. no result.json: `cancelled` when the job's own files show it was stopped while the trial ran
-   (audit/job_state.py); otherwise the trial is judged from what it left (reward file,
-   exception.txt, trial.log);
+1. no result.json: a trial that had already ended on an exception (exception.txt, which
+   Harbor writes before result.json) is judged from it; otherwise `cancelled` when the job's own
+   files show it was stopped while the trial ran (audit/judge/job_state.py), unless its log
+   shows a proven outside failure already ending it (a served window shorter than the one the
+   agent was told); otherwise it is judged from what it left (reward file, trial.log);
 2. CancelledError / KeyboardInterrupt: cancelled (`harbor job resume` re-runs it);
 3. reward 1: passed, or agent_timeout when the agent timed out and the verifier still passed it
    (the reward stands);
@@ -26,6 +28,7 @@ from __future__ import annotations
 import re
 
 from audit.judge.detectors import CLUSTER, DETECTORS, JobContext
+from audit.judge.detectors.endpoint import failing_when_stopped
 from audit.judge.job_state import trial_left_mid_phase
 from audit.judge.rules import CompiledRule, Match
 from audit.judge.verdict import (
@@ -56,10 +59,12 @@ def classify(
 
 def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> Classification:
     result = ev.result
-    if ev.result_missing:
+    ended_on_its_own = ev.result_missing and ev.exception_source == L.TRIAL_EXCEPTION
+    if ev.result_missing and not ended_on_its_own:
         stopped = _stopped_with_the_job(ev, ctx)
         if stopped is not None:
-            return stopped
+            # A failure already under way when the job was stopped decides, if it is proven.
+            return failing_when_stopped(ev, ctx) or stopped
     if result is None:
         missing = not any("corrupt" in p for p in ev.problems)
         return Classification(

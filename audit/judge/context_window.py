@@ -42,7 +42,10 @@ _TOLD_KEY = re.compile(
 _TOLD_TEXT = re.compile(
     r"(?i)['\"]?(?:max_input_tokens|context_window|max_context_(?:tokens|size)|model_context_window)"
     r"['\"]?"
-    r"\s*[:=]\s*(\d{3,8})"
+    r"\s*[:=]\s*(\d{3,8})|"
+    # Terminus-2 without model info: "... Using fallback context limit: 1000000" (the limit it
+    # manages its context against, Harbor reference §5.1).
+    r"\bfallback context limit\W{0,3}(\d{3,8})"
 )
 _SERVED = re.compile(
     r"(?i)(?:maximum context length is|context (?:length|window)[^\d\n]{0,20}|"
@@ -109,7 +112,9 @@ def told_in_text(text: str | None, where: str) -> list[Window]:
     for n, line in enumerate((text or "").splitlines(), 1):
         m = _TOLD_TEXT.search(line)
         if m:
-            found.append(Window(int(m.group(1)), f"{where}:{n}", short(line)))
+            found.append(Window(int(m.group(1) or m.group(2)), f"{where}:{n}", short(line)))
+            if m.group(2):
+                break  # repeated at every call: the first says it
     return found
 
 

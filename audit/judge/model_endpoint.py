@@ -157,6 +157,8 @@ KIND_TEXT = {
     "server_error": "the model endpoint was unavailable (a 502, 503, 504 or 529, or its "
     "status body)",
     "internal_error": "the model endpoint failed on a request (500)",
+    "unanswered": "the model endpoint sent no answer, not even the response's headers, before "
+    "the client's timeout",
 }
 # A timeout proves nothing by itself, a single 500 only when repeated (see the module
 # docstring): neither is an excuse on its own.

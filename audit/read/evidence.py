@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from audit.read import chain as C
 from audit.read import layout as L
 from audit.read.logs import AgentLog, read_all
 from audit.read.models import ExceptionInfo, TrialResult, VerifierResult
@@ -78,6 +79,7 @@ class TrialEvidence:
     _logs: list[AgentLog] | None = field(default=None, repr=False)
     _json: dict[str, object] = field(default_factory=dict, repr=False)
     _log_exchanges: list[Exchange] | None = field(default=None, repr=False)
+    _chain: tuple[C.Raised, ...] | None = field(default=None, repr=False)
     # result.json was absent (result may then be rebuilt from the other files).
     result_missing: bool = False
     # Where the exception was read from when it is not result.json's exception_info.
@@ -157,6 +159,31 @@ class TrialEvidence:
             except ValueError:
                 self._json[rel] = None
         return self._json[rel]
+
+    def chain(self) -> tuple[C.Raised, ...]:
+        """The exception chain that ended the trial, root cause first (audit/read/chain.py)."""
+        if self._chain is None:
+            info = self.result.exception_info if self.result else None
+            text = (info.exception_traceback if info else None) or self._read(L.TRIAL_EXCEPTION)
+            self._chain = C.parse(text)
+        return self._chain
+
+    def agent(self) -> C.Agent:
+        """The configured agent (the trial's config.json `agent`, else result.json's name)."""
+        config = self.json(L.TRIAL_CONFIG)
+        agent = config.get("agent") if isinstance(config, dict) else None
+        agent = agent if isinstance(agent, dict) else {}
+        name = agent.get("name") or (
+            self.result.agent_info.name if self.result and self.result.agent_info else None
+        )
+        path = agent.get("import_path")
+        return C.Agent(
+            path if isinstance(path, str) else None, name if isinstance(name, str) else None
+        )
+
+    def origin(self) -> C.Origin | None:
+        """Where the chain's root cause arose (its layer) and what it was."""
+        return C.origin(self.chain(), self.agent())
 
     def source(self, name: str) -> list[Chunk]:
         if name not in self._sources:

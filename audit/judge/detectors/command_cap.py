@@ -74,10 +74,10 @@ def _crashed_on_cap(ev: TrialEvidence, text: str, cap: caps.CapHit) -> Classific
     )
     if gone is not None:
         return _hung(ev, [gone], "the container or the Docker daemon was gone", cap)
-    caller = _exec_caller(text)
+    caller = _exec_caller(ev, text)
     if (
         caller is not None
-        and owner_of(caller[0]) == "harbor"
+        and owner_of(ev, caller[0]) == "harbor"
         and "/agents/installed/" not in caller[0]
     ):
         return _hung(
@@ -208,9 +208,9 @@ def _secs(seconds: float | None) -> str:
     return f"{seconds:g} s" if seconds is not None else "its cap"
 
 
-def _exec_caller(text: str) -> tuple[str, str, str] | None:
+def _exec_caller(ev: TrialEvidence, text: str) -> tuple[str, str, str] | None:
     """The frame that called Harbor's environment exec (who ran the command)."""
-    frames = [f for f in frame_lines(text) if owner_of(f[0]) is not None]
+    frames = [f for f in frame_lines(text) if owner_of(ev, f[0]) is not None]
     for i, (path, _, _) in enumerate(frames):
         if "/harbor/environments/" in path:
             return frames[i - 1] if i > 0 else None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from audit.judge.verdict import Proof, short
+from audit.read import chain as C
 from audit.read import layout as L
 from audit.read.evidence import Chunk, TrialEvidence
 from audit.read.memo import by_text
@@ -31,12 +32,16 @@ HARBOR_TIMEOUTS = {
 }
 
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)')
-CLIENT_LIBS = re.compile(
-    r"/(?:openai|litellm|anthropic|httpx|httpcore|aiohttp|requests|urllib3|"
-    r"tenacity|google/genai)/"
-)
 STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/)")
-HARBOR = re.compile(r"/harbor/(?:trial|environments|agents|verifier|orchestrators|llms|utils)/")
+# Who raised, in the words the detectors use, from the layer the chain's root cause arose in
+# (audit/read/chain.py: file paths and the configured agent, no list of libraries).
+_OWNER = {
+    "model_client": "client",
+    "agent": "agent",
+    "environment": "harbor",
+    "verifier": "harbor",
+    "harbor": "harbor",
+}
 
 
 def frames(text: str) -> list[str]:
@@ -55,23 +60,19 @@ def frame_lines(text: str) -> list[tuple[str, str, str]]:
     return out
 
 
-def owner_of(path: str) -> str | None:
-    if STDLIB.search(path):
+def owner_of(ev: TrialEvidence, path: str) -> str | None:
+    """`agent`, `harbor` (its trial, environments, verifier, model layer) or None (Python, or a
+    library: they act for whoever called them)."""
+    kind = C.layer(path, ev.agent())
+    if kind in ("library", "stdlib"):
         return None
-    if CLIENT_LIBS.search(path):
-        return "client"
-    if HARBOR.search(path):
-        return "harbor"
-    return "agent"
+    return "agent" if kind == "agent" else "harbor"
 
 
-def innermost_owner(text: str) -> str | None:
-    """Who raised: `client` (a model/HTTP client library), `harbor`, `agent` code, or None."""
-    for path in reversed(frames(text)):
-        owner = owner_of(path)
-        if owner is not None:
-            return owner
-    return None
+def innermost_owner(ev: TrialEvidence) -> str | None:
+    """Who raised the root cause: `client` (the model client), `harbor`, `agent`, or None."""
+    found = ev.origin()
+    return _OWNER.get(found.layer) if found else None
 
 
 def first_hit(chunks: list[Chunk], pattern: re.Pattern[str]) -> tuple[str, str] | None:

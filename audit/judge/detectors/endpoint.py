@@ -48,6 +48,8 @@ from audit.judge.verdict import (
     excuse,
     short,
 )
+from audit.read import chain as C
+from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
 from audit.read.logs import Call
 from audit.read.models import parse_time
@@ -191,10 +193,15 @@ def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     text = exception_text(ev)
     info = ev.result.exception_info
     message = f"{info.exception_type}: {info.exception_message or ''}" if info else ""
-    owner = innermost_owner(text)
+    owner = innermost_owner(ev)
     failure: ME.EndpointFailure | None = None
     site: Proof | None = None
-    if owner in ("client", None) or (owner == "harbor" and ME.from_client(text)):
+    found = ev.origin()
+    if found is not None and found.layer == "model_client" and found.remote:
+        # The root cause arose in the model client reading the endpoint's answer, however the
+        # agent wrapped it: the whole chain's words, else what the client observed.
+        failure, site = _from_client_root(ev, found, _known(ctx))
+    elif owner in ("client", None) or (owner == "harbor" and ME.from_client(text)):
         tail = text.strip().splitlines()[-1] if text.strip() else ""
         failure = ME.classify(f"{message}\n{tail}", text, **_known(ctx))
     elif owner == "agent" and ctx.knows(SURFACED.name):
@@ -204,12 +211,59 @@ def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     return _verdict(ev, ctx, failure, message, site)
 
 
+# Where in the HTTP exchange a client's timeout fired: before the response's headers (the
+# endpoint never answered) or while reading its body or stream (it was answering).
+_BEFORE_ANSWER = re.compile(
+    r"_receive_response_headers|awaiting (?:response )?headers|_send_request|connect",
+    re.IGNORECASE,
+)
+_DURING_ANSWER = re.compile(
+    r"_receive_response_body|_receive_event.*body|iter_bytes|iter_lines|iter_raw|__next__|"
+    r"__anext__|_iter_events|read_chunk",
+    re.IGNORECASE,
+)
+
+
+def _from_client_root(
+    ev: TrialEvidence, found: C.Origin, known: dict[str, bool]
+) -> tuple[ME.EndpointFailure | None, Proof | None]:
+    """The kind of the endpoint failure behind a root cause in the model client."""
+    chain = ev.chain()
+    words = "\n".join(r.text for r in chain)
+    failure = ME.classify_words(words, **known)
+    root = found.root
+    if failure is None and root.name == "JSONDecodeError":
+        failure = ME.EndpointFailure("not_json", None, None)
+    elif failure is None and "timeout" in root.name.lower():
+        failure = ME.EndpointFailure("timeout", None, None)
+    elif failure is None and re.search(r"(?i)connect|disconnect|protocol", root.name):
+        failure = ME.EndpointFailure("unreachable", None, None)
+    if failure is not None and failure.kind == "timeout":
+        functions = " ".join(f.func for r in chain[:-1] for f in r.frames)
+        if _DURING_ANSWER.search(functions):
+            failure = ME.EndpointFailure("timeout_answering", None, None)
+        elif _BEFORE_ANSWER.search(functions):
+            failure = ME.EndpointFailure("unanswered", None, None)
+    site = None
+    if failure is not None:
+        where = ev.exception_source or "result.json exception_info"
+        raised_in = found.site.path.rsplit("/", 2)[-2:] if found.site else []
+        site = Proof(
+            "endpoint_response",
+            where,
+            short(root.text),
+            "the root cause of the exception chain, raised in the model client reading the "
+            "endpoint's answer" + (f" (called from {'/'.join(raised_in)})" if raised_in else ""),
+        )
+    return failure, site
+
+
 def _surfaced_in_harness(
     ev: TrialEvidence, kind: str, message: str, text: str, known: dict[str, bool]
 ) -> tuple[ME.EndpointFailure | None, Proof | None]:
     """The endpoint's failure behind a crash of the agent's own code, and the line showing it."""
     frames = frame_lines(text)
-    agent = [f for f in frames if owner_of(f[0]) == "agent"]
+    agent = [f for f in frames if owner_of(ev, f[0]) == "agent"]
     src = agent[-1][2] if agent else ""
     where = ev.exception_source or "result.json exception_info"
     if ME.from_client(message):
@@ -226,7 +280,7 @@ def _surfaced_in_harness(
                 short(src),
                 "the agent read the endpoint's response body here and it was not JSON",
             )
-        if kind in _MISSING_FIELD and model_call:
+        if kind in _MISSING_FIELD and (model_call or _usage_sent_before(ev)):
             for pattern, what in ((_NO_USAGE, "usage"), (_NO_CHOICES, "choices")):
                 if pattern.search(src) or pattern.search(message):
                     return ME.EndpointFailure(f"no_{what}", None, None), Proof(
@@ -242,6 +296,14 @@ def _surfaced_in_harness(
         if found is not None and found.kind != "not_json":
             return found, None
     return None, None
+
+
+def _usage_sent_before(ev: TrialEvidence) -> bool:
+    """The agent's own record shows model replies that carried usage: it talks to an endpoint
+    that sends it, so a reply read without it was the endpoint's doing."""
+    return any(
+        c.usage is not None and not c.usage.missing for log in ev.agent_logs() for c in log.calls
+    )
 
 
 def _verdict(
@@ -284,6 +346,17 @@ def _verdict(
     )
     if failure.kind in ("content_rejected", "internal_error"):
         return _one_request(ev, ctx, failure, own, head)
+    if failure.kind == "timeout_answering":
+        return Classification(
+            "agent_error",
+            "model_call_timed_out_generating",
+            "model",
+            "A model call timed out while the endpoint was sending its answer (the client's "
+            "timeout fired reading the response body or stream): the model was generating, "
+            "past the limit the agent's harness set. A runaway generation is the model's.",
+            head,
+            host,
+        )
     if failure.kind == "timeout":
         return Classification(
             "insufficient_evidence",
@@ -481,11 +554,25 @@ def _context(
 
 
 def _trial_told(ev: TrialEvidence) -> list[CW.Window]:
-    from audit.read import layout as L
-
     return CW.told_in_json(ev.text("config.json"), "config.json") + CW.told_in_text(
         ev.text(L.TRIAL_LOG), L.TRIAL_LOG
     )
+
+
+def failing_when_stopped(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """A trial the job's stop cut off while its requests were already failing for a proven
+    outside reason: trial.log's last line is the server refusing a request that fits the window
+    the agent was told (the stop only came first). None otherwise."""
+    text = ev.text(L.TRIAL_LOG) or ""
+    lines = [(n, ln) for n, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    if not lines:
+        return None
+    n, line = lines[-1]
+    failure = ME.classify_text(line)
+    if failure is None or failure.kind != "context_overflow":
+        return None
+    verdict = _context(ev, ctx, line, f"{L.TRIAL_LOG}:{n}", [f"{L.TRIAL_LOG}:{n}: {short(line)}"])
+    return verdict if verdict is not None and verdict.category == "infra" else None
 
 
 # --- the agent's own record of how its run ended -------------------------------------------

@@ -31,7 +31,7 @@ def agent_harness_crash(ev: TrialEvidence, ctx: JobContext) -> Classification | 
     if not kind or kind.endswith(("TimeoutError", "CancelledError")):
         return None
     text = exception_text(ev)
-    if innermost_owner(text) != "agent":
+    if innermost_owner(ev) != "agent":
         return None
     frame = next((p for p in reversed(frames(text)) if not STDLIB.search(p)), "")
     line = next((ln for ln in text.splitlines() if frame and frame in ln), "")
