@@ -23,7 +23,7 @@ same image, pulled beforehand on both sides (one warm-up trial per task each, no
    share, the step ratios, and where it saturates: the first step up in -n that turns under a
    quarter of its extra concurrency into extra trials/min (a doubling that gains < 25%).
 
-The cluster: tests/env/k8s/cluster.sh, started if `status` fails and then stopped at the end
+The cluster: setup/k8s/cluster.sh, started if `status` fails and then stopped at the end
 (left running otherwise); a namespace of this run's own, deleted at the end. Another session
 (a pytest run's k8s_cluster fixture stops any running cluster first) may stop or restart it
 under this run: the namespace is then gone, the run fails saying so, and a cluster that is no

@@ -1,6 +1,6 @@
 """The local stack's serving plane from its real containers: the router against a worker direct.
 
-The stand-in image (tests/env/serving_image.sh) runs as the local stack runs it: one worker
+The stand-in image (setup/serving_image.sh) runs as the local stack runs it: one worker
 container with the stack's `sglang serve` flags (dp 2, host network, the demo checkpoint
 mounted) and one router container with its flags (dp-aware, cache_aware), each command made by
 the components' own `serve_argv` / `router_argv` from Pulumi.local.yaml. The same chat

@@ -7,7 +7,6 @@ the same defaults as below. A missing peer is a test failure, never a skip.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ import pytest
 
 from components.seam import code as seam_code
 from components.seam.code import PROJECT_ROOT
+from tests.machine import setting
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBES = ROOT / "hostside" / "probes"
@@ -24,12 +24,13 @@ SHARED = ROOT.parent / "shared"
 TB21_TASKS = SHARED / "data" / "tb21-tasks"
 SAMPLE_JOBS = SHARED / "reference" / "harbor-sample-jobs"
 
-STATE = Path(os.environ.get("BENCHSTACK_TEST_STATE", "/var/lib/benchstack-test"))
-REGISTRY = os.environ.get("BENCHSTACK_REGISTRY", "127.0.0.1:5000")
-PROXY = os.environ.get("BENCHSTACK_PROXY", "127.0.0.1:27890")
-CANARY_IMAGE = os.environ.get("BENCHSTACK_CANARY_IMAGE", "benchstack/minbase:bookworm")
-HARBOR_VENV = Path(os.environ.get("BENCHSTACK_HARBOR_VENV", str(STATE / "harbor-0.21.0")))
-SSHD_PORT = int(os.environ.get("BENCHSTACK_SSHD_PORT", "22022"))
+# The peers' addresses and paths: setup/defaults.env's (tests/machine.py).
+STATE = Path(setting("TEST_STATE"))
+REGISTRY = setting("REGISTRY")
+PROXY = setting("PROXY")
+CANARY_IMAGE = setting("CANARY_IMAGE")
+HARBOR_VENV = STATE / f"harbor-{setting('HARBOR_VERSION')}"
+SSHD_PORT = int(setting("SSHD_PORT"))
 SSHD_DIR = STATE / "sshd"
 
 
@@ -43,10 +44,19 @@ PEER_FIXTURES = {
 }
 
 
+# What a real test waits for beyond the peers (tests/run.sh runs them in stages as the builds
+# finish): the Pulumi engine, the one-node cluster.
+STAGE_FIXTURES = {"engine": "engine", "k8s_cluster": "cluster"}
+
+
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
-        if PEER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if PEER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.real)
+        for fixture, marker in STAGE_FIXTURES.items():
+            if fixture in fixtures:
+                item.add_marker(getattr(pytest.mark, marker))
 
 
 

@@ -1,5 +1,5 @@
 """The local-k8s stack under the real engine: the demo tasks' trials as pods on the real test
-cluster (tests/env/k8s), Harbor on this host. The built `pulumi` CLI declares the trials'
+cluster (setup/k8s), Harbor on this host. The built `pulumi` CLI declares the trials'
 namespace, quota and the Harbor controller's rights through the built Kubernetes provider, the
 command provider runs the host steps (Harbor's install, the controller's kubeconfig, the cluster
 preflight, the launch with its watcher); the audit reads the job through the stack outputs; a
@@ -32,7 +32,7 @@ from tests.engine.conftest import Engine, changed, copy_project, ok, pulumi, set
 from tests.engine.test_cli import ProcessWatch
 from tests.k8s.cluster import Cluster
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.k8s_provider]
 
 STACK = "local-k8s"
 

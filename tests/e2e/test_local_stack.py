@@ -294,7 +294,7 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
               "hostside/tool_bundle.py": "tools-build", "hostside/proxy_bridge.py": "proxy-socat",
               "hostside/harbor_install.py": "job-install"}
     for rel in edited:
-        path = local.project / "components" / rel
+        path = local.project / rel
         path.write_text(path.read_text() + "\n# benchstack upgrade\n")
     expected = {**{step: "update" for step in edited.values()}, "local-code-copy": "update"}
     assert changed(local.preview()) == expected

@@ -1,5 +1,5 @@
 """The real Pulumi engine for the tests: the CLI, the Python language host and the command,
-Docker and Kubernetes providers tests/env/engine/build.sh built, driving copies of the project.
+Docker and Kubernetes providers setup/engine/build.sh built, driving copies of the project.
 
 Every test runs the CLI on a fresh copy of the project (the CLI writes `encryptionsalt`, secrets
 and config into the stack file and state into `.pulumi-state/`, which must never touch the

@@ -1,12 +1,13 @@
-"""Where tests/env/engine/build.sh put the Pulumi engine (shared by the tests and inline.py)."""
+"""Where setup/engine/build.sh put the Pulumi engine (shared by the tests and the benchmarks)."""
 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
-ENGINE_DIR = Path(os.environ.get("BENCHSTACK_ENGINE_DIR", "/var/lib/benchstack-engine"))
+from tests.machine import setting
+
+ENGINE_DIR = Path(setting("ENGINE_DIR"))
 
 
 def engine_root() -> Path:

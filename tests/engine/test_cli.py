@@ -56,6 +56,7 @@ def test_cli_is_built_and_not_older_than_the_sdk_pin(engine: Engine, project: Pa
     assert os.access(engine.root / "bin" / "pulumi-language-python-exec", os.X_OK)
 
 
+@pytest.mark.k8s_provider
 def test_the_providers_are_the_ones_the_sdk_pins_ask_for(engine: Engine, project: Path) -> None:
     """`pulumi plugin ls` holds exactly the command and Docker providers built from
     ../shared/vendor and the Kubernetes provider built from its Go module, at the versions of

@@ -1,7 +1,7 @@
 """The Kubernetes provider for real: the `pulumi-resource-kubernetes` that
-tests/env/engine/build.sh built from the Go module proxy (`kubernetes-4.25.0`), driven by the
+setup/engine/build.sh built from the Go module proxy (`kubernetes-4.25.0`), driven by the
 real CLI and language host with the `pulumi-kubernetes` SDK the project pins, against the real
-one-node cluster of tests/env/k8s (the `k8s_cluster` fixture). A Namespace and a ConfigMap in
+one-node cluster of setup/k8s (the `k8s_cluster` fixture). A Namespace and a ConfigMap in
 it are created through an explicit provider whose kubeconfig is a stack secret, read back with
 kubectl, refreshed without a diff, changed (the Namespace's label in place; the ConfigMap's data
 by replacement, the provider's default for a ConfigMap) and destroyed; kubectl then finds
@@ -19,7 +19,7 @@ import yaml
 from tests.engine.conftest import Engine, changed, copy_project, ok, pulumi, set_config
 from tests.k8s.cluster import Cluster
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.k8s_provider]
 
 STACK = "local"
 CONFIG_MAP = "benchstack-probe"

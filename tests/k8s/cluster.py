@@ -1,4 +1,4 @@
-"""The k8s tests' peer: a real one-node Kubernetes (tests/env/k8s/cluster.sh) started once per
+"""The k8s tests' peer: a real one-node Kubernetes (setup/k8s/cluster.sh) started once per
 session by the `k8s_cluster` fixture and stopped at its end. A cluster that cannot start fails
 the tests, it never skips them.
 
@@ -26,14 +26,15 @@ from typing import Any
 import pytest
 
 from tests.conftest import HARBOR_VENV, REGISTRY, ROOT
+from tests.machine import setting
 
-K8S_ENV = ROOT / "tests" / "env" / "k8s"
+K8S_ENV = ROOT / "setup" / "k8s"
 CLUSTER_SH = K8S_ENV / "cluster.sh"
 HOSTSTATE = K8S_ENV / "hoststate.py"
-K8S_DIR = Path(os.environ.get("BENCHSTACK_K8S_DIR", "/var/lib/benchstack-k8s"))
+K8S_DIR = Path(setting("K8S_DIR"))
 KUBECONFIG = K8S_DIR / "admin.kubeconfig"
-BRIDGE = os.environ.get("BENCHSTACK_K8S_BRIDGE", "bsk8s0")
-POD_SUBNET = os.environ.get("BENCHSTACK_K8S_POD_SUBNET", "10.250.0.0/24")
+BRIDGE = setting("K8S_BRIDGE")
+POD_SUBNET = setting("K8S_POD_SUBNET")
 TASKS = Path(__file__).with_name("tasks")
 IMAGE = f"{REGISTRY}/benchstack/minbase:bookworm"
 # The Python client Harbor's ack environment imports (tests/env/setup.sh pins it in Harbor's venv).

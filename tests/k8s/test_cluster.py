@@ -1,4 +1,4 @@
-"""The test cluster itself (tests/env/k8s/cluster.sh): a Ready node of the built version, pods
+"""The test cluster itself (setup/k8s/cluster.sh): a Ready node of the built version, pods
 from the local registry that run and take `kubectl exec`, ResourceQuota admission and the
 controllers behind it, the pods' own bridge, and a stop that leaves the host as it was found."""
 

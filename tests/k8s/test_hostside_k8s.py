@@ -29,7 +29,7 @@ from tests.conftest import REGISTRY, ScriptResult
 from tests.hostplane.steps import run_step
 from tests.k8s.cluster import BRIDGE, IMAGE, Cluster, sleeper
 
-# bookworm + python3 (tests/env/serving_image.sh): an image that can fetch a URL.
+# bookworm + python3 (setup/serving_image.sh): an image that can fetch a URL.
 PYTHON_IMAGE = f"{REGISTRY}/benchstack/sglang-standin:0.3.2"
 TASKS = ["k8s-hello", "k8s-where"]
 

@@ -1,4 +1,4 @@
-"""The stand-in serving image for real (tests/env/serving_image.sh, pushed by setup.sh): two
+"""The stand-in serving image for real (setup/serving_image.sh, pushed by setup.sh): two
 workers and a router, each a container of the image from the registry the local stack pulls
 from, run with the commands the SGLangWorker and Router components declare (host network,
 uid 1000:1000, the demo checkpoint mounted read-only), the real sglang-router 0.3.2 in front.

@@ -32,7 +32,7 @@ parameters, the DP rank the router pinned, this worker's host:port, the episode 
 timestamp; with --request-log FILE also appended to FILE with the whole body. Progress and
 warnings go to stderr. Unknown flags (SGLang has hundreds) are ignored with a warning.
 
-Tests only: never shipped as product (tests/env/serving_image.sh packages it, with a `sglang`
+Tests only: never shipped as product (setup/serving_image.sh packages it, with a `sglang`
 shim, as the local stack's CPU "model"). Standard library only, so it runs from any Python 3.11+.
 
     python tests/standins/sglang_worker.py --host 127.0.0.1 --port 30001 \

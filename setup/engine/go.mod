@@ -1,4 +1,4 @@
-// The wrapper module that builds the Pulumi CLI the real-engine tests run (tests/env/engine/build.sh).
+// The wrapper module that builds the Pulumi CLI and its Python language host (setup/engine/build.sh).
 // `go install github.com/pulumi/pulumi/pkg/v3/cmd/pulumi@v3.274.1` is refused because pkg's
 // go.mod has replace directives; this module requires pkg and sdk at the same tag instead and
 // repeats the one upstream replace that points at another module version.

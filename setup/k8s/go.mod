@@ -1,4 +1,4 @@
-// The wrapper module that builds the Kubernetes binaries the k8s tests run (tests/env/k8s/build.sh).
+// The wrapper module that builds the one-node cluster's Kubernetes binaries (setup/k8s/build.sh).
 // `go install k8s.io/kubernetes/cmd/...@v1.34.4` is refused because kubernetes' go.mod replaces
 // its staging modules with ./staging paths; this module requires kubernetes and points each
 // staging module at its published release of the same tag (v0.34.4) instead.

@@ -63,7 +63,7 @@ def run(*args: str, check: bool = False) -> subprocess.CompletedProcess:
 
 
 def bridge() -> str:
-    return os.environ.get("BENCHSTACK_K8S_BRIDGE", "bsk8s0")
+    return os.environ["BENCHSTACK_K8S_BRIDGE"]  # cluster.sh and the tests set it
 
 
 def owned() -> list[str]:

@@ -13,31 +13,34 @@
 #   cluster.sh status   exit 0 when the apiserver answers and the node is Ready (prints the line)
 #
 # Failures: one line on stderr; the components' logs are under $STATE/logs.
-# Inputs (environment, with defaults):
-#   BENCHSTACK_K8S_DIR          builds and the admin kubeconfig   (/var/lib/benchstack-k8s)
+# Inputs (environment, with defaults; those not given here are setup/defaults.env's):
+#   BENCHSTACK_K8S_DIR          builds and the admin kubeconfig
 #   BENCHSTACK_K8S_STATE        the cluster's files and logs      ($BENCHSTACK_K8S_DIR/cluster)
 #   BENCHSTACK_K8S_RUN          sockets and runtime state (tmpfs) (/run/benchstack-k8s)
 #   BENCHSTACK_K8S_API_PORT     kube-apiserver on 127.0.0.1       (16443)
 #   BENCHSTACK_K8S_ETCD_PORT    etcd clients on 127.0.0.1 (peers: +1) (12379)
 #   BENCHSTACK_K8S_KUBELET_PORT kubelet on 127.0.0.1 (healthz: -2) (10250)
-#   BENCHSTACK_K8S_POD_SUBNET   the pods' addresses               (10.250.0.0/24)
+#   BENCHSTACK_K8S_POD_SUBNET   the pods' addresses
 #   BENCHSTACK_K8S_SERVICE_SUBNET  service addresses (none routed) (10.251.0.0/24)
-#   BENCHSTACK_K8S_BRIDGE       the CNI bridge's name             (bsk8s0)
-#   BENCHSTACK_REGISTRY         plain-HTTP registry pods pull from (127.0.0.1:5000)
+#   BENCHSTACK_K8S_BRIDGE       the CNI bridge's name
+#   BENCHSTACK_REGISTRY         plain-HTTP registry pods pull from
 #   BENCHSTACK_K8S_WAIT         seconds to wait for each stage    (120)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-K8S_DIR=${BENCHSTACK_K8S_DIR:-/var/lib/benchstack-k8s}
+# shellcheck source=setup/lib.sh
+source "$HERE/../lib.sh"
+load_defaults
+K8S_DIR=$BENCHSTACK_K8S_DIR
 STATE=${BENCHSTACK_K8S_STATE:-$K8S_DIR/cluster}
 RUN=${BENCHSTACK_K8S_RUN:-/run/benchstack-k8s}
 API_PORT=${BENCHSTACK_K8S_API_PORT:-16443}
 ETCD_PORT=${BENCHSTACK_K8S_ETCD_PORT:-12379}
 KUBELET_PORT=${BENCHSTACK_K8S_KUBELET_PORT:-10250}
-POD_SUBNET=${BENCHSTACK_K8S_POD_SUBNET:-10.250.0.0/24}
+POD_SUBNET=$BENCHSTACK_K8S_POD_SUBNET
 SERVICE_SUBNET=${BENCHSTACK_K8S_SERVICE_SUBNET:-10.251.0.0/24}
-BRIDGE=${BENCHSTACK_K8S_BRIDGE:-bsk8s0}
-REGISTRY=${BENCHSTACK_REGISTRY:-127.0.0.1:5000}
+BRIDGE=$BENCHSTACK_K8S_BRIDGE
+REGISTRY=$BENCHSTACK_REGISTRY
 WAIT=${BENCHSTACK_K8S_WAIT:-120}
 
 KUBECONFIG_ADMIN=$K8S_DIR/admin.kubeconfig
@@ -300,7 +303,7 @@ start() {
   local tool
   for tool in etcd containerd containerd-shim-runc-v2 runc ctr openssl python3 curl ip /usr/lib/cni/bridge; do
     command -v "$tool" >/dev/null || [[ -x "$tool" ]] \
-      || die "'$tool' not found: run tests/env/setup.sh (it installs the cluster's Debian packages)"
+      || die "'$tool' not found: run setup/setup.sh --stack local-k8s (it installs the cluster's Debian packages)"
   done
   BIN=$(bash "$HERE/build.sh") || die "the Kubernetes build failed (see the line above)"
   PAUSE_IMAGE=$(jq -r .pause_image "$K8S_DIR/current/status.json")

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the Kubernetes binaries of the k8s tests' one-node cluster (tests/env/k8s/cluster.sh)
+# Builds the Kubernetes binaries of the one-node cluster (cluster.sh: the local-k8s stack's and
+# the k8s tests')
 # from Go modules, once per set of inputs: kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubelet and kubectl from this wrapper module (see go.mod), and the pause image
 # from pause.c inside the kubernetes module, packed as an image archive that
@@ -14,14 +15,15 @@
 #   current -> the newest build-<hash>
 # A part is rebuilt only when its inputs change (a warm run only hashes); prints the bin dir.
 #
-# Inputs (environment, with defaults):
-#   BENCHSTACK_K8S_DIR   where builds go    (/var/lib/benchstack-k8s)
-#   GO                   the go command     (go)
-#   CC                   the C compiler     (gcc)
+# Inputs (environment): BENCHSTACK_K8S_DIR (where builds go; setup/defaults.env), GO (the go
+# command, `go`), CC (the C compiler, `gcc`).
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-K8S_DIR=${BENCHSTACK_K8S_DIR:-/var/lib/benchstack-k8s}
+# shellcheck source=setup/lib.sh
+source "$HERE/../lib.sh"
+load_defaults
+K8S_DIR=$BENCHSTACK_K8S_DIR
 GO=${GO:-go}
 CC=${CC:-gcc}
 
@@ -34,7 +36,7 @@ die() { printf 'k8s-build: %s\n' "$*" >&2; exit 1; }
 
 command -v "$GO" >/dev/null || die "no Go toolchain ('$GO' not found): install Go >= 1.24"
 for tool in "$CC" jq sha256sum tar; do
-  command -v "$tool" >/dev/null || die "'$tool' not found (setup.sh installs the build's Debian packages)"
+  command -v "$tool" >/dev/null || die "'$tool' not found (setup/setup.sh --stack local-k8s installs the build's Debian packages)"
 done
 version=$(awk '$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit }' "$HERE/go.mod")
 [[ "$version" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] || die "no k8s.io/kubernetes require in $HERE/go.mod"

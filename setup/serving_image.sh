@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the stand-in SGLang serving image (tests and the local stack only, never shipped) and
+# Builds the stand-in SGLang serving image (the local rehearsal and the tests only, never the
+# product: the stand-in itself is tests/standins/, packed in as data) and
 # pushes it to the loopback registry the local stack pulls from, as
 # $BENCHSTACK_REGISTRY/benchstack/sglang-standin:<sglang-router version>.
 #
@@ -12,12 +13,11 @@
 # Idempotent, cached by the hash of its inputs (this script, with the versions in it; the
 # stand-in; the shim): the image carries the hash as a label and the stamp file keeps it, so a
 # second run with the same inputs only reads the registry's label. The rootfs tarball and the
-# router's packages are cached per machine under $BENCHSTACK_TEST_STATE/sglang-standin.
+# router's packages are cached per machine under $BENCHSTACK_STATE/sglang-standin.
 #
-# Inputs (environment, defaults shared with setup.sh and tests/conftest.py):
-#   BENCHSTACK_TEST_STATE   cache directory (default /var/lib/benchstack-test)
-#   BENCHSTACK_REGISTRY     the registry to push to (default 127.0.0.1:5000)
-#   BENCHSTACK_PYTHON       a Python 3.11 for pip (default python3.11: bookworm's python3)
+# Inputs (environment; defaults in setup/defaults.env): BENCHSTACK_STATE (the cache's parent),
+# BENCHSTACK_REGISTRY (the registry to push to), BENCHSTACK_PYTHON (a Python 3.11 for pip:
+# bookworm's python3).
 set -euo pipefail
 
 ROUTER_VERSION=0.3.2
@@ -25,10 +25,12 @@ SUITE=bookworm
 IMAGE=benchstack/sglang-standin:$ROUTER_VERSION
 BASE=benchstack/sglang-standin-base:$SUITE
 
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-STATE=${BENCHSTACK_TEST_STATE:-/var/lib/benchstack-test}
-REGISTRY=${BENCHSTACK_REGISTRY:-127.0.0.1:5000}
-PYTHON=${BENCHSTACK_PYTHON:-python3.11}
+# shellcheck source=setup/lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+load_defaults
+STATE=$BENCHSTACK_STATE
+REGISTRY=$BENCHSTACK_REGISTRY
+PYTHON=$BENCHSTACK_PYTHON
 CACHE=$STATE/sglang-standin
 STANDIN=$ROOT/tests/standins/sglang_worker.py
 SHIM=$ROOT/tests/standins/sglang
@@ -56,11 +58,7 @@ if [[ "$(label_of "$IMAGE")" != "$want" ]]; then
   # --- the rootfs: debootstrap minbase with python3, once per machine ---------------------
   rootfs_tar=$CACHE/$SUITE-minbase-python3.tar
   if [[ ! -s "$rootfs_tar" ]]; then
-    # The mirror comes from this machine's apt sources, as setup.sh takes it: no host is named.
-    mirror=$(grep -hoE '^URIs:\s*\S+' /etc/apt/sources.list.d/*.sources 2>/dev/null \
-      | awk '{print $2}' | grep -v security | head -n1 || true)
-    [[ -n "$mirror" ]] || mirror=$(awk '$1=="deb"{print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-    [[ -n "$mirror" ]] || die "no Debian mirror found in the apt sources for debootstrap"
+    mirror=$(debian_mirror)
     rootfs=$(mktemp -d); scratch+=("$rootfs")
     timeout 1200 debootstrap --variant=minbase --include=python3 "$SUITE" "$rootfs" "$mirror" \
       >"$CACHE/debootstrap.log" 2>&1 || die "debootstrap failed; see $CACHE/debootstrap.log"

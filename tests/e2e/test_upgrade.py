@@ -1,0 +1,112 @@
+"""An old stack upgrades in place: the local stack brought up by the release before the three-
+package layout (hostside/ and contracts/ out of components/, the typed seam, one name per value)
+is updated by this tree's `up` without replacing a resource: the host code is copied again and
+the steps whose command changed run their idempotent create again; the running job goes on.
+The preview's diff is written to the test's output (`pytest -s` shows it).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from contracts import outputs as keys
+from tests.conftest import ROOT
+from tests.e2e.conftest import DAEMON_JSON, LocalStack, docker0_address
+from tests.e2e.test_local_stack import assert_demo_scores, audit_json, leftovers, wait_for_job
+from tests.engine.conftest import Engine, copy_project, ok, pulumi, steps
+
+pytestmark = pytest.mark.real
+
+# The last commit with the old layout (components/hostside, components/host.py).
+PREVIOUS_RELEASE = "7fa2f99"
+
+
+def checkout(commit: str, dest: Path) -> Path:
+    """The project at `commit`, as a fresh clone of it has it (with this test env's venv)."""
+    archive = subprocess.run(["git", "archive", "--format=tar", commit], cwd=ROOT,
+                             capture_output=True, check=False)
+    assert archive.returncode == 0, (
+        f"commit {commit} is not in this clone's history: {archive.stderr.decode()[-300:]}")
+    dest.mkdir(parents=True)
+    tar = dest / "release.tar"
+    tar.write_bytes(archive.stdout)
+    with tarfile.open(tar) as t:
+        t.extractall(dest, filter="data")
+    tar.unlink()
+    (dest / ".venv").symlink_to(Path(ROOT / ".venv").resolve())
+    shared = dest.parent / "shared"
+    if not shared.exists():
+        shared.symlink_to(ROOT.parent / "shared")
+    return dest
+
+
+def test_a_stack_of_the_previous_release_upgrades_in_place(
+    engine: Engine, tmp_path: Path, target_url: str, canary_from_mirror: None, harbor_bin: Path
+):
+    workspace = tmp_path / "workspace"
+    daemon_before = DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None
+    docker0_before = docker0_address()
+    old = LocalStack(engine, checkout(PREVIOUS_RELEASE, tmp_path / "old" / "benchstack"),
+                     workspace)
+    new = LocalStack(engine, copy_project(tmp_path / "new"), workspace)
+    try:
+        ok(pulumi(engine, old.project, "stack", "select", "--create", "local"))
+        old.config("benchstack:workspace", str(workspace))
+        old.config("--path", "benchstack:proxy.check_url", target_url)
+        old.up()
+        before = old.outputs()
+        urns = {r["urn"] for r in old.resources()}
+
+        # The new tree takes over the state and the stack file (as `git pull` would).
+        shutil.rmtree(new.project / ".pulumi-state")
+        shutil.copytree(old.project / ".pulumi-state", new.project / ".pulumi-state",
+                        symlinks=True)
+        (new.project / "Pulumi.local.yaml").write_text(
+            (old.project / "Pulumi.local.yaml").read_text())
+
+        human = ok(new.cli("preview", "--diff"))
+        print(f"\n--- `pulumi preview --diff` of the upgrade ---\n{human.stdout}")
+        plan = steps(new.preview())
+        ops = {name: op for name, op in plan.items() if op not in ("same", "read")
+               and not name.startswith("benchstack-")}
+        assert not [n for n, op in ops.items() if op != "update"], ops
+        # The host code and every step whose command names it; nothing else.
+        assert "local-code-copy" in ops and "job-launch" in ops, ops
+        assert all(n.endswith(("-code-copy", "-apply", "-build", "-socat", "-install",
+                               "-dataset", "-configs", "-preflight", "-launch", "-pull",
+                               "-ready", "-write", "-check", "-stage", "-image-load"))
+                   for n in ops), ops
+
+        done = steps(new.up())
+        assert {n: op for n, op in done.items() if op not in ("same", "read")
+                and not n.startswith("benchstack-")} == ops
+        after = new.outputs()
+        assert after[keys.JOB_DIR] == before[keys.JOB_DIR]
+        assert {r["urn"] for r in new.resources()} == urns, "a resource was added or dropped"
+        shipped = workspace / ".benchstack" / "code"
+        assert (shipped / "hostside" / "harbor_launch.py").is_file()
+        assert (shipped / "contracts" / "jobdir.py").is_file()
+        assert not (shipped / "components").exists(), "the old layout's code is still there"
+        new.preview("--expect-no-changes")
+
+        wait_for_job(after)
+        assert_demo_scores(audit_json(after[keys.JOB_DIR]))
+        new.destroy()
+        assert leftovers(after[keys.JOB_NAME]) == {"containers": [], "networks": [],
+                                                   "processes": []}
+        assert (Path(after[keys.JOB_DIR]) / "result.json").is_file(), "destroy lost the results"
+        assert json.loads((Path(after[keys.JOB_DIR]) / "result.json").read_text())
+        assert (DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None) == daemon_before
+        assert docker0_address() == docker0_before
+    finally:
+        for stack in (new, old):
+            exported = stack.cli("stack", "export")
+            if exported.returncode == 0 and exported.json()["deployment"].get("resources"):
+                stack.destroy()
+                break
