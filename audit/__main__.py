@@ -9,7 +9,8 @@
                     [--reference-score 73.0] [--provenance FILE]
 
 Exit status: 0 when the report was written, 2 when an input is unusable (one line on stderr
-naming what to fix).
+naming what to fix), 3 with --strict when the report was written but its raw score cannot be
+quoted (audit/score/quotable.py; the verdict is on stderr too).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from audit.score import adjudications as adj
 from audit.score.merge import merge_reports
 
 log = logging.getLogger("audit")
+NOT_QUOTABLE = 3
 
 
 class UsageError(Exception):
@@ -82,6 +84,12 @@ def _audit_parser() -> argparse.ArgumentParser:
         help="the dataset commit the leaderboard uses, for the conformance line",
     )
     p.add_argument("--format", choices=FORMATS, default="table")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 3 when the raw score cannot be quoted (too many trials not judged on the "
+        "model: infra, cancelled or unexplained); the report is written all the same",
+    )
     p.add_argument(
         "--out",
         type=Path,
@@ -259,6 +267,9 @@ def run_audit(argv: list[str]) -> int:
         log.info("wrote %s report to %s", args.format, args.out)
     else:
         sys.stdout.write(text)
+    if args.strict and report.quotable is not None and not report.quotable.quotable:
+        print(f"audit: raw score not quotable: {report.quotable.verdict}", file=sys.stderr)
+        return NOT_QUOTABLE
     return 0
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import re
 
+from audit.judge import model_endpoint as ME
 from audit.judge.detectors import CLUSTER, DETECTORS, JobContext
 from audit.judge.detectors.endpoint import failing_when_stopped
 from audit.judge.job_state import trial_left_mid_phase
@@ -41,9 +42,11 @@ from audit.judge.verdict import (
     exception_quote,
     exception_where,
     excuse,
+    short,
 )
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
+from audit.read.reached import Reached, model_reached
 from contracts.jobdir import never_ran
 
 __all__ = ["CATEGORIES", "PASS_REWARD", "Classification", "classify"]
@@ -247,6 +250,11 @@ def _fallback(ev: TrialEvidence, etype: str | None, reward: float | None) -> Cla
             f"The agent ran out of time; {graded}. No infra signature in the evidence.",
             exception_line(ev) + _verifier_tail(ev),
         )
+    reached = model_reached(ev)
+    if reached.answer == "no model" and reward is not None:
+        return _no_model(ev, reward)
+    if reached.answer == "no" and etype != "AgentTimeoutError":
+        return never_reached(ev, reached)
     if reward is not None:
         return Classification(
             "agent_error",
@@ -272,6 +280,79 @@ def _fallback(ev: TrialEvidence, etype: str | None, reward: float | None) -> Cla
         "The trial has neither a reward nor an exception: verification was disabled or its "
         "result was lost.",
         [],
+    )
+
+
+def _no_model(ev: TrialEvidence, reward: float) -> Classification:
+    """A graded trial of an agent that asks no model: its grade judges the task, not a model."""
+    if (ev.agent().name or "").lower() == "nop":
+        return Classification(
+            "agent_error",
+            "nop_no_attempt",
+            "agent",
+            f"Harbor's nop agent does nothing by design, so the verifier's {reward:g} is what a "
+            "nop run is for: it shows the verifier does not pass the untouched task. No model "
+            "was asked anything; do not count this trial in a model's score.",
+            _verifier_tail(ev),
+        )
+    return Classification(
+        "insufficient_evidence",
+        "oracle_solution_failed",
+        "verifier",
+        f"Harbor's oracle ran the task's reference solution and the verifier graded it "
+        f"{reward:g}: the task, its image or its verifier is broken (no model was asked). Read "
+        f"{L.AGENT_ORACLE_LOG} and the verifier output.",
+        _oracle_tail(ev) + _verifier_tail(ev),
+    )
+
+
+def _oracle_tail(ev: TrialEvidence) -> list[str]:
+    text = ev.text(L.AGENT_ORACLE_LOG) or ""
+    lines = [(i, ln.strip()) for i, ln in enumerate(text.splitlines(), 1) if ln.strip()]
+    return [f"{L.AGENT_ORACLE_LOG}:{i}: {short(ln)}" for i, ln in lines[-2:]]
+
+
+def never_reached(ev: TrialEvidence, reached: Reached) -> Classification:
+    """No model call of the trial was answered: whatever was graded is not the model's. An
+    outside reason for it (the endpoint's words on a failed call, a model or route the endpoint
+    does not know: the operator's launch configuration) is infra; otherwise insufficient."""
+    words = reached.first_error or ""
+    where = next(
+        (c.where for log in ev.agent_logs() for c in log.calls if c.error), None
+    ) or exception_where(ev)
+    if not words:
+        found = ev.origin()
+        words = found.root.text if found else ""
+    failure = ME.classify_words(words) if words else None
+    outside = failure is not None and (
+        failure.kind in ME.INFRA_KINDS
+        or failure.kind == "unanswered"
+        or (failure.kind == "bad_request" and failure.status == 404)
+    )
+    lead = exception_line(ev) + [f"model reached: {reached.line()}"]
+    if outside and failure is not None:
+        what = (
+            "the endpoint does not know the model or route it was asked for (404): the "
+            "operator's launch configuration (base URL, model name)"
+            if failure.kind == "bad_request"
+            else ME.KIND_TEXT.get(failure.kind, failure.kind)
+        )
+        return excuse(
+            "infra",
+            "model_never_reached",
+            "model",
+            f"No model call of this trial was answered ({what}), so nothing graded here is the "
+            "model's work. Fix the endpoint or the launch configuration and rerun.",
+            [Proof("endpoint_response", where, short(words), "every model call failed")],
+            lead=lead,
+        )
+    return Classification(
+        "insufficient_evidence",
+        "model_never_reached_unexplained",
+        "model",
+        "No model call of this trial was answered and nothing shows why: the grade cannot be "
+        "the model's, nor is an outside cause proven. Read the agent's log of its first call.",
+        lead + _verifier_tail(ev),
     )
 
 

@@ -17,14 +17,18 @@ from audit.judge.classify import CATEGORIES, PASS_REWARD, Classification, classi
 from audit.judge.context import JobContext
 from audit.judge.job_state import read_job_run
 from audit.judge.rules import CompiledRule, load_rules
+from audit.judge.signatures import meaning
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
 from audit.read.models import PHASES, JobConfig, JobResult, parse_time
+from audit.read.reached import model_reached
 from audit.score.adjudications import Adjudication
 from audit.score.attempts import Attempts, attempts_of
 from audit.score.conformance import Conformance
 from audit.score.conformance import check as check_conformance
 from audit.score.merge import Merge
+from audit.score.quotable import Quotable
+from audit.score.quotable import judge as judge_quotable
 from audit.score.rows import JobInfo, ProofOut, Tokens, TrialRow
 from audit.score.scores import CI_LEVEL, AdjustedScore, Score, minus_reference, pct
 from audit.score.scores import Out as _Out
@@ -107,6 +111,12 @@ class Report(_Out):
     conformance: Conformance | None = None
     merge: Merge | None = None  # set when the job is audited with its reruns
     provenance: dict | None = None
+    # How many trials reached the model: yes / no / unknown / no model.
+    model_reached: dict[str, int] = {}
+    # Can the raw score be quoted (audit/score/quotable.py)? Set by build_report.
+    quotable: Quotable | None = None
+    # One line of meaning per signature seen (audit/judge/signatures.py).
+    signature_meanings: dict[str, str] = {}
 
 
 def build_report(
@@ -250,7 +260,17 @@ def build_report(
             provenance=provenance,
         ),
         provenance=provenance,
+        model_reached=_reached_counts(rows),
+        quotable=judge_quotable(raw, adjusted, categories, missing),
+        signature_meanings={s: meaning(s) for s in signatures},
     )
+
+
+def _reached_counts(rows: list[TrialRow]) -> dict[str, int]:
+    counts = {answer: 0 for answer in ("yes", "no", "unknown", "no model")}
+    for r in rows:
+        counts[r.model_reached] = counts.get(r.model_reached, 0) + 1
+    return counts
 
 
 def _denominators(rows: list[TrialRow], raw: Score, job_result: JobResult | None) -> Denominators:
@@ -300,6 +320,7 @@ def _read_model(layout: L.JobLayout, rel: str, model: type[BaseModel], problems:
 
 
 def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
+    reached = model_reached(ev)
     result = ev.result
     info = result.exception_info if result else None
     agent = result.agent_result if result else None
@@ -328,6 +349,9 @@ def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
             ProofOut(cause=p.cause, where=p.where, quote=p.quote, reading=p.reading)
             for p in c.proof
         ],
+        model_reached=reached.answer,
+        model_reached_detail=reached.line(),
+        meaning=meaning(c.signature),
         tokens=Tokens(
             input=(agent.n_input_tokens or 0) if agent else 0,
             cache=(agent.n_cache_tokens or 0) if agent else 0,

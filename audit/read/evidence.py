@@ -80,6 +80,8 @@ class TrialEvidence:
     _json: dict[str, object] = field(default_factory=dict, repr=False)
     _log_exchanges: list[Exchange] | None = field(default=None, repr=False)
     _chain: tuple[C.Raised, ...] | None = field(default=None, repr=False)
+    # Facts derived from the files, read once (audit/read/reached.py).
+    facts: dict[str, object] = field(default_factory=dict, repr=False)
     # result.json was absent (result may then be rebuilt from the other files).
     result_missing: bool = False
     # Where the exception was read from when it is not result.json's exception_info.

@@ -49,6 +49,12 @@ class TrialRow(_Out):
     tokens: Tokens
     # What proves an outside cause, for the verdicts listed for rerun (empty otherwise).
     proof: list[ProofOut] = []
+    # Was the model reached (audit/read/reached.py): yes, no, unknown or "no model", and the
+    # line it rests on (replies, failed calls, tokens, the first call's outcome).
+    model_reached: str = "unknown"
+    model_reached_detail: str = ""
+    # The registered meaning of the signature (audit/judge/signatures.py).
+    meaning: str = ""
 
 
 class JobInfo(_Out):

@@ -225,3 +225,44 @@ def test_every_format_carries_the_intervals_and_both_denominators(seed_job, run_
         assert "raw: yes, adjusted: yes" in text, fmt
         assert "61/85 = 71.76" in text, fmt  # Harbor 0.26: the 4 trials without a reward drop
         assert "0.21 (its reported mean" in text, fmt
+
+
+def test_every_format_says_if_the_raw_score_can_be_quoted_and_if_the_model_was_reached(
+    seed_job, run_cli
+):
+    """Raw (every trial counts) and adjusted, the share of non-passes that are infra or
+    unexplained, the verdict, and the model-reached counts, in every format."""
+    data = json.loads(run_cli(str(seed_job), "--format", "json").stdout)
+    q = data["quotable"]
+    # The seed: 5 infra of 30 non-passes; shifting the raw score by at most 5/89 stays within
+    # half its 95% interval.
+    assert (q["outside"], q["unexplained"], q["non_passes"]) == (5, 0, 30)
+    assert q["largest_shift"] == round(100 * 5 / 89, 2)
+    assert q["quotable"] is True and q["tolerance"] > q["largest_shift"]
+    assert data["model_reached"]["yes"] == 89
+    assert all(t["model_reached"] == "yes" and t["model_reached_detail"] for t in data["trials"])
+    for fmt in ("table", "markdown", "html"):
+        out = run_cli(str(seed_job), "--format", fmt).stdout
+        assert "raw score quotable" in out and "model reached" in out, fmt
+        assert "5 of 30 non-passes" in out, fmt
+
+
+def test_strict_exits_3_when_the_raw_score_cannot_be_quoted(run_cli, tmp_path):
+    from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
+
+    specs = [TrialSpec(f"t{i}", reward=1.0, verifier_stdout=PYTEST_PASS) for i in range(8)]
+    specs += [TrialSpec(f"w{i}", reward=0.0, verifier_stdout=PYTEST_FAIL) for i in range(8)]
+    clean = write_job(tmp_path / "a", "clean", specs)
+    assert run_cli(str(clean), "--strict").returncode == 0
+    # Six verifiers of 22 trials failed on a proxy's 502: 27 points, more than the interval.
+    broken = specs + [
+        TrialSpec(f"n{i}", reward=0.0, verifier_stdout="+ apt-get update\n" + apt_502("curl"))
+        for i in range(6)
+    ]
+    job = write_job(tmp_path / "b", "broken", broken)
+    res = run_cli(str(job), "--strict", "--format", "json")
+    assert res.returncode == 3, res.stderr
+    assert json.loads(res.stdout)["quotable"]["quotable"] is False
+    assert "raw score not quotable" in res.stderr
+    # Without --strict the same report exits 0.
+    assert run_cli(str(job)).returncode == 0

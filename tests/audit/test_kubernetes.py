@@ -363,7 +363,11 @@ def test_a_graded_trial_keeps_its_grade(tmp_path):
     (job / trial / L.TRIAL_RESULT).write_text(json.dumps(result))
     (job / trial / L.TRIAL_EXCEPTION).unlink()
     row = audit(job)
-    assert (row.category, row.signature) == ("agent_error", "graded_fail")
+    # The captures ran Harbor's oracle: a graded 0 of its reference solution is the task's, and
+    # the pod's deletion after grading excuses nothing.
+    assert result["agent_info"]["name"] == "oracle"
+    assert (row.category, row.signature) == ("insufficient_evidence", "oracle_solution_failed")
+    assert row.proof == []
 
 
 @pytest.mark.parametrize(

@@ -10,16 +10,18 @@ from tests.conftest import SAMPLE_JOBS
 
 # trial dir -> (category, signature), for every trial of every sample job.
 EXPECTED = {
-    "nop-fail": {"hello-file__dULNQZw": ("agent_error", "graded_fail")},
+    # Harbor's nop asks no model: its 0 is what a nop run is for, not a model failure.
+    "nop-fail": {"hello-file__dULNQZw": ("agent_error", "nop_no_attempt")},
     "oracle-attempts": {
-        "hello-file-wrong__URSpSsG": ("agent_error", "graded_fail"),
-        "hello-file-wrong__v8sQTyr": ("agent_error", "graded_fail"),
+        # The oracle's reference solution failed: the task is broken, no model was asked.
+        "hello-file-wrong__URSpSsG": ("insufficient_evidence", "oracle_solution_failed"),
+        "hello-file-wrong__v8sQTyr": ("insufficient_evidence", "oracle_solution_failed"),
         "hello-file__BiEg75b": ("passed", None),
         "hello-file__hMR7zym": ("passed", None),
     },
     "oracle-dataset": {
         "hello-file-slow__WVN9tAJ": ("agent_timeout", "agent_timeout"),
-        "hello-file-wrong__KsbnDGs": ("agent_error", "graded_fail"),
+        "hello-file-wrong__KsbnDGs": ("insufficient_evidence", "oracle_solution_failed"),
         "hello-file__W75FR65": ("passed", None),
     },
     "oracle-extra-compose": {"hello-file-overlay__JB59s2g": ("passed", None)},

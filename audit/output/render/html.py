@@ -16,6 +16,7 @@ from audit.output.render.text import (
     pass_at_k,
     reward,
     score,
+    trial_reached,
 )
 from audit.output.report import Report
 from audit.read import provenance as prov
@@ -238,9 +239,11 @@ def _signatures(report: Report) -> str:
     if not report.signatures:
         return ""
     rows = "".join(
-        f"<tr><td>{escape(sig)}</td><td>{n}</td></tr>" for sig, n in report.signatures.items()
+        f"<tr><td>{escape(sig)}</td><td>{n}</td>"
+        f"<td>{escape(report.signature_meanings.get(sig, ''))}</td></tr>"
+        for sig, n in report.signatures.items()
     )
-    return f"<table><tr><th>signature</th><th>trials</th></tr>{rows}</table>"
+    return f"<table><tr><th>signature</th><th>trials</th><th>meaning</th></tr>{rows}</table>"
 
 
 def _adjudications(report: Report) -> str:
@@ -268,7 +271,8 @@ def _trials(report: Report) -> str:
     trials = sorted(report.trials, key=lambda t: (order.get(t.category, 99), t.trial))
     head = (
         "<tr><th>task</th><th>trial</th><th>reward</th><th>exception</th><th>category</th>"
-        "<th>signature</th><th>counted as</th><th>explanation and evidence</th></tr>"
+        "<th>signature</th><th>model reached</th><th>counted as</th>"
+        "<th>explanation and evidence</th></tr>"
     )
     rows = []
     for t in trials:
@@ -285,9 +289,11 @@ def _trials(report: Report) -> str:
             f"<tr><td>{escape(t.task)}</td><td>{escape(t.trial)}</td><td>{reward(t.reward)}</td>"
             f"<td>{escape(t.exception or '')}</td>"
             f'<td><span class="cat" style="background:{color}">{t.category}</span></td>'
-            f"<td>{escape(t.signature or '')}</td><td>{t.counted_as}</td><td>{details}</td></tr>"
+            f"<td>{escape(t.signature or '')}</td>"
+            f'<td title="{escape(trial_reached(t.model_reached_detail))}">'
+            f"{escape(t.model_reached)}</td><td>{t.counted_as}</td><td>{details}</td></tr>"
         )
-    cols = "".join(f'<col style="width:{w}%">' for w in (12, 13, 5, 10, 9, 11, 6, 34))
+    cols = "".join(f'<col style="width:{w}%">' for w in (11, 12, 5, 9, 9, 10, 6, 6, 32))
     return f'<table class="trials"><colgroup>{cols}</colgroup>{head}{"".join(rows)}</table>'
 
 

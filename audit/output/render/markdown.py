@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from audit.output.render.text import headline, merge_headline, reward
+from audit.output.render.text import headline, merge_headline, reward, trial_reached
 from audit.output.report import Report
 from audit.read import provenance as prov
 from audit.score.merge import Merge
@@ -21,8 +21,11 @@ def render(report: Report) -> str:
     out += ["## Outcomes by category", "", "| category | trials |", "|---|---:|"]
     out += [f"| {c} | {n} |" for c, n in report.categories.items()]
     if report.signatures:
-        out += ["", "## Signatures", "", "| signature | trials |", "|---|---:|"]
-        out += [f"| {s} | {n} |" for s, n in report.signatures.items()]
+        out += ["", "## Signatures", "", "| signature | trials | meaning |", "|---|---:|---|"]
+        out += [
+            f"| {s} | {n} | {_cell(report.signature_meanings.get(s, ''))} |"
+            for s, n in report.signatures.items()
+        ]
 
     out += ["", "## Adjudications", ""]
     if report.adjudications:
@@ -46,17 +49,20 @@ def render(report: Report) -> str:
     rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
     if rows:
         out += [
-            "| task | trial | reward | exception | category | signature | counted as |",
-            "|---|---|---|---|---|---|---|",
+            "| task | trial | reward | exception | category | signature | model reached "
+            "| counted as |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for t in rows:
             out.append(
                 f"| {_cell(t.task)} | {_cell(t.trial)} | {reward(t.reward)} | "
-                f"{t.exception or ''} | {t.category} | {t.signature or ''} | {t.counted_as} |"
+                f"{t.exception or ''} | {t.category} | {t.signature or ''} | "
+                f"{t.model_reached} | {t.counted_as} |"
             )
         out.append("")
         for t in rows:
             out += [f"### {t.trial}", "", f"*{t.category}* / `{t.signature}`: {t.explanation}", ""]
+            out += [f"Model reached: {_cell(trial_reached(t.model_reached_detail))}", ""]
             if t.adjudication:
                 adj = t.adjudication
                 out += [f"**Adjudicated {adj['decision']}:** {adj['reason']}", ""]

@@ -53,8 +53,9 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
         sigs = Table(title="Signatures")
         sigs.add_column("signature")
         sigs.add_column("trials", justify="right")
+        sigs.add_column("meaning", overflow="fold")
         for sig, n in report.signatures.items():
-            sigs.add_row(sig, str(n))
+            sigs.add_row(sig, str(n), escape(report.signature_meanings.get(sig, "")))
         console.print(sigs)
 
     if report.adjudications:
@@ -68,7 +69,9 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
     rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
     if rows:
         trials = Table(title="Trials that did not pass cleanly")
-        for col in ("task", "reward", "exception", "category", "signature", "counted", "evidence"):
+        cols = ("task", "reward", "exception", "category", "signature", "model reached",
+                "counted", "evidence")
+        for col in cols:
             trials.add_column(col, overflow="fold")
         for t in rows:
             trials.add_row(
@@ -77,6 +80,7 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
                 t.exception or "",
                 f"[{_STYLE[t.category]}]{t.category}[/]",
                 t.signature or "",
+                t.model_reached,
                 t.counted_as,
                 escape(t.evidence[0]) if t.evidence else "",
             )

@@ -79,6 +79,8 @@ def headline(report: Report) -> list[tuple[str, str]]:
             f"{score(den.harbor_0_26)} (only trials with a valid reward count)",
         ),
         ("rule the job's result.json used", f"{den.job_used or 'unknown'} ({den.job_used_reason})"),
+        ("model reached (trials)", reached(report.model_reached)),
+        *quotable_lines(report),
         ("input tokens", f"{report.tokens.input:,}"),
         ("cache tokens", f"{report.tokens.cache:,}"),
         ("output tokens", f"{report.tokens.output:,}"),
@@ -90,6 +92,32 @@ def headline(report: Report) -> list[tuple[str, str]]:
             conformance_line(report.conformance) if report.conformance else "not checked",
         ),
     ]
+
+
+def reached(counts: dict[str, int]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in counts.items()) or "no trials"
+
+
+def _share(n: int, of: int, share: float | None) -> str:
+    return f"{n} of {of} non-passes" + (f" ({100 * share:.1f}%)" if share is not None else "")
+
+
+def quotable_lines(report: Report) -> list[tuple[str, str]]:
+    """Raw (every trial counts) and adjusted, the doubtful non-passes, and the verdict."""
+    q = report.quotable
+    if q is None:
+        return []
+    return [
+        ("non-passes infra or cancelled", _share(q.outside, q.non_passes, q.outside_share)),
+        ("non-passes unexplained", _share(q.unexplained, q.non_passes, q.unexplained_share)),
+        ("raw score quotable", q.verdict),
+        ("quotable threshold", q.threshold),
+    ]
+
+
+def trial_reached(detail: str) -> str:
+    """The per-trial cell: the answer, then the line it rests on."""
+    return detail or "unknown"
 
 
 def attempts_per_task(a: Attempts) -> str:
