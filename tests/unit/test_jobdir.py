@@ -125,7 +125,8 @@ PRODUCT = [*(path for package in ("components", "hostside", "contracts", "audit"
 # What spells Harbor's job layout or decides a job's state: jobdir.py's alone.
 LAYOUT = {
     "the jobs dir (results/)": re.compile(r"""/results\b|/\s*["']results["']"""),
-    "the logs dir (logs/)": re.compile(r"""/logs\b|/\s*["']logs["']"""),
+    # (not the audit's own package of log readers, audit/read/logs/)
+    "the logs dir (logs/)": re.compile(r"""(?<!audit/read)/logs\b|/\s*["']logs["']"""),
     "a job's PID file or log": re.compile(r"""\}\.(pid|log)["']"""),
     "a job's launch token, resolved config or provenance": re.compile(
         r"\.launch-token|\.resolved-config|\.provenance\.json"),
