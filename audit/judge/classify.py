@@ -111,16 +111,16 @@ def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> 
         return Classification("passed", None, None, "Passed the verifier.", [])
 
     for detector in CLUSTER:
-        if ctx.knows(detector.name) and (found := detector.fn(ev, ctx)) is not None:
+        if (found := detector.fn(ev, ctx)) is not None:
             return found
     for rule in (r for r in rules if r.rule.stage == "first"):
-        if ctx.knows(rule.rule.name) and (found := _by_rule(ev, rule, etype, reward)) is not None:
+        if (found := _by_rule(ev, rule, etype, reward)) is not None:
             return found
     for detector in DETECTORS:
-        if ctx.knows(detector.name) and (found := detector.fn(ev, ctx)) is not None:
+        if (found := detector.fn(ev, ctx)) is not None:
             return found
     for rule in (r for r in rules if r.rule.stage == "last"):
-        if ctx.knows(rule.rule.name) and (found := _by_rule(ev, rule, etype, reward)) is not None:
+        if (found := _by_rule(ev, rule, etype, reward)) is not None:
             return found
     return _fallback(ev, etype, reward)
 

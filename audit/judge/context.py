@@ -1,24 +1,23 @@
 """What the whole job says that one trial's verdict depends on.
 
 Phase medians (is this setup far slower than the others?), whether a proxy or a model
-endpoint was configured, the context windows the job told its agents, whether the job
-finished (audit/job_state.py), what knowledge is switched off (audit/learned.py; nothing in a
-normal audit), and, read only when a detector asks, whether the job's model endpoint reports
-usage at all.
+endpoint was configured (read through the job config's model, audit/read/models.py), the
+context windows the job told its agents, whether the job finished (audit/judge/job_state.py),
+and, read only when a detector asks, whether the job's model endpoint reports usage at all.
 """
 
 from __future__ import annotations
 
-import re
 import statistics
 from dataclasses import dataclass, field
 
 from audit.judge import network as N
-from audit.judge.context_window import Window, told_in_json, told_in_text
+from audit.judge.context_window import Window, told_in_mapping, told_in_text
 from audit.judge.job_state import JobRun
 from audit.judge.verdict import Proof
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
+from audit.read.models import JobConfig, model_endpoints, proxy_configured
 
 # Other trials searched for a model call that carried usage before concluding the endpoint
 # never sends it: enough for any job, bounded for huge ones.
@@ -32,7 +31,6 @@ class JobContext:
     model_hosts: set[str] = field(default_factory=set)
     told: tuple[Window, ...] = ()
     job_run: JobRun = field(default_factory=lambda: JobRun(None))
-    disabled: frozenset[str] = frozenset()
     evidences: list[TrialEvidence] = field(default_factory=list, repr=False)
     _usage: list[tuple[str, Proof]] | None = field(default=None, repr=False)
     # What a detector read across the job's trials, read once per job (keyed by the detector).
@@ -42,10 +40,9 @@ class JobContext:
     def from_trials(
         cls,
         evidences: list[TrialEvidence],
-        config_text: str | None,
+        config: JobConfig | None,
         job_run: JobRun | None = None,
         job_log: str | None = None,
-        disabled: frozenset[str] = frozenset(),
     ) -> JobContext:
         phases: dict[str, list[float]] = {}
         for ev in evidences:
@@ -55,23 +52,20 @@ class JobContext:
                 if seconds is not None and seconds > 0:
                     phases.setdefault(phase, []).append(seconds)
         medians = {p: statistics.median(v) for p, v in phases.items() if len(v) >= 5}
-        text = config_text or ""
-        proxy = bool(re.search(r'(?i)"(?:https?|all)_proxy"\s*:\s*"[^"]+"', text))
-        hosts = {
-            h
-            for m in re.finditer(r'"api_base"\s*:\s*"([^"]+)"', text)
-            if (h := N.host_in(m.group(1)))
-        }
-        told = told_in_json(config_text, f"../{L.JOB_CONFIG}") + told_in_text(
-            job_log, f"../{L.JOB_LOG}"
-        )
+        hosts = {h for url in model_endpoints(config) if (h := N.host_in(url))}
+        told: list[Window] = []
+        for i, agent in enumerate((config.agents if config else None) or []):
+            for part in ("kwargs", "env"):
+                told += told_in_mapping(
+                    getattr(agent, part), f"../{L.JOB_CONFIG} agents[{i}].{part}"
+                )
+        told += told_in_text(job_log, f"../{L.JOB_LOG}")
         return cls(
             medians,
-            proxy,
+            proxy_configured(config),
             hosts,
             tuple(told),
             job_run or JobRun(None),
-            disabled,
             evidences,
         )
 
@@ -82,10 +76,6 @@ class JobContext:
     @property
     def max_input_tokens(self) -> int | None:
         return max((w.tokens for w in self.told), default=None)
-
-    def knows(self, name: str) -> bool:
-        """False when the evaluation switched this piece of knowledge off (audit/learned.py)."""
-        return name not in self.disabled
 
     def usage_reported(self, besides: TrialEvidence) -> Proof | None:
         """A model call of another trial of this job that carried usage: the endpoint sends it.

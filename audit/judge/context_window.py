@@ -58,8 +58,7 @@ _REQUEST = re.compile(
     r"prompt is too long:\s*(\d+) tokens|(\d+) input tokens)"
 )
 # llama.cpp's words ("request (N tokens) exceeds the available context size (M tokens)",
-# `n_ctx`, `n_prompt_tokens`): a refinement first met on the dev set, switched off with
-# `llama_words=False` (audit/detectors/endpoint.py CONTEXT_WORDS).
+# `n_ctx`, `n_prompt_tokens`).
 _SERVED_LLAMA = re.compile(r"(?i)(?:context size[^\d\n]{0,20}|'?n_ctx'?\s*[:=]\s*)(\d{3,8})")
 _REQUEST_LLAMA = re.compile(r"(?i)(?:request \((\d+) tokens\)|'?n_prompt_tokens'?\s*[:=]\s*(\d+))")
 
@@ -72,12 +71,12 @@ def _first_number(patterns: list[re.Pattern[str]], text: str) -> int | None:
     return next(int(g) for g in m.groups() if g)
 
 
-def served_in(text: str, llama_words: bool = True) -> int | None:
-    return _first_number([_SERVED] + ([_SERVED_LLAMA] if llama_words else []), text)
+def served_in(text: str) -> int | None:
+    return _first_number([_SERVED, _SERVED_LLAMA], text)
 
 
-def request_in(text: str, llama_words: bool = True) -> int | None:
-    return _first_number([_REQUEST] + ([_REQUEST_LLAMA] if llama_words else []), text)
+def request_in(text: str) -> int | None:
+    return _first_number([_REQUEST, _REQUEST_LLAMA], text)
 
 
 def told_in_json(text: str | None, where: str) -> list[Window]:
@@ -86,7 +85,14 @@ def told_in_json(text: str | None, where: str) -> list[Window]:
         data = json.loads(text) if text else None
     except ValueError:
         return []
+    return told_in_mapping(data, where)
+
+
+def told_in_mapping(data: object, where: str) -> list[Window]:
+    """Every context-window setting in parsed config (a dict or list), with its key path
+    (`where` is the file and the path to `data` in it)."""
     found: list[Window] = []
+    file, _, base = where.partition(" ")
 
     def walk(node: object, path: str) -> None:
         if isinstance(node, dict):
@@ -97,12 +103,12 @@ def told_in_json(text: str | None, where: str) -> list[Window]:
                 elif _TOLD_KEY.match(str(key)):
                     number = _number(value)
                     if number:
-                        found.append(Window(number, f"{where} {sub}", f"{key}: {value}"))
+                        found.append(Window(number, f"{file} {sub}", f"{key}: {value}"))
         elif isinstance(node, list):
             for i, value in enumerate(node):
                 walk(value, f"{path}[{i}]")
 
-    walk(data, "")
+    walk(data, base)
     return found
 
 
@@ -147,10 +153,10 @@ class Judgement:
         return ", ".join(parts)
 
 
-def judge(error: str, error_where: str, told: list[Window], llama_words: bool = True) -> Judgement:
+def judge(error: str, error_where: str, told: list[Window]) -> Judgement:
     """Weigh an overflow error against what the agent was told (the largest told window)."""
-    served = served_in(error, llama_words)
-    request = request_in(error, llama_words)
+    served = served_in(error)
+    request = request_in(error)
     window = max(told, key=lambda w: w.tokens) if told else None
     if window is None or served is None or window.tokens <= served:
         return Judgement(False, served, window, request, [])

@@ -9,10 +9,10 @@ is to blame depends on the kind, not on the exception class:
   the account (429, 402/quota, 401/403), could not be connected to, or answered outside the
   protocol (a body that is not JSON, a reply outside the API's schema): infra, the model never
   got to answer;
-- a 500 (an InternalServerError without a status) is the server failing on ONE request: no
-  proof of an outage by itself (RFC 9110 §15.6.1: the server "encountered an unexpected
-  condition that prevented it from fulfilling the request"; the request may be what it choked
-  on). It excuses only when repeated across requests or trials (audit/detectors/endpoint.py);
+- a 500 (an InternalServerError without a status) is the server failing on the request (RFC
+  9110 §15.6.1): the serving plane is outside the system under test (the model and the agent's
+  harness as configured), so it is infra too, quoting the server's words, unless the body says
+  what it failed to parse (below);
 - a 5xx whose body says the server failed to parse something was caused by what it was given,
   not by an outage: when the body names the model's generation (its tool call, the call's
   arguments, the chat template's markup), the model's failure; otherwise nobody's proof;
@@ -51,8 +51,7 @@ _CONTEXT = re.compile(
     r"|context window)"
 )
 # llama.cpp's own words for it ("request (N tokens) exceeds the available context size (M
-# tokens)", `exceed_context_size_error`, `n_ctx`): a refinement first met on the dev set
-# (audit/detectors/endpoint.py CONTEXT_WORDS). Without it such a 400 is still the request's.
+# tokens)", `exceed_context_size_error`, `n_ctx`).
 _CONTEXT_LLAMA = re.compile(r"(?i)(?:exceeds? the available context|exceed_context_size)")
 _SERVED_CTX = re.compile(
     r"(?i)(?:maximum context length is|context length[^\d]{0,20}|must be <=\s*)(\d{3,7})"
@@ -136,9 +135,7 @@ _GENERATION = re.compile(
     r"model(?:'s)? output|completion text)"
 )
 # Servers' own wording for a generation they could not parse, whatever the status (llama.cpp's
-# "Failed to parse input at pos N" names neither a tool call nor its arguments). A refinement
-# first met on the dev set (audit/detectors/endpoint.py UNPARSEABLE): without it such a 5xx is
-# still no outage (_PARSE_FAILED), only nobody's proof.
+# "Failed to parse input at pos N" names neither a tool call nor its arguments).
 _PARSE_OUTPUT = re.compile(
     r"(?i)(?:failed to parse (?:input|tool call|the model output|generated)|"
     r"tool[_ ]call[^\n]{0,40}pars(?:e|ing) (?:error|failed)|could not parse tool call|"
@@ -160,9 +157,8 @@ KIND_TEXT = {
     "unanswered": "the model endpoint sent no answer, not even the response's headers, before "
     "the client's timeout",
 }
-# A timeout proves nothing by itself, a single 500 only when repeated (see the module
-# docstring): neither is an excuse on its own.
-INFRA_KINDS = tuple(k for k in KIND_TEXT if k not in ("timeout", "internal_error"))
+# A timeout proves nothing by itself (see the module docstring); a 500 is the serving plane's.
+INFRA_KINDS = tuple(k for k in KIND_TEXT if k != "timeout")
 
 
 @dataclass(frozen=True)
@@ -181,37 +177,19 @@ def from_client(text: str) -> bool:
 _FRAME_LINE = re.compile(r'(?m)^\s*File "[^"]*", line \d+, in .*$')
 
 
-def classify(
-    message: str,
-    traceback: str,
-    phrases: bool = True,
-    generation: bool = True,
-    context_words: bool = True,
-) -> EndpointFailure | None:
-    """Judge by the exception's own words first; the traceback's only when they say nothing.
-
-    `phrases=False` leaves out the servers' own words for an unparseable generation and
-    `context_words=False` llama.cpp's for a request past its window (knowledge first met on the
-    dev set; audit/learned.py switches it off to measure generalization); `generation=False`
-    leaves out the general reading that a 5xx failing to parse a tool call or its arguments is
-    the model's: such a 5xx is then content_rejected."""
-    return classify_text(message, phrases, generation, context_words) or classify_text(
-        _FRAME_LINE.sub("", traceback), phrases, generation, context_words
-    )
+def classify(message: str, traceback: str) -> EndpointFailure | None:
+    """Judge by the exception's own words first; the traceback's only when they say nothing."""
+    return classify_text(message) or classify_text(_FRAME_LINE.sub("", traceback))
 
 
-def classify_text(
-    text: str, phrases: bool = True, generation: bool = True, context_words: bool = True
-) -> EndpointFailure | None:
+def classify_text(text: str) -> EndpointFailure | None:
     """The kind of model-endpoint failure an exception's type + message show."""
     if not text or not from_client(text):
         return None
-    return classify_words(text, phrases, generation, context_words)
+    return classify_words(text)
 
 
-def classify_words(
-    text: str, phrases: bool = True, generation: bool = True, context_words: bool = True
-) -> EndpointFailure | None:
+def classify_words(text: str) -> EndpointFailure | None:
     """The kind of failure the words show, without asking that a model client said them (for
     text already known to be about a model call: an agent's own log of it, its model-call
     code in the traceback).
@@ -226,12 +204,10 @@ def classify_words(
         return None
     m = _STATUS.search(text)
     status = int(m.group(1)) if m else None
-    if _CONTEXT.search(text) or (context_words and _CONTEXT_LLAMA.search(text)):
-        ctx = _SERVED_CTX.search(text) or (
-            _SERVED_CTX_LLAMA.search(text) if context_words else None
-        )
+    if _CONTEXT.search(text) or _CONTEXT_LLAMA.search(text):
+        ctx = _SERVED_CTX.search(text) or _SERVED_CTX_LLAMA.search(text)
         return EndpointFailure("context_overflow", status, int(ctx.group(1)) if ctx else None)
-    if phrases and _PARSE_OUTPUT.search(text):
+    if _PARSE_OUTPUT.search(text):
         return EndpointFailure("unparseable_output", status, None)
     for kind, pattern in _KINDS:
         if pattern.search(text):
@@ -242,7 +218,7 @@ def classify_words(
     if (server or _INTERNAL.search(text) or _UNAVAILABLE.search(text)) and _PARSE_FAILED.search(
         text
     ):
-        named = generation and _GENERATION.search(text)
+        named = _GENERATION.search(text)
         kind = "unparseable_output" if named else "content_rejected"
         return EndpointFailure(kind, status, None)
     if server:

@@ -247,7 +247,7 @@ _URL = re.compile(
 )
 _HOST_HINTS = [
     re.compile(r"host='(?P<host>[^']+)'"),
-    re.compile(r"(?:in connection to|connect to) (?P<host>[\w.-]+):\d+"),
+    re.compile(r"(?:in connection to|connect to|connecting to) (?P<host>[\w.-]+):\d+"),
     re.compile(r"(?:Resolving|Connecting to) (?P<host>[\w.-]+) \("),
     # bash's own redirection to /dev/tcp names the endpoint in the path it could not open.
     re.compile(r"/dev/(?:tcp|udp)/(?P<host>[\w.-]+)/\d+:"),

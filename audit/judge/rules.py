@@ -14,7 +14,7 @@ from typing import Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from audit.judge.learned import DEV_SOURCES, GROUNDS, Knowledge
+from audit.judge.signatures import lookup
 from audit.judge.verdict import OUTSIDE_CAUSES
 from audit.read.evidence import SOURCES, TrialEvidence
 
@@ -68,11 +68,6 @@ class Rule(BaseModel):
     # What the matched lines prove for an infra rule (audit/verdict.py OUTSIDE_CAUSES): an
     # infra verdict without it would be dropped to insufficient_evidence by admit().
     proof: str | None = None
-    # Where the rule's knowledge came from (audit/learned.py).
-    learned_from: list[str] = Field(default_factory=list)
-    grounded_in: list[str] = Field(default_factory=list)
-    prompted_by: list[str] = Field(default_factory=list)
-
     @model_validator(mode="after")
     def _proof_and_provenance(self) -> Rule:
         if self.category == "infra":
@@ -85,27 +80,18 @@ class Rule(BaseModel):
                 raise ValueError(
                     "an infra rule needs `all` conditions: its proof is what they match"
                 )
-        unknown = [s for s in self.learned_from + self.prompted_by if s not in DEV_SOURCES]
-        unknown += [g for g in self.grounded_in if g not in GROUNDS]
-        if unknown:
-            raise ValueError(f"unknown provenance tag(s) {unknown}")
-        if not self.learned_from and not self.grounded_in:
-            raise ValueError("say where the rule came from (learned_from / grounded_in)")
-        if self.prompted_by and (self.learned_from or not self.grounded_in):
+        registered = lookup(self.name)
+        if registered is None or registered.family:
             raise ValueError(
-                "a general rule (prompted_by) is grounded in a document and learned from no "
-                "source; a refinement says learned_from"
+                f"signature {self.name!r} is not in the registry (audit/judge/signatures.py): "
+                "register it with its category and meaning"
+            )
+        if registered.category != self.category:
+            raise ValueError(
+                f"the registry gives {self.name!r} the category {registered.category!r}, "
+                f"the rule {self.category!r}"
             )
         return self
-
-    def knowledge(self) -> Knowledge:
-        return Knowledge(
-            self.name,
-            tuple(self.learned_from),
-            tuple(self.grounded_in),
-            self.explanation[:80],
-            tuple(self.prompted_by),
-        )
 
 
 class RuleFile(BaseModel):

@@ -73,8 +73,8 @@ _ENTRIES: list[tuple[str, str, str]] = [
      "headers, before the client's timeout"),
     ("model_endpoint_internal_error_repeated", "infra", "a 500 on this request and on other "
      "trials' requests within minutes: an outage"),
-    ("model_endpoint_single_server_error", "insufficient_evidence", "one 500 that nothing else "
-     "repeats: the request may be what the server failed on"),
+    ("model_endpoint_internal_error", "infra", "a 500 from the serving plane, which is outside "
+     "the system under test"),
     ("model_endpoint_rejected_content", "insufficient_evidence", "a 5xx saying the server could "
      "not parse its input, without naming the model's generation"),
     ("model_call_timed_out", "insufficient_evidence", "a model call timed out and nothing shows "

@@ -128,14 +128,11 @@ def build_report(
     dataset_tasks: int | None = None,
     official_dataset_commit: str | None = None,
     provenance: dict | None = None,
-    disabled: frozenset[str] = frozenset(),
 ) -> Report:
     """Read, classify and score a whole job. Raises ValueError only for unusable inputs.
 
     `dataset_tasks` and `official_dataset_commit` are what the leaderboard conformance compares
-    with; `provenance` is the run's manifest (audit/provenance.py), shown as it is.
-    `disabled` names rules and detectors to skip (audit/learned.py; the generalization
-    benchmark only)."""
+    with; `provenance` is the run's manifest (audit/provenance.py), shown as it is."""
     layout.check_is_job()
     rules = rules if rules is not None else load_rules()
     problems: list[str] = []
@@ -162,13 +159,7 @@ def build_report(
             finalized = sum(1 for ev in evidences if not ev.result_missing)
             present = job_result is not None or f"{L.JOB_RESULT} is missing" not in problems
             run = read_job_run(layout, job_result, present, finalized)
-            return JobContext.from_trials(
-                evidences,
-                layout.read_text(L.JOB_CONFIG),
-                run,
-                layout.read_text(L.JOB_LOG),
-                disabled,
-            )
+            return JobContext.from_trials(evidences, job_config, run, layout.read_text(L.JOB_LOG))
 
         if workers > 1 and len(trial_dirs) > 1:
             with ThreadPoolExecutor(max_workers=workers) as pool:

@@ -183,6 +183,17 @@ class AgentConfig(_Tolerant):
     override_timeout_sec: float | None = None
     override_setup_timeout_sec: float | None = None
     max_timeout_sec: float | None = None
+    # Passed to the agent's __init__ (api_base, model_info...) and to its execs.
+    kwargs: dict[str, object] | None = None
+    env: dict[str, object] | None = None
+
+
+class EnvironmentConfig(_Tolerant):
+    type: str | None = None
+    env: dict[str, object] | None = None
+    kwargs: dict[str, object] | None = None
+    override_memory_mb: int | None = None
+    override_cpus: float | None = None
 
 
 class VerifierConfig(_Tolerant):
@@ -211,10 +222,41 @@ class JobConfig(_Tolerant):
     agent_setup_timeout_multiplier: float | None = None
     environment_build_timeout_multiplier: float | None = None
     agents: list[AgentConfig] | None = None
+    environment: EnvironmentConfig | None = None
     verifier: VerifierConfig | None = None
     datasets: list[DatasetConfig] | None = None
     # Explicit task list (`-p task_dir` runs): a filter of its own.
     tasks: list[dict] | None = None
+
+
+# Where a config tells an agent its model endpoint, and the proxy variables execs inherit.
+_ENDPOINT_KEYS = ("api_base", "base_url", "openai_api_base", "api_url", "endpoint")
+_ENDPOINT_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "LLM_BASE_URL")
+_PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy")
+
+
+def model_endpoints(config: JobConfig | None) -> list[str]:
+    """Every model endpoint URL the job's agents were given (kwargs or env)."""
+    out: list[str] = []
+    for agent in (config.agents if config else None) or []:
+        for key, value in (agent.kwargs or {}).items():
+            if key.lower() in _ENDPOINT_KEYS and isinstance(value, str) and value:
+                out.append(value)
+        for key, value in (agent.env or {}).items():
+            if key.upper() in _ENDPOINT_ENV and isinstance(value, str) and value:
+                out.append(value)
+    return out
+
+
+def proxy_configured(config: JobConfig | None) -> bool:
+    """A proxy variable with a value in the environment or an agent's env."""
+    envs = [config.environment.env if config and config.environment else None]
+    envs += [a.env for a in (config.agents if config else None) or []]
+    return any(
+        key.lower() in _PROXY_ENV and isinstance(value, str) and value.strip()
+        for env in envs
+        for key, value in (env or {}).items()
+    )
 
 
 def parse_time(value: str | None) -> datetime | None:

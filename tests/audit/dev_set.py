@@ -1,19 +1,24 @@
-"""The dev set and how the audit is scored against its expert, shared by the dev-set tests and
+"""The dev set and how the audit is scored against its experts, shared by the dev-set tests and
 the generalization benchmark (benchmarks/bench_audit_generalization.py).
 
-`../shared/data/real-jobs/` holds real Harbor job dirs from two public repositories (the
-*sources*) and `expert-labels.json`, an expert's category for every non-passing trial and a
-sample of passes. The data is read in place, never copied into the repository.
+Four real sources, job dirs written by Harbor on other people's machines, each with an expert's
+label for every non-passing trial and a sample of passes:
+- `../shared/data/real-jobs/` (`expert-labels.json`): gemma-harness-tb2, glm5-openclaw-tb20;
+- `../shared/data/real-jobs-2/` (its own `expert-labels.json`): captaindpt-kill-terminalbench,
+  singhh5050-tbench-eval;
+and a synthetic one, `../shared/data/new-wording/` (40 trials worded as other tools word their
+failures, `expected.json`). The data is read in place, never copied into the repository.
 
 Scores per group of labelled trials: agreement with the expert, model failures excused (the
 expert says agent_error or agent_timeout, the audit says infra, cancelled or verifier_timeout:
-it would raise the adjusted score on a failure of the model), and the insufficient share.
+it would raise the adjusted score on a failure of the model), and the insufficient share (of
+the labelled non-passes). Beside them, a trivial baseline that reads a trial's reward and
+exception type alone; the *hard* trials are the labelled non-passes it gets wrong.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,84 +31,6 @@ DEV_SET = DATA / "real-jobs"
 LABELS = DEV_SET / "expert-labels.json"
 MODEL_FAILURES = {"agent_error", "agent_timeout"}
 EXCUSES = {"infra", "verifier_timeout", "cancelled"}
-
-
-def job_dirs(root: Path = DEV_SET) -> list[Path]:
-    return sorted(
-        job for repo in root.iterdir() if repo.is_dir() for job in repo.iterdir() if job.is_dir()
-    )
-
-
-def labels() -> dict[str, dict[str, str]]:
-    return json.loads(LABELS.read_text())
-
-
-def source_of(job: Path) -> str:
-    """The dev-set source a job comes from: the repository folder it is in."""
-    return job.parent.name
-
-
-def agent_of(job: Path) -> str:
-    """The agent a job ran, from its config (`name`, else the import path's class)."""
-    config = json.loads((job / "config.json").read_text())
-    agents = config.get("agents") or [{}]
-    agent = agents[0].get("name") or (agents[0].get("import_path") or "").rsplit(":", 1)[-1]
-    return agent or "oracle"  # Harbor's default agent
-
-
-_AUDITED: dict[tuple[Path, frozenset[str]], dict[str, TrialRow]] = {}
-
-
-def audit_jobs(jobs: Iterable[Path], disabled: frozenset[str] = frozenset()) -> dict[str, TrialRow]:
-    """The rows of every job's report, keyed `<source>/<job>/<trial>`. Each (job, disabled)
-    is audited once per process: the dev-set tests and the evaluation share them (read-only)."""
-    rows: dict[str, TrialRow] = {}
-    for job in jobs:
-        key = (job, disabled)
-        if key not in _AUDITED:
-            report = build_report(JobLayout.local(job), disabled=disabled)
-            _AUDITED[key] = {f"{job.parent.name}/{job.name}/{r.trial}": r for r in report.trials}
-        rows.update(_AUDITED[key])
-    return rows
-
-
-@dataclass
-class Score:
-    labelled: int = 0
-    agree: int = 0
-    excused: list[str] = field(default_factory=list)
-    insufficient: int = 0
-    disagreements: list[str] = field(default_factory=list)
-
-    @property
-    def agreement(self) -> float:
-        return self.agree / self.labelled if self.labelled else 1.0
-
-    @property
-    def insufficient_share(self) -> float:
-        return self.insufficient / self.labelled if self.labelled else 0.0
-
-    def add(self, key: str, expert: dict[str, str], row: TrialRow | None) -> None:
-        got = row.category if row else "not audited"
-        self.labelled += 1
-        if got == expert["category"]:
-            self.agree += 1
-        else:
-            self.disagreements.append(
-                f"{key}: expert {expert['category']}, audit {got} "
-                f"({row.signature if row else '-'}) -- expert: {expert['why'][:110]}"
-            )
-        if expert["category"] in MODEL_FAILURES and got in EXCUSES:
-            self.excused.append(f"{key}: {got} ({row.signature if row else '-'})")
-        if got == "insufficient_evidence":
-            self.insufficient += 1
-
-    def merge(self, other: Score) -> None:
-        self.labelled += other.labelled
-        self.agree += other.agree
-        self.excused += other.excused
-        self.insufficient += other.insufficient
-        self.disagreements += other.disagreements
 
 
 @dataclass(frozen=True)
@@ -130,6 +57,9 @@ class Source:
     def key(self, job: Path, trial: str) -> str:
         return f"{self.name}/{job.relative_to(self.base).as_posix()}/{trial}"
 
+    def trial_dir(self, key: str) -> Path:
+        return self.base / key.split("/", 1)[1]
+
 
 def _is_job(path: Path) -> bool:
     """A dir with config.json is a job's unless its parent has one too (then it is a trial's)."""
@@ -150,23 +80,135 @@ def _sources() -> dict[str, Source]:
 SOURCES = _sources()
 REAL_SOURCES = [name for name, s in SOURCES.items() if not s.synthetic]
 
-_BY_SOURCE: dict[tuple[str, frozenset[str]], dict[str, TrialRow]] = {}
+_BY_SOURCE: dict[str, dict[str, TrialRow]] = {}
 
 
-def audit_source(source: Source, disabled: frozenset[str] = frozenset()) -> dict[str, TrialRow]:
-    """The rows of every job of a source, keyed as its labels. Audited once per process."""
-    cache = (source.name, disabled)
-    if cache not in _BY_SOURCE:
+def audit_source(source: Source) -> dict[str, TrialRow]:
+    """The rows of every job of a source, keyed as its labels. Audited once per process (the
+    dev-set tests and the benchmark share them, read-only)."""
+    if source.name not in _BY_SOURCE:
         rows = {}
         for job in source.jobs():
-            report = build_report(JobLayout.local(job), disabled=disabled)
+            report = build_report(JobLayout.local(job))
             rows.update({source.key(job, r.trial): r for r in report.trials})
-        _BY_SOURCE[cache] = rows
-    return _BY_SOURCE[cache]
+        _BY_SOURCE[source.name] = rows
+    return _BY_SOURCE[source.name]
+
+
+def agent_of(job: Path) -> str:
+    """The agent a job ran, from its config (`name`, else the import path's class)."""
+    config = json.loads((job / "config.json").read_text())
+    agents = config.get("agents") or [{}]
+    agent = agents[0].get("name") or (agents[0].get("import_path") or "").rsplit(":", 1)[-1]
+    return agent or "oracle"  # Harbor's default agent
+
+
+# --- the trivial baseline: a trial's reward and exception type, nothing else -----------------
+# Exception types that name a model endpoint's or the environment's failure by themselves.
+_OUTSIDE_TYPES = {
+    "APIConnectionError",
+    "APITimeoutError",
+    "Timeout",
+    "RateLimitError",
+    "ServiceUnavailableError",
+    "InternalServerError",
+    "BadGatewayError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "ApiUsageLimitError",
+    "EnvironmentStartTimeoutError",
+    "AgentSetupTimeoutError",
+}
+
+
+def trivial(trial_dir: Path) -> str:
+    """What a rule reading only result.json's reward and exception type would say."""
+    try:
+        result = json.loads((trial_dir / "result.json").read_text())
+    except (OSError, ValueError):
+        return "cancelled"  # Harbor writes result.json for every trial that ends
+    info = result.get("exception_info") or {}
+    etype = info.get("exception_type")
+    rewards = (result.get("verifier_result") or {}).get("rewards") or {}
+    reward = rewards.get("reward", next(iter(rewards.values()), None) if rewards else None)
+    if etype in ("CancelledError", "KeyboardInterrupt"):
+        return "cancelled"
+    if etype == "AgentTimeoutError":
+        return "agent_timeout"
+    if reward is not None and reward >= 1:
+        return "passed"
+    if etype == "VerifierTimeoutError":
+        return "verifier_timeout"
+    if etype in _OUTSIDE_TYPES:
+        return "infra"
+    return "agent_error"
+
+
+def trivial_verdicts(source: Source) -> dict[str, str]:
+    return {key: trivial(source.trial_dir(key)) for key in source.labels()}
+
+
+def hard(source: Source) -> list[str]:
+    """The labelled non-passes the trivial baseline gets wrong."""
+    verdicts = trivial_verdicts(source)
+    return sorted(
+        k
+        for k, label in source.labels().items()
+        if label["category"] != "passed" and verdicts[k] != label["category"]
+    )
+
+
+@dataclass
+class Score:
+    labelled: int = 0
+    agree: int = 0
+    excused: list[str] = field(default_factory=list)
+    insufficient: int = 0
+    non_passes: int = 0
+    disagreements: list[str] = field(default_factory=list)
+
+    @property
+    def agreement(self) -> float:
+        return self.agree / self.labelled if self.labelled else 1.0
+
+    @property
+    def insufficient_share(self) -> float:
+        """Of the labelled non-passes (what an audit of a failing run leaves unexplained)."""
+        return self.insufficient / self.non_passes if self.non_passes else 0.0
+
+    def add(self, key: str, expert: dict[str, str], got: str, signature: str | None) -> None:
+        self.labelled += 1
+        self.non_passes += expert["category"] != "passed"
+        if got == expert["category"]:
+            self.agree += 1
+        else:
+            self.disagreements.append(
+                f"{key}: expert {expert['category']}, audit {got} ({signature or '-'}) "
+                f"-- expert: {expert['why'][:110]}"
+            )
+        if expert["category"] in MODEL_FAILURES and got in EXCUSES:
+            self.excused.append(f"{key}: {got} ({signature or '-'})")
+        if got == "insufficient_evidence" and expert["category"] != "passed":
+            self.insufficient += 1
 
 
 def score(rows: dict[str, TrialRow], expert: dict[str, dict[str, str]], keys=None) -> Score:
     out = Score()
     for key in sorted(keys if keys is not None else expert):
-        out.add(key, expert[key], rows.get(key))
+        row = rows.get(key)
+        out.add(key, expert[key], row.category if row else "not audited", row and row.signature)
+    return out
+
+
+def score_verdicts(
+    verdicts: dict[str, str],
+    expert: dict[str, dict[str, str]],
+    keys=None,
+    signatures: dict[str, str | None] | None = None,
+) -> Score:
+    """The same figures for verdicts given as categories (the baseline, a recorded audit)."""
+    out = Score()
+    for key in sorted(keys if keys is not None else expert):
+        sig = (signatures or {}).get(key)
+        out.add(key, expert[key], verdicts.get(key, "not audited"), sig)
     return out

@@ -64,7 +64,10 @@ def quoted_in_file(job: Path, trial: str, where: str, quote: str) -> bool:
     if text is None:
         return False
     if where == LISTING:
-        names = re.sub(r" \(\+\d+\)$", "", quote).split(", ")
-        return all(n in text.splitlines() for n in names)
+        cut = quote.endswith("...")
+        names = re.sub(r" \(\+\d+\)$", "", quote[:-3] if cut else quote).split(", ")
+        if cut:  # the last name was cut short with the line
+            names = names[:-1]
+        return bool(names) and all(n in text.splitlines() for n in names)
     wanted = quote[:-3] if quote.endswith("...") else quote
     return " ".join(wanted.split()) in " ".join(text.split())

@@ -137,25 +137,36 @@ def test_a_custom_agents_own_kwarg_and_llama_cpps_words(tmp_path):
     # Without the kwarg it is the agent's overflow again: graded 0, the grade stands.
     set_agent_kwargs(job, trial, {})
     assert _audit(job).category == "agent_error"
-    # llama.cpp's words are a refinement (audit/learned.py): switched off, no served window is
-    # read from them, so nothing is excused; the 400 is the request's, the grade stands.
-    set_agent_kwargs(job, trial, {"max_context_tokens": 262144})
-    (row,) = build_report(
-        JobLayout.local(job), disabled=frozenset({"endpoint:context_size_words"})
-    ).trials
-    assert row.category == "agent_error", row.evidence
 
 
-def test_llama_cpps_words_are_read_only_when_switched_on():
+def test_llama_cpps_words_and_another_servers_are_read():
     text = (
         "request (150211 tokens) exceeds the available context size (131072 tokens), "
         "'n_prompt_tokens': 150211, 'n_ctx': 131072"
     )
     assert (CW.served_in(text), CW.request_in(text)) == (131072, 150211)
-    assert (CW.served_in(text, False), CW.request_in(text, False)) == (None, None)
-    # Another server's words are read either way.
     vllm = VLLM.format(n=140000)
-    assert (CW.served_in(vllm, False), CW.request_in(vllm, False)) == (131072, 140000)
+    assert (CW.served_in(vllm), CW.request_in(vllm)) == (131072, 140000)
+
+
+def test_terminus_fallback_limit_is_what_it_was_told():
+    """Terminus-2 without model info logs the limit it falls back to (Harbor reference §5.1):
+    the window it manages its context against, as in singhh5050-tbench-eval's job.log."""
+    log = (
+        "Sending keys: ['ls -la\\n'] min_timeout_sec: 0.1\n"
+        "Failed to retrieve model info for 'openai/Qwen3-Coder-Next-GGUF': This model isn't "
+        "mapped yet. Using fallback context limit: 1000000\n"
+        "Failed to retrieve model info ... Using fallback context limit: 1000000\n"
+    )
+    (told,) = CW.told_in_text(log, "../job.log")
+    assert (told.tokens, told.where) == (1000000, "../job.log:2")
+    error = (
+        "litellm.BadRequestError: OpenAIException - request (33107 tokens) exceeds the "
+        "available context size (32768 tokens), try increasing it"
+    )
+    j = CW.judge(error, "trial.log:9", [told])
+    assert j.misconfigured and (j.served, j.request) == (32768, 33107)
+    assert [p.cause for p in j.proof] == ["serving_config", "serving_config"]
 
 
 @pytest.mark.parametrize(

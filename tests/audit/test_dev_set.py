@@ -1,83 +1,75 @@
-"""The audit against an expert, on real job dirs from other people's runs (the dev set).
+"""The audit against the experts, on real job dirs from other people's runs (the dev set).
 
-`../shared/data/real-jobs/` (beside the repository; a read-only copy in CI) holds real Harbor
-job dirs from two public repositories and `expert-labels.json`, an expert's category for every
-non-passing trial (and some passes). The data is read in place, never copied into the repo.
-
-Two things are asserted: agreement with the expert of at least 95%, and not one model failure
-excused (an expert `agent_error`/`agent_timeout` that the audit calls `infra`,
-`verifier_timeout` or `cancelled` would raise the adjusted score on a failure of the model).
-The agreement and every disagreement are printed (`pytest -s`), so a change that trades one
-trial for another shows which.
+Four real sources (tests/audit/dev_set.py), each held to the issue's bar on its own: agreement
+with the expert of at least 95%, not one model failure excused (an expert
+`agent_error`/`agent_timeout` that the audit calls `infra`, `verifier_timeout` or `cancelled`
+would raise the adjusted score on a failure of the model), and at most 10% of the labelled
+non-passes left `insufficient_evidence`. Every rerun verdict quotes what is in the file it
+names. The figures and every disagreement are printed (`pytest -s`).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from audit.output.report import TrialRow
 from tests.audit import dev_set
-from tests.audit.dev_set import DEV_SET, EXCUSES, LABELS, MODEL_FAILURES
 from tests.audit.proof_check import quoted_in_file
 
 MIN_AGREEMENT = 0.95
+MAX_INSUFFICIENT = 0.10
 
 
-@pytest.fixture(scope="module")
-def audited() -> dict[str, TrialRow]:
-    if not LABELS.is_file():
-        pytest.fail(
-            f"the dev set is missing: {DEV_SET} (expected beside the repository, with "
-            "expert-labels.json); it is test data, not optional"
-        )
-    return dev_set.audit_jobs(dev_set.job_dirs())
+def _source(name: str) -> dev_set.Source:
+    source = dev_set.SOURCES.get(name)
+    if source is None or not source.labels_file.is_file():
+        pytest.fail(f"the dev set is missing: {name} (test data beside the repository)")
+    return source
 
 
-@pytest.fixture(scope="module")
-def labels() -> dict[str, dict[str, str]]:
-    return dev_set.labels()
-
-
-def test_agreement_with_the_expert(audited, labels):
-    disagreements = []
-    for key, label in sorted(labels.items()):
-        row = audited.get(key)
-        got = row.category if row else "not audited"
-        if got != label["category"]:
-            disagreements.append(
-                f"  {key}: expert {label['category']}, audit {got} "
-                f"({row.signature if row else '-'}) -- expert: {label['why'][:120]}"
-            )
-    agreement = 1 - len(disagreements) / len(labels)
+@pytest.mark.parametrize("name", dev_set.REAL_SOURCES)
+def test_each_real_source_meets_the_bar(name):
+    source = _source(name)
+    s = dev_set.score(dev_set.audit_source(source), source.labels())
     print(
-        f"\ndev set: {len(labels) - len(disagreements)}/{len(labels)} labelled trials agree "
-        f"({100 * agreement:.1f}%), {len(audited)} trials audited"
+        f"\n{name}: {s.agree}/{s.labelled} agree ({100 * s.agreement:.1f}%), "
+        f"{len(s.excused)} model failures excused, insufficient "
+        f"{100 * s.insufficient_share:.1f}% of {s.non_passes} non-passes"
     )
-    print("\n".join(disagreements) or "  no disagreement")
-    assert agreement >= MIN_AGREEMENT, "\n".join(disagreements)
+    print("\n".join(f"  {d}" for d in s.disagreements) or "  no disagreement")
+    assert s.labelled > 0
+    assert s.excused == []
+    assert s.agreement >= MIN_AGREEMENT, "\n".join(s.disagreements)
+    assert s.insufficient_share <= MAX_INSUFFICIENT
 
 
-def test_no_model_failure_is_excused(audited, labels):
-    excused = [
-        f"{key}: expert {label['category']}, audit {audited[key].category} "
-        f"({audited[key].signature})"
-        for key, label in labels.items()
-        if label["category"] in MODEL_FAILURES
-        and key in audited
-        and audited[key].category in EXCUSES
-    ]
-    assert excused == []
+def test_the_four_real_sources_are_all_there():
+    assert set(dev_set.REAL_SOURCES) == {
+        "gemma-harness-tb2",
+        "glm5-openclaw-tb20",
+        "captaindpt-kill-terminalbench",
+        "singhh5050-tbench-eval",
+    }
 
 
-def test_every_labelled_trial_is_audited_and_every_infra_names_its_evidence(audited, labels):
-    assert set(labels) <= set(audited)
-    for key, row in audited.items():
-        if row.category in ("infra", "cancelled"):
-            assert row.evidence, f"{key}: {row.signature} without evidence"
-            # The decisive lines carry the file they were read from.
-            assert all(":" in line for line in row.evidence), (key, row.evidence)
-            # And the proof quotes what really is in that file.
-            repo, job, trial = key.split("/")
-            assert row.proof, key
-            for p in row.proof:
-                assert quoted_in_file(DEV_SET / repo / job, trial, p.where, p.quote), (key, p)
+def test_the_synthetic_wordings_excuse_no_model_failure():
+    """new-wording: 40 trials in other tools' words (synthetic, not a bar of the issue's): no
+    model failure excused whatever the wording."""
+    source = _source("new-wording")
+    s = dev_set.score(dev_set.audit_source(source), source.labels())
+    print(f"\nnew-wording: {s.agree}/{s.labelled}; " + "; ".join(s.disagreements))
+    assert s.labelled == 40
+    assert s.excused == []
+
+
+@pytest.mark.parametrize("name", [*dev_set.REAL_SOURCES, "new-wording"])
+def test_every_labelled_trial_is_audited_and_every_rerun_verdict_quotes_its_file(name):
+    source = _source(name)
+    rows = dev_set.audit_source(source)
+    assert set(source.labels()) <= set(rows)
+    for key, row in rows.items():
+        if row.category not in ("infra", "cancelled"):
+            continue
+        assert row.evidence and row.proof, f"{key}: {row.signature} without evidence"
+        trial_dir = source.trial_dir(key)
+        for p in row.proof:
+            assert quoted_in_file(trial_dir.parent, trial_dir.name, p.where, p.quote), (key, p)

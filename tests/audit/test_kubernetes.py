@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from unittest.mock import patch
 
 import pytest
 
@@ -38,7 +39,6 @@ from tests.audit.proof_check import quoted_in_file
 CAPTURES = Path(__file__).with_name("captures") / "k8s"
 INDEX = json.loads((CAPTURES / "index.json").read_text())
 CASES = sorted(INDEX)
-OFF = frozenset(d.name for d in CLUSTER)
 
 # case -> (signature, proof cause, where the first proof is, words it quotes, words it reads)
 EXPECTED = {
@@ -115,8 +115,11 @@ def make_job(
     return job, trial
 
 
-def audit(job: Path, disabled: frozenset[str] = frozenset()) -> TrialRow:
-    (row,) = build_report(JobLayout.local(job), disabled=disabled).trials
+def audit(job: Path, without_cluster: bool = False) -> TrialRow:
+    """The trial's row; `without_cluster`: with the cluster's detectors taken out (the verdict
+    the audit gave before it read the cluster's account)."""
+    with patch("audit.judge.classify.CLUSTER", [] if without_cluster else CLUSTER):
+        (row,) = build_report(JobLayout.local(job)).trials
     return row
 
 
@@ -211,7 +214,7 @@ def test_without_the_watchers_files_the_verdict_is_what_it_was(tmp_path, case):
     job, _ = make_job(tmp_path, case, watcher=False)
     row = audit(job)
     assert not (row.signature or "").startswith("k8s_")
-    assert verdict(row) == verdict(audit(job, disabled=OFF))
+    assert verdict(row) == verdict(audit(job, without_cluster=True))
 
 
 def test_the_dev_set_verdicts_do_not_change():
@@ -219,8 +222,17 @@ def test_the_dev_set_verdicts_do_not_change():
     what they are with the Kubernetes pieces switched off, and none is a Kubernetes one."""
     if not dev_set.LABELS.is_file():
         pytest.fail(f"the dev set is missing: {dev_set.DEV_SET} (test data, not optional)")
-    jobs = dev_set.job_dirs()
-    now, before = dev_set.audit_jobs(jobs), dev_set.audit_jobs(jobs, OFF)
+
+    def rows(cluster) -> dict[str, TrialRow]:
+        with patch("audit.judge.classify.CLUSTER", cluster):
+            return {
+                f"{job}/{r.trial}": r
+                for source in dev_set.REAL_SOURCES
+                for job in dev_set.SOURCES[source].jobs()
+                for r in build_report(JobLayout.local(job)).trials
+            }
+
+    now, before = rows(CLUSTER), rows([])
     assert now.keys() == before.keys() and now
     changed = [k for k in now if verdict(now[k]) != verdict(before[k])]
     assert changed == []
@@ -305,7 +317,7 @@ def test_a_pod_of_an_earlier_run_of_the_same_trial_is_not_this_runs(tmp_path):
         event.pop("series", None)
     pods[0]["object"]["metadata"]["creationTimestamp"] = "2026-12-01T23:27:10Z"
     job, _ = make_job(tmp_path, "unschedulable", events=events, pods=pods)
-    assert verdict(audit(job)) == verdict(audit(job, disabled=OFF))
+    assert verdict(audit(job)) == verdict(audit(job, without_cluster=True))
 
 
 def test_a_repeated_event_is_read_from_its_last_delivery(tmp_path):
@@ -352,7 +364,7 @@ def test_a_deletion_at_the_trials_end_within_the_clocks_margin_is_not_proof(
     pods[0]["object"]["metadata"]["deletionTimestamp"] = stamp
     events = [e for e in captured_events("pod_deleted") if e["reason"] != "Killing"]
     job, _ = make_job(tmp_path, "pod_deleted", events=events, pods=pods)
-    assert verdict(audit(job)) == verdict(audit(job, disabled=OFF))
+    assert verdict(audit(job)) == verdict(audit(job, without_cluster=True))
 
 
 def test_a_graded_trial_keeps_its_grade(tmp_path):
@@ -411,4 +423,4 @@ def test_the_cluster_comes_before_harbors_environment_start_timeout(tmp_path):
     row = audit(job)
     assert row.signature == "k8s_pod_unschedulable"
     assert "Insufficient cpu" in row.evidence[0]
-    assert audit(job, disabled=OFF).signature == "environment_start_failed"
+    assert audit(job, without_cluster=True).signature == "environment_start_failed"

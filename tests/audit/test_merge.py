@@ -17,8 +17,8 @@ from audit.score.adjudications import Adjudication
 from audit.score.merge import MERGE_RULE, SUPERSEDED, merge_reports
 from contracts import outputs as K
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
+from tests.audit.dev_set import DEV_SET
 from tests.audit.test_cli import _fake_pulumi
-from tests.audit.test_dev_set import DEV_SET
 
 GEMMA = DEV_SET / "gemma-harness-tb2"
 GEMMA_MAIN = GEMMA / "full_benchmark_2026-04-22__13-52-38"

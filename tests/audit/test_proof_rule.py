@@ -13,7 +13,6 @@ import random
 import pytest
 
 from audit.judge import detectors as D
-from audit.judge.learned import Knowledge
 from audit.judge.rules import load_rules
 from audit.judge.verdict import RERUN_CATEGORIES, Classification, Proof, admit
 from audit.output.report import build_report
@@ -58,7 +57,7 @@ def test_a_detector_that_forgets_its_proof_is_overruled(tmp_path, monkeypatch):
     def careless(ev, ctx):
         return Classification("infra", "looks_like_infra", "agent", "trust me", ["trial.log: ?"])
 
-    fake = D.Detector(careless, Knowledge("careless", grounded_in=("docs",)))
+    fake = D.Detector(careless, "careless")
     monkeypatch.setattr(D, "DETECTORS", [fake, *D.DETECTORS])
     monkeypatch.setattr("audit.judge.classify.DETECTORS", [fake, *D.DETECTORS])
     job = write_job(tmp_path, "job", [TrialSpec("fix-git", reward=0.0)], concurrency=1)
@@ -72,25 +71,40 @@ def test_an_infra_rule_must_name_its_proof(tmp_path):
     rules = tmp_path / "rules.yaml"
     rules.write_text(
         "rules:\n"
-        "  - name: proxy_said_so\n"
+        "  - name: agent_proxy_5xx\n"
         "    category: infra\n"
         "    phase: agent\n"
-        "    grounded_in: [docs]\n"
         "    all: [{sources: [agent_output], patterns: ['502']}]\n"
         "    explanation: a 502 somewhere in the output\n"
     )
     with pytest.raises(ValueError, match="proof"):
         load_rules(rules)
     rules.write_text(
-        rules.read_text().replace("    grounded_in", "    proof: network_outside\n    grounded_in")
+        rules.read_text().replace("    all:", "    proof: network_outside\n    all:")
     )
     assert load_rules(rules)[0].rule.proof == "network_outside"
 
 
-def test_every_rule_says_where_it_came_from():
+def test_every_rule_is_a_registered_signature_of_its_category(tmp_path):
+    from audit.judge.signatures import lookup
+
     for compiled in load_rules():
-        k = compiled.rule.knowledge()
-        assert k.learned_from or k.grounded_in, compiled.rule.name
+        registered = lookup(compiled.rule.name)
+        assert registered is not None and registered.category == compiled.rule.category
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(
+        "rules:\n"
+        "  - name: made_up_signature\n"
+        "    category: agent_error\n"
+        "    phase: agent\n"
+        "    all: [{sources: [agent_output], patterns: ['oops']}]\n"
+        "    explanation: a signature nobody registered\n"
+    )
+    with pytest.raises(ValueError, match="not in the registry"):
+        load_rules(rules)
+    rules.write_text(rules.read_text().replace("made_up_signature", "disk_full"))
+    with pytest.raises(ValueError, match="category"):
+        load_rules(rules)
 
 
 # --- the property: every rerun verdict quotes a line that is in the file it names ------------

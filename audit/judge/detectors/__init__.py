@@ -35,7 +35,6 @@ from audit.judge.detectors import (
     network_failures,
     setup,
 )
-from audit.judge.learned import Knowledge, register
 from audit.judge.verdict import Classification
 from audit.read.evidence import TrialEvidence
 
@@ -44,42 +43,30 @@ __all__ = ["CLUSTER", "DETECTORS", "Detector", "JobContext"]
 
 @dataclass(frozen=True)
 class Detector:
+    """A detector and the name it is listed under (what a test or a reader calls it)."""
+
     fn: Callable[[TrialEvidence, JobContext], Classification | None]
-    knowledge: Knowledge
+    name: str
 
-    @property
-    def name(self) -> str:
-        return self.knowledge.name
-
-
-_ENDPOINT = register(
-    Knowledge(
-        "model_endpoint",
-        grounded_in=("issue-20", "harbor", "docs"),
-        why="litellm/openai exceptions (Harbor's terminus2-dead-endpoint sample); vLLM, SGLang, "
-        "llama.cpp and TGI error texts from their docs and sources (model-endpoint rules "
-        "predate the dev set)",
-    )
-)
 
 DETECTORS: list[Detector] = [
-    Detector(endpoint.model_endpoint, _ENDPOINT),
-    Detector(endpoint.endpoint_in_agent_log, endpoint.RUN_END),
+    Detector(endpoint.model_endpoint, "model_endpoint"),
+    Detector(endpoint.endpoint_in_agent_log, "endpoint_in_agent_log"),
     # Before the harness crash: a crash on the per-command cap is judged by its command.
-    Detector(command_cap.command_cap, command_cap.CAP),
-    Detector(harness.agent_harness_crash, harness.CRASH),
-    Detector(environment.out_of_memory, environment.OOM),
-    Detector(environment.container_died, environment.KILLED),
-    Detector(environment.disk_full, environment.DISK),
-    Detector(environment.emulation_unsupported, environment.EMULATION),
-    Detector(setup.setup_hung, setup.HUNG),
-    Detector(setup.agent_setup_failed, setup.SETUP),
-    Detector(endpoint.model_reply_cut_off, endpoint.CUT_OFF),
-    Detector(network_failures.verifier_network, network_failures.VERIFIER),
-    Detector(network_failures.agent_network, network_failures.AGENT),
+    Detector(command_cap.command_cap, "command_cap"),
+    Detector(harness.agent_harness_crash, "agent_harness_crash"),
+    Detector(environment.out_of_memory, "out_of_memory"),
+    Detector(environment.container_died, "container_killed"),
+    Detector(environment.disk_full, "disk_full"),
+    Detector(environment.emulation_unsupported, "emulation_unsupported"),
+    Detector(setup.setup_hung, "setup_hung"),
+    Detector(setup.agent_setup_failed, "agent_setup_failed"),
+    Detector(endpoint.model_reply_cut_off, "model_reply_cut_off"),
+    Detector(network_failures.verifier_network, "verifier_network"),
+    Detector(network_failures.agent_network, "agent_network"),
 ]
 
-# Tried before the first-stage rules, in this order (audit/detectors/kubernetes.py).
+# Tried before the first-stage rules, in this order (audit/judge/detectors/kubernetes.py).
 CLUSTER: list[Detector] = [
     Detector(kubernetes.quota_exceeded, kubernetes.QUOTA),
     Detector(kubernetes.pod_unschedulable, kubernetes.UNSCHEDULABLE),

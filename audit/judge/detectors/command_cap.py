@@ -27,20 +27,11 @@ import re
 from audit.judge import commands as C
 from audit.judge.context import JobContext
 from audit.judge.detectors.common import etype, exception_text, frame_lines, owner_of, proof_at
-from audit.judge.learned import Knowledge, register
 from audit.judge.verdict import Classification, Proof, exception_line, excuse, short
 from audit.read import caps
 from audit.read.evidence import Chunk, TrialEvidence
 from audit.read.models import parse_time
 
-CAP = register(
-    Knowledge(
-        "command_cap",
-        grounded_in=("issue-20", "harbor", "general", "docs"),
-        why="Harbor's docker exec 'Command timed out after N seconds'; issue #20: read the "
-        "command the agent sent; shell semantics of the commands (audit/commands.py)",
-    )
-)
 _ENV_GONE = re.compile(
     r"(?i)(?:container \S+ is not running|is not running|No such container|"
     r"Cannot connect to the Docker daemon|cannot exec in a stopped (?:state|container)|"
@@ -51,7 +42,7 @@ _NAMED = re.compile(r"(?:command|cmd)[=:]\s*['\"]?([^'\"\n]+)")
 
 
 def command_cap(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
-    if ev.result is None or not ctx.knows(CAP.name):
+    if ev.result is None:
         return None
     kind = etype(ev) or ""
     graded = ev.result.reward is not None

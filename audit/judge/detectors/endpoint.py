@@ -38,7 +38,6 @@ from audit.judge.detectors.common import (
     innermost_owner,
     owner_of,
 )
-from audit.judge.learned import Knowledge, register
 from audit.judge.verdict import (
     Classification,
     Proof,
@@ -57,107 +56,14 @@ from audit.read.models import parse_time
 # Servers' own words for a generation they could not parse, whatever the status (llama.cpp's
 # chat parser: "Failed to parse input at pos N"). A refinement: without it such an error is
 # still no outage (a 5xx that says it failed to parse is tied to its input), only nobody's proof.
-UNPARSEABLE = register(
-    Knowledge(
-        "endpoint:unparseable_phrases",
-        learned_from=("gemma-harness-tb2",),
-        grounded_in=("docs",),
-        why="llama.cpp common/chat.cpp raises 'Failed to parse input at pos N' on generated "
-        "text its grammar cannot place (llama.cpp issue 20650)",
-    )
-)
 # llama.cpp's own words for a request past its window ("exceeds the available context size",
 # `n_ctx`, `n_prompt_tokens`). A refinement: without it such a 400 is still the request the
 # agent built (the general 4xx reading), and no served window is read from it.
-CONTEXT_WORDS = register(
-    Knowledge(
-        "endpoint:context_size_words",
-        learned_from=("gemma-harness-tb2",),
-        grounded_in=("docs",),
-        why="llama.cpp's server: 'request (N tokens) exceeds the available context size (M "
-        "tokens)', exceed_context_size_error with n_prompt_tokens and n_ctx",
-    )
-)
 # The error body quotes chat-template control tokens: the server was reading the model's
 # raw generation, so the failure is about what the model wrote. A refinement of the general
 # reading (a parse failure naming the model's generation): the token forms, Gemma's
 # `<|channel>` / `<channel|>` / `<|tool_call>` among them, were met in the dev set.
 _GENERATED_MARKUP = re.compile(r"<\|[a-z_]+\|?>|<[a-z_]+\|>|</?tool_call>|</?think>")
-MARKUP = register(
-    Knowledge(
-        "endpoint:generated_markup",
-        learned_from=("gemma-harness-tb2",),
-        grounded_in=("docs",),
-        why="chat templates mark turns, channels and tool calls with control tokens (Qwen "
-        "<|im_start|>, harmony <|channel|>, Gemma <|channel>, <tool_call>, <think>); an error "
-        "quoting them quotes the model's raw generation",
-    )
-)
-# The proof standard for the endpoint (never switched off): what proves nothing either way.
-CONTEXT_AGENTS = register(
-    Knowledge(
-        "endpoint:context_overflow_is_agents",
-        grounded_in=("issue-20", "harbor", "general"),
-        why="issue #20: only a server window shorter than the one the agent was told excuses an "
-        "overflow; Terminus-2 summarizes on the server's context-length errors (reference §5.2)",
-        prompted_by=("gemma-harness-tb2",),
-        standard=True,
-    )
-)
-ONE_REQUEST = register(
-    Knowledge(
-        "endpoint:one_request_5xx",
-        grounded_in=("general", "docs"),
-        why="RFC 9110 §15.6.1: a 500 is the server failing to fulfil THE request; 502/503/504 "
-        "(and 529 overloaded) are the service unavailable. An outage shows as the endpoint "
-        "failing whatever it was asked (other trials' requests)",
-        prompted_by=("gemma-harness-tb2",),
-        standard=True,
-    )
-)
-PARSE_5XX = register(
-    Knowledge(
-        "endpoint:parse_failure_5xx",
-        grounded_in=("general", "docs"),
-        why="a server that says it failed to parse failed on its input, not for want of "
-        "capacity: no outage, whatever the status",
-        prompted_by=("gemma-harness-tb2",),
-        standard=True,
-    )
-)
-# General blame readings (kept in every fold: each rests on a general rule of audit/RULES.md §1).
-GENERATION = register(
-    Knowledge(
-        "endpoint:parse_names_the_generation",
-        grounded_in=("general", "docs"),
-        why="a parse failure that names a tool call, its arguments or the generation was about "
-        "the model's output (OpenAI tool calls: `arguments` is model-generated JSON)",
-        prompted_by=("gemma-harness-tb2",),
-    )
-)
-BAD_REQUEST_AGENTS = register(
-    Knowledge(
-        "endpoint:bad_request_is_agents",
-        grounded_in=("general", "docs"),
-        why="HTTP 4xx is a client error (RFC 9110 §15.5): the request the agent's harness built",
-        prompted_by=("gemma-harness-tb2",),
-    )
-)
-SURFACED = register(
-    Knowledge(
-        "endpoint:surfaced_in_harness",
-        grounded_in=("issue-20", "docs"),
-        why="issue #20: an endpoint failure that crashes the agent's harness is the endpoint's; "
-        "OpenAI/Anthropic responses carry `choices` and `usage`, error bodies are JSON",
-    )
-)
-RUN_END = register(
-    Knowledge(
-        "endpoint:agent_log_run_end",
-        grounded_in=("issue-20", "docs"),
-        why="Claude Code's result event, mini-swe-agent's exit_status, OpenHands' error state",
-    )
-)
 
 # Traceback frames that are a model call (function names and source lines of agents' clients).
 _MODEL_CALL = re.compile(
@@ -200,12 +106,12 @@ def model_endpoint(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     if found is not None and found.layer == "model_client" and found.remote:
         # The root cause arose in the model client reading the endpoint's answer, however the
         # agent wrapped it: the whole chain's words, else what the client observed.
-        failure, site = _from_client_root(ev, found, _known(ctx))
+        failure, site = _from_client_root(ev, found)
     elif owner in ("client", None) or (owner == "harbor" and ME.from_client(text)):
         tail = text.strip().splitlines()[-1] if text.strip() else ""
-        failure = ME.classify(f"{message}\n{tail}", text, **_known(ctx))
-    elif owner == "agent" and ctx.knows(SURFACED.name):
-        failure, site = _surfaced_in_harness(ev, kind, message, text, _known(ctx))
+        failure = ME.classify(f"{message}\n{tail}", text)
+    elif owner == "agent":
+        failure, site = _surfaced_in_harness(ev, kind, message, text)
     if failure is None:
         return None
     return _verdict(ev, ctx, failure, message, site)
@@ -225,12 +131,12 @@ _DURING_ANSWER = re.compile(
 
 
 def _from_client_root(
-    ev: TrialEvidence, found: C.Origin, known: dict[str, bool]
+    ev: TrialEvidence, found: C.Origin
 ) -> tuple[ME.EndpointFailure | None, Proof | None]:
     """The kind of the endpoint failure behind a root cause in the model client."""
     chain = ev.chain()
     words = "\n".join(r.text for r in chain)
-    failure = ME.classify_words(words, **known)
+    failure = ME.classify_words(words)
     root = found.root
     if failure is None and root.name == "JSONDecodeError":
         failure = ME.EndpointFailure("not_json", None, None)
@@ -259,7 +165,7 @@ def _from_client_root(
 
 
 def _surfaced_in_harness(
-    ev: TrialEvidence, kind: str, message: str, text: str, known: dict[str, bool]
+    ev: TrialEvidence, kind: str, message: str, text: str
 ) -> tuple[ME.EndpointFailure | None, Proof | None]:
     """The endpoint's failure behind a crash of the agent's own code, and the line showing it."""
     frames = frame_lines(text)
@@ -268,7 +174,7 @@ def _surfaced_in_harness(
     where = ev.exception_source or "result.json exception_info"
     if ME.from_client(message):
         # The agent wrapped the client's exception in its own: the client's words stand.
-        found = ME.classify_text(message, **known)
+        found = ME.classify_text(message)
         if found is not None:
             return found, None
     model_call = any(_MODEL_CALL.search(f"{p} {fn} {s}") for p, fn, s in frames)
@@ -291,7 +197,7 @@ def _surfaced_in_harness(
                         "chat-completion response carries",
                     )
     if model_call and _HTTP_WORDS.search(message):
-        found = ME.classify_words(message, **known)
+        found = ME.classify_words(message)
         # A JSONDecodeError's words say nothing of who sent the text: only its site does.
         if found is not None and found.kind != "not_json":
             return found, None
@@ -318,8 +224,6 @@ def _verdict(
     where = f" ({host})" if host else ""
     if failure.kind == "context_overflow":
         return _context(ev, ctx, f"{message}\n{exception_text(ev)}", exception_where(ev), head)
-    if failure.kind == "bad_request" and not ctx.knows(BAD_REQUEST_AGENTS.name):
-        return None
     if failure.kind == "unparseable_output" or _quotes_generation(ctx, message):
         return Classification(
             "agent_error",
@@ -392,9 +296,9 @@ OUTAGE_WINDOW = 600.0
 def _one_request(
     ev: TrialEvidence, ctx: JobContext, failure: ME.EndpointFailure, own: Proof, head: list[str]
 ) -> Classification:
-    """A 5xx that, by itself, shows the server failing on this one request: infra only when the
-    endpoint failed on other requests too (other trials of the job within OUTAGE_WINDOW); else
-    insufficient_evidence, never infra."""
+    """A 5xx on this request. One that says the server could not parse what it was given was
+    caused by its input: insufficient_evidence. Any other is the serving plane failing (outside
+    the system under test): infra, noting the other trials' requests it failed too."""
     host = ", ".join(sorted(ctx.model_hosts)) or None
     at = f" ({host})" if host else ""
     if failure.kind == "content_rejected":
@@ -423,16 +327,16 @@ def _one_request(
             lead=head,
             endpoint=host,
         )
-    return Classification(
-        "insufficient_evidence",
-        "model_endpoint_single_server_error",
+    return excuse(
+        "infra",
+        "model_endpoint_internal_error",
         "model",
-        f"The model endpoint{at} answered one request with a server error (500) and nothing "
-        "else failed with it: a server failing on one request is no proof of an outage (the "
-        "request may be what it failed on), nor is it the model's doing. Read the endpoint's "
-        "logs at that time before counting it as infra.",
-        head,
-        host,
+        f"The model endpoint{at} answered with a server error (500): the serving plane failed "
+        "on the request, and it is outside the system under test (the model and the agent's "
+        "harness), whatever the request was. Check the endpoint's logs at that time and rerun.",
+        [own],
+        lead=head,
+        endpoint=host,
     )
 
 
@@ -499,25 +403,16 @@ KIND_WORDS = {
 }
 
 
-def _known(ctx: JobContext) -> dict[str, bool]:
-    """Which readings of an endpoint's words are switched on (audit/learned.py)."""
-    return {
-        "phrases": ctx.knows(UNPARSEABLE.name),
-        "generation": ctx.knows(GENERATION.name),
-        "context_words": ctx.knows(CONTEXT_WORDS.name),
-    }
-
-
 def _quotes_generation(ctx: JobContext, text: str) -> bool:
     """The error quotes the model's own generated markup (the server was parsing it)."""
-    return ctx.knows(MARKUP.name) and bool(_GENERATED_MARKUP.search(text)) and "pars" in text
+    return bool(_GENERATED_MARKUP.search(text)) and "pars" in text
 
 
 def _context(
     ev: TrialEvidence, ctx: JobContext, error: str, where: str, head: list[str]
 ) -> Classification | None:
     told = list(ctx.told) + _trial_told(ev)
-    j = CW.judge(error, where, told, llama_words=ctx.knows(CONTEXT_WORDS.name))
+    j = CW.judge(error, where, told)
     host = ", ".join(sorted(ctx.model_hosts)) or None
     at = f" ({host})" if host else ""
     if j.misconfigured and j.told is not None:
@@ -578,7 +473,7 @@ def failing_when_stopped(ev: TrialEvidence, ctx: JobContext) -> Classification |
 # --- the agent's own record of how its run ended -------------------------------------------
 def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     """The agent's log says its run ended on an endpoint failure (graded or not)."""
-    if ev.result is None or (ev.result.reward or 0) >= 1.0 or not ctx.knows(RUN_END.name):
+    if ev.result is None or (ev.result.reward or 0) >= 1.0:
         return None
     if (etype(ev) or "") in HARBOR_TIMEOUTS:
         return None
@@ -586,9 +481,8 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
         where, words, quote = _ending_error(log)
         if not words:
             continue
-        known = _known(ctx)
-        failure = ME.classify_text(words, **known) or (
-            ME.classify_words(words, **known) if _HTTP_WORDS.search(words) else None
+        failure = ME.classify_text(words) or (
+            ME.classify_words(words) if _HTTP_WORDS.search(words) else None
         )
         if failure is None:
             continue
@@ -628,15 +522,6 @@ def _ending_error(log) -> tuple[str, str, str]:
 
 
 # --- a reply cut off by the serving side ---------------------------------------------------
-CUT_OFF = register(
-    Knowledge(
-        "model_reply_cut_off",
-        learned_from=("glm5-openclaw-tb20",),
-        grounded_in=("issue-20", "harbor", "docs"),
-        why="a complete chat completion carries `usage` (OpenAI API; streamed, in its final "
-        "chunk with include_usage); issue #20: a response without usage is the endpoint's",
-    )
-)
 
 
 def model_reply_cut_off(ev: TrialEvidence, ctx: JobContext) -> Classification | None:

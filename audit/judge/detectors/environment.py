@@ -11,7 +11,6 @@ import re
 
 from audit.judge.context import JobContext
 from audit.judge.detectors.common import etype, proof_at, tests_reported
-from audit.judge.learned import Knowledge, register
 from audit.judge.verdict import Classification, Proof, exception_line, excuse
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
@@ -27,31 +26,6 @@ _DISK = re.compile(
 )
 _EMULATION = re.compile(r"(?i)(?:rosetta error|Unimplemented syscall number)")
 
-OOM = register(
-    Knowledge("out_of_memory", grounded_in=("docs",), why="the kernel OOM killer's messages")
-)
-KILLED = register(
-    Knowledge(
-        "container_killed",
-        learned_from=("glm5-openclaw-tb20",),
-        grounded_in=("docs",),
-        # Issue #20 names "the container or daemon gone" as evidence the environment failed;
-        # that an agent command's exit 137 and an empty verifier show it gone is this
-        # detector's own reading, first made on that source: the issue's words do not say it.
-        why="exit 137 is 128+SIGKILL (Docker docs); an empty verifier after it: the container "
-        "killed under the trial",
-    )
-)
-DISK = register(Knowledge("disk_full", grounded_in=("docs",), why="ENOSPC, errno 28"))
-EMULATION = register(
-    Knowledge(
-        "emulation_unsupported",
-        learned_from=("glm5-openclaw-tb20",),
-        grounded_in=("docs",),
-        why="Docker Desktop's Rosetta emulation: 'rosetta error: Unimplemented syscall number "
-        "282' (docker/for-mac#7475)",
-    )
-)
 
 
 def out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
@@ -88,16 +62,6 @@ _UNBOUNDED_BUILD = re.compile(
     r"(?:\bmake|\bninja|cmake\s+--build|\bcargo\s+build)\b[^\n;&|]*?"
     r"(?:-j\s*\$\(nproc\)|-j\s*`nproc`|-j(?:\s*$|\s+-)|-j\s*\d{2,}|--jobs(?!\s*=?\s*\d))",
     re.MULTILINE,
-)
-OWN_BUILD = register(
-    Knowledge(
-        "container_killed:own_build",
-        grounded_in=("general", "docs"),
-        why="GNU make: -j with no number runs unlimited jobs; nproc jobs of a C++ build can "
-        "exceed a container's memory (the kernel's OOM killer then SIGKILLs)",
-        prompted_by=("glm5-openclaw-tb20",),
-        standard=True,
-    )
 )
 
 

@@ -8,20 +8,9 @@ from __future__ import annotations
 
 from audit.judge.context import JobContext
 from audit.judge.detectors.common import STDLIB, etype, exception_text, frames, innermost_owner
-from audit.judge.learned import Knowledge, register
 from audit.judge.verdict import Classification, exception_line, short
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
-
-CRASH = register(
-    Knowledge(
-        "agent_harness_crash",
-        grounded_in=("general", "docs"),
-        why="a Python traceback's innermost frame is where the exception was raised: there, "
-        "the agent's own code (not Harbor's, not the model client's)",
-        prompted_by=("gemma-harness-tb2",),
-    )
-)
 
 
 def agent_harness_crash(ev: TrialEvidence, ctx: JobContext) -> Classification | None:

@@ -33,7 +33,6 @@ from datetime import datetime, timedelta
 from audit.judge.context import JobContext
 from audit.judge.detectors.common import etype
 from audit.judge.detectors.environment import _own_build
-from audit.judge.learned import Knowledge, register
 from audit.judge.verdict import (
     Classification,
     Proof,
@@ -56,47 +55,6 @@ _DOCS = (
     "Harbor 0.21 harbor/environments/ack.py: pod name and `session` label from the session id "
     "`<trial>__env`, `_wait_for_pod_ready`, `stop()` deleting the pod (trial.py `_finalize`)"
 )
-QUOTA = register(
-    Knowledge(
-        "k8s_quota_exceeded",
-        grounded_in=("captures", "docs"),
-        why="the API server's ResourceQuota admission refusing a pod with HTTP 403 'exceeded "
-        "quota' (captured on the test cluster); " + _DOCS,
-    )
-)
-UNSCHEDULABLE = register(
-    Knowledge(
-        "k8s_pod_unschedulable",
-        grounded_in=("captures", "docs"),
-        why="the scheduler's FailedScheduling events and PodScheduled=False/Unschedulable "
-        "(captured); " + _DOCS,
-    )
-)
-IMAGE_PULL = register(
-    Knowledge(
-        "k8s_image_pull_failed",
-        grounded_in=("captures", "docs"),
-        why="the kubelet's Failed/ErrImagePull/ImagePullBackOff events (captured); ack raising "
-        "'Failed to pull image: ...' on those waiting reasons; " + _DOCS,
-    )
-)
-EVICTED = register(
-    Knowledge(
-        "k8s_pod_evicted",
-        grounded_in=("captures", "docs"),
-        why="the pod's DisruptionTarget condition (EvictionByEvictionAPI captured; "
-        "PreemptionByScheduler, DeletionByTaintManager, TerminationByKubelet from the "
-        "Kubernetes docs on pod disruption conditions); " + _DOCS,
-    )
-)
-DELETED = register(
-    Knowledge(
-        "k8s_pod_deleted",
-        grounded_in=("captures", "docs"),
-        why="the pod's deletionTimestamp and the kubelet's Killing event (captured, a "
-        "force-delete mid-trial); Harbor deleting its pod only in `_finalize`; " + _DOCS,
-    )
-)
 
 _PHASE_WORDS = {
     "environment_setup": "while the environment started",
@@ -112,6 +70,13 @@ _PULL_EVENT = re.compile(r"^(?:Failed to pull image|Error: (?:ErrImagePull|Image
 _PULL_WAITING = ("ErrImagePull", "ImagePullBackOff")
 # Disruptions the kubelet itself decides (node pressure): the agent's own memory may draw them.
 _BY_KUBELET = ("TerminationByKubelet", "Evicted")
+
+# The signatures of the cluster's own account (audit/judge/signatures.py).
+QUOTA = "k8s_quota_exceeded"
+UNSCHEDULABLE = "k8s_pod_unschedulable"
+IMAGE_PULL = "k8s_image_pull_failed"
+EVICTED = "k8s_pod_evicted"
+DELETED = "k8s_pod_deleted"
 
 
 def _cluster(ev: TrialEvidence, ctx: JobContext) -> K.Cluster:
@@ -190,7 +155,7 @@ def quota_exceeded(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         return _verdict(
             ev,
             ctx,
-            QUOTA.name,
+            QUOTA,
             "The Kubernetes API server refused to create the trial's pod (HTTP 403): the "
             "namespace's ResourceQuota has less left than the pod requests (the task's cpus, "
             "memory_mb, storage_mb). The model was never asked anything. Raise the quota, or "
@@ -240,7 +205,7 @@ def pod_unschedulable(ev: TrialEvidence, ctx: JobContext) -> Classification | No
         return _verdict(
             ev,
             ctx,
-            UNSCHEDULABLE.name,
+            UNSCHEDULABLE,
             "The trial's pod was never scheduled: the scheduler found no node for it (its "
             "message says why: not enough cpu or memory, taints, node selectors), and Harbor "
             "gave up waiting for the pod. The model was never asked anything. If the task asks "
@@ -276,7 +241,7 @@ def image_pull_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | No
                 + (f" ({', '.join(r.removeprefix('Error: ') for r in reasons)})" if reasons else "")
                 + ": the container never started",
             )
-            return _verdict(ev, ctx, IMAGE_PULL.name, explanation, [proof])
+            return _verdict(ev, ctx, IMAGE_PULL, explanation, [proof])
         for version in reversed(pod.versions):
             waiting = next((w for w in version.waiting if w[0] in _PULL_WAITING), None)
             if waiting is not None:
@@ -286,7 +251,7 @@ def image_pull_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | No
                     short(waiting[1] or f"reason: {waiting[0]}"),
                     f"container waiting: {waiting[0]}, pod {pod.name}: it never started",
                 )
-                return _verdict(ev, ctx, IMAGE_PULL.name, explanation, [proof])
+                return _verdict(ev, ctx, IMAGE_PULL, explanation, [proof])
     info = ev.result.exception_info if ev.result and ev.result.reward is None else None
     message = (info.exception_message or "") if info else ""
     if etype(ev) == "RuntimeError" and _HARBOR_PULL.match(message):
@@ -297,7 +262,7 @@ def image_pull_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | No
             "Harbor's Kubernetes environment relays the kubelet's ErrImagePull/ImagePullBackOff",
         )
         # The proof is the exception line itself: shown once, with what it shows.
-        return excuse("infra", IMAGE_PULL.name, "environment", explanation, [proof])
+        return excuse("infra", IMAGE_PULL, "environment", explanation, [proof])
     return None
 
 
@@ -323,7 +288,7 @@ def pod_evicted(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         return _verdict(
             ev,
             ctx,
-            EVICTED.name,
+            EVICTED,
             "The cluster evicted the trial's pod while the trial ran (the Eviction API as a "
             "node drain uses it, preemption by a pod of higher priority, a node taint, the "
             "kubelet under node pressure), so the container was stopped under the agent or the "
@@ -404,7 +369,7 @@ def pod_deleted(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         return _verdict(
             ev,
             ctx,
-            DELETED.name,
+            DELETED,
             "The trial's pod was deleted while the trial still ran, and not by Harbor (which "
             "deletes it only after the trial's last step): the container went away under the "
             "agent or the verifier and the trial ended ungraded. Find out who deleted it (the "

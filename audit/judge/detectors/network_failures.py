@@ -14,26 +14,10 @@ import re
 from audit.judge import network as N
 from audit.judge.context import JobContext
 from audit.judge.detectors.common import etype, tests_reported
-from audit.judge.learned import Knowledge, register
 from audit.judge.verdict import Classification, Proof, exception_line
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
 from audit.read.memo import by_text
-
-VERIFIER = register(
-    Knowledge(
-        "verifier_network",
-        grounded_in=("seed", "captures"),
-        why="the seed's prove-plus-comm and tune-mjcf; tool wordings captured here",
-    )
-)
-AGENT = register(
-    Knowledge(
-        "agent_network",
-        grounded_in=("seed", "captures"),
-        why="the seed's make-doom-for-mips, dna-assembly, build-pov-ray",
-    )
-)
 
 
 def _describe(f: N.NetFailure, ctx: JobContext) -> str:
@@ -79,15 +63,6 @@ def verifier_network(ev: TrialEvidence, ctx: JobContext) -> Classification | Non
     return _network_verdict(ev, ctx, "verifier", outside[0], len(outside), outside)
 
 
-REWIRED = register(
-    Knowledge(
-        "network:agent_rewired",
-        grounded_in=("general", "harbor", "seed", "docs"),
-        why="TB tasks share one container between agent and verifier (reference §4.4, the seed); "
-        "resolv.conf, /etc/hosts and *_proxy variables decide where requests from it go",
-        standard=True,
-    )
-)
 _REWIRES_NETWORK = re.compile(
     r"(?:>>?|\btee\b(?:\s+-a)?)\s*/etc/(?:resolv\.conf|hosts)\b|"
     r"\b(?:export\s+)?(?:https?|all|no)_proxy=|"
@@ -101,19 +76,6 @@ AGENT_MIN_FAILURES = 2
 
 # The proof standard for the agent's network failures (never switched off): a failure the
 # same trial contradicts proves nothing.
-ANSWERED = register(
-    Knowledge(
-        "agent_network:contradicted",
-        grounded_in=("general", "docs"),
-        why="an outage needs evidence the endpoint was down: one that "
-        "answered this trial before or after was up, its error intermittent or the request's; "
-        "a name that does not resolve while other names did is a wrong name (getaddrinfo "
-        "EAI_NONAME), not a network down; a failure after the agent rewired resolv.conf, "
-        "/etc/hosts or a proxy is its own",
-        prompted_by=("gemma-harness-tb2",),
-        standard=True,
-    )
-)
 # A server's answer, success or not (a 404 proves the network and the resolver work).
 _ANSWER = re.compile(
     r"HTTP Error [1-4]\d\d\b|HTTP/[\d.]+ [1-4]\d\d\b|awaiting response\.\.\. [1-4]\d\d\b|"

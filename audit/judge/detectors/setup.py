@@ -12,7 +12,6 @@ from audit.judge import network as N
 from audit.judge.context import JobContext
 from audit.judge.detectors.common import etype, exception_text, last_line
 from audit.judge.detectors.network_failures import _network_verdict
-from audit.judge.learned import Knowledge, register
 from audit.judge.verdict import (
     Classification,
     Proof,
@@ -28,22 +27,6 @@ HANG_FACTOR = 10.0
 HANG_MIN_SECONDS = 300.0
 _SETUP_FAILED = ("AgentSetupTimeoutError", "AgentSetupError", "AgentInstallError")
 
-HUNG = register(
-    Knowledge(
-        "setup_hung",
-        grounded_in=("harbor", "seed"),
-        why="Harbor's agent-setup and environment-start timeouts; the seed's tool-install "
-        "timeouts at high concurrency",
-    )
-)
-SETUP = register(
-    Knowledge(
-        "agent_setup_failed",
-        grounded_in=("harbor", "seed"),
-        why="installed agents' agent/setup/ output (Harbor's BaseInstalledAgent); the seed's "
-        "tmux/asciinema pitfall",
-    )
-)
 
 
 def _raised_in_setup(ev: TrialEvidence) -> Proof:
