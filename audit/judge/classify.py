@@ -70,6 +70,17 @@ def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> 
             return failing_when_stopped(ev, ctx) or stopped
     if result is None:
         missing = not any("corrupt" in p for p in ev.problems)
+        if not missing and ctx.job_run.finished is False:
+            return excuse(
+                "cancelled",
+                "interrupted_writing_result",
+                None,
+                "The trial's result.json is damaged (cut off) and the job's own files show it was "
+                "stopped: Harbor was writing the result when it was killed. `harbor job resume "
+                "-p <job dir>` re-runs it.",
+                list(ctx.job_run.proof),
+                more=list(ev.problems),
+            )
         return Classification(
             "insufficient_evidence",
             "no_result_json" if missing else "corrupt_result_json",
@@ -316,10 +327,11 @@ def never_reached(ev: TrialEvidence, reached: Reached) -> Classification:
     """No model call of the trial was answered: whatever was graded is not the model's. An
     outside reason for it (the endpoint's words on a failed call, a model or route the endpoint
     does not know: the operator's launch configuration) is infra; otherwise insufficient."""
+    failed = next((c for log in ev.agent_logs() for c in log.calls if c.error), None)
     words = reached.first_error or ""
-    where = next(
-        (c.where for log in ev.agent_logs() for c in log.calls if c.error), None
-    ) or exception_where(ev)
+    if failed is not None and failed.status:
+        words = f"Error code: {failed.status} - {words}"
+    where = failed.where if failed is not None else exception_where(ev)
     if not words:
         found = ev.origin()
         words = found.root.text if found else ""
@@ -337,13 +349,16 @@ def never_reached(ev: TrialEvidence, reached: Reached) -> Classification:
             if failure.kind == "bad_request"
             else ME.KIND_TEXT.get(failure.kind, failure.kind)
         )
+        quote_why = "every model call failed" + (
+            f" (HTTP {failed.status})" if failed is not None and failed.status else ""
+        )
         return excuse(
             "infra",
             "model_never_reached",
             "model",
             f"No model call of this trial was answered ({what}), so nothing graded here is the "
             "model's work. Fix the endpoint or the launch configuration and rerun.",
-            [Proof("endpoint_response", where, short(words), "every model call failed")],
+            [Proof("endpoint_response", where, short(reached.first_error or words), quote_why)],
             lead=lead,
         )
     return Classification(

@@ -21,7 +21,18 @@ from dataclasses import dataclass
 
 from audit.read.memo import by_text
 
-FAMILIES = ("http_5xx", "http_429", "proxy", "dns", "tls", "reset", "timeout", "refused", "fetch")
+FAMILIES = (
+    "http_5xx",
+    "http_429",
+    "proxy",
+    "dns",
+    "tls",
+    "reset",
+    "timeout",
+    "refused",
+    "unreachable",
+    "fetch",
+)
 
 _STATUS = r"(?P<status>5\d\d|429)"
 # family -> patterns; `status`, `host` and `url` groups are read when present.
@@ -125,6 +136,16 @@ _PATTERNS: dict[str, list[str]] = {
         r"dial tcp [^\n]*: i/o timeout",  # Go (go get, docker)
         r"Client\.Timeout exceeded while awaiting headers",  # Go's net/http
     ],
+    # No route to the endpoint's network, as the kernel's errno says it (ENETUNREACH 101,
+    # EHOSTUNREACH 113) in C's, Python's and node's words.
+    "unreachable": [
+        r"Network is unreachable",
+        r"\bENETUNREACH\b",
+        r"\[Errno 101\]",
+        r"No route to host",
+        r"\bEHOSTUNREACH\b",
+        r"\[Errno 113\]",
+    ],
     "refused": [
         r"Connection refused",
         r"\bECONNREFUSED\b",
@@ -203,6 +224,11 @@ _WORDS = (
     "too slow",
     "etimedout",
     "refused",
+    "unreachable",
+    "unreach",
+    "no route to host",
+    "errno 101",
+    "errno 113",
     "failed to connect",
     "couldn't connect",
     "failed to fetch",
@@ -280,6 +306,7 @@ class NetFailure:
             "reset": "connection reset",
             "timeout": "timeout",
             "refused": "connection refused",
+            "unreachable": "network unreachable",
             "fetch": "failed download",
         }[self.family]
 

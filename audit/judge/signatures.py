@@ -29,6 +29,8 @@ _ENTRIES: list[tuple[str, str, str]] = [
      "interrupted while the trial ran"),
     ("interrupted_no_result", "cancelled", "no result.json, and the job's own files show it was "
      "stopped while the trial ran"),
+    ("interrupted_writing_result", "cancelled", "result.json cut off while the job's own files "
+     "show it was stopped: killed while Harbor wrote the result"),
     ("no_result_json", "insufficient_evidence", "no result.json and nothing else that says how "
      "the trial ended"),
     ("corrupt_result_json", "insufficient_evidence", "result.json is damaged and nothing else "
@@ -148,8 +150,6 @@ _ENTRIES: list[tuple[str, str, str]] = [
      "time installing its dependencies"),
     ("verifier_timeout", "verifier_timeout", "the verifier timed out with no output that shows "
      "how far it got"),
-    ("verifier_setup_error", "infra", "every test errored in its setup on an outside endpoint "
-     "(a download refused): no test judged the work"),
     ("reward_file_missing", "insufficient_evidence", "the verifier wrote no usable reward and "
      "nothing explains why"),
 ]

@@ -9,12 +9,13 @@ The root cause is the first; the one the trial ended on is the last.
 The layer of a frame is read from its file path and from the job's configured agent, never
 from a list of library names:
 - `agent`: the configured agent's own package (`config.agent.import_path`, its top-level
-  module), or Harbor's module of a built-in agent (`harbor/agents/`);
+  module), or any code outside Python and its installed packages;
 - `model_client`: Harbor's own model layer (`harbor/llms/`);
 - `environment`: Harbor's environments (`harbor/environments/`: Docker, a remote sandbox
   provider, a cluster), where every exec into the sandbox goes;
 - `verifier`: Harbor's verifier (`harbor/verifier/`);
-- `harbor`: the rest of Harbor (the trial, the orchestrator);
+- `harbor`: the rest of Harbor (the trial, the orchestrator, its built-in agents' terminal
+  driver);
 - `library`: any other installed package (site-packages, dist-packages), and `stdlib`.
 A library or the standard library runs on behalf of whoever called it: `owner()` gives each
 frame the layer of the nearest frame above it that is not a library's. An installed package
@@ -41,9 +42,11 @@ _STDLIB = re.compile(
     r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)|/Python\.framework/|\\Lib\\(?!site-packages)"
 )
 _INSTALLED = re.compile(r"/(?:site|dist)-packages/(?P<pkg>[\w.-]+)")
-_HARBOR = re.compile(r"/harbor/(?P<sub>[\w]+)/")
+_HARBOR = re.compile(r"/harbor/(?P<sub>\w+)/(?=[\w/.-]*\.py$)")
 _HARBOR_LAYER = {
-    "agents": "agent",
+    # Harbor's built-in agents drive the sandbox through Harbor's own terminal code (tmux); a
+    # failure raised there is read in Harbor's words (rules.yaml), like the rest of Harbor.
+    "agents": "harbor",
     "llms": "model_client",
     "environments": "environment",
     "verifier": "verifier",
@@ -160,13 +163,18 @@ def layer(path: str, agent: Agent) -> str:
     """The layer a frame's file belongs to, before its caller is considered."""
     if agent.owns(path):
         return "agent"
-    harbor = _HARBOR.search(path)
-    if harbor:
-        return _HARBOR_LAYER.get(harbor.group("sub"), "harbor")
+    installed = _INSTALLED.search(path)
+    if installed:
+        if installed.group("pkg") != "harbor":
+            return "library"
+        sub = path[installed.end() :].lstrip("/").split("/", 1)[0]
+        return _HARBOR_LAYER.get(sub, "harbor")
     if _STDLIB.search(path):
         return "stdlib"
-    if _INSTALLED.search(path):
-        return "library"
+    # Harbor run from a checkout: its innermost `harbor/<sub>/`.
+    checkout = next(reversed(list(_HARBOR.finditer(path))), None)
+    if checkout:
+        return _HARBOR_LAYER.get(checkout.group("sub"), "harbor")
     return "agent"  # outside Python and any installed package: the job's own code
 
 

@@ -62,6 +62,20 @@ CASES: dict[str, TrialSpec] = {
         commands=["make -j4\n"],
         durations=(4, 2, 300, None),
     ),
+    # The new-wording set's shape: tmux's server gone after a benign command, and Harbor's own
+    # tmux exec into the container killed (exit 137) in trial.log.
+    "tmux_server_killed": _spec(
+        "headless-terminal",
+        reward=None,
+        exception_type="RuntimeError",
+        exception_message=(
+            "hb__x: failed to send non-blocking keys: command=\"tmux send-keys -t terminus-2 "
+            "'cat /app/README.md' Enter\", return_code=1, stderr='server exited unexpectedly\\n'"
+        ),
+        commands=["ls\n"],
+        trial_log=["docker compose exec main tmux has-session -t terminus-2 exited with code 137"],
+        durations=(4, 2, 300, None),
+    ),
     "docker_address_pools_exhausted": _spec(
         "fix-git",
         reward=None,

@@ -29,6 +29,7 @@ from audit.judge.context import JobContext
 from audit.judge.detectors.common import etype, exception_text, frame_lines, owner_of, proof_at
 from audit.judge.verdict import Classification, Proof, exception_line, excuse, short
 from audit.read import caps
+from audit.read.chain import layer as C_layer
 from audit.read.evidence import Chunk, TrialEvidence
 from audit.read.models import parse_time
 
@@ -202,9 +203,12 @@ def _secs(seconds: float | None) -> str:
 def _exec_caller(ev: TrialEvidence, text: str) -> tuple[str, str, str] | None:
     """The frame that called Harbor's environment exec (who ran the command)."""
     frames = [f for f in frame_lines(text) if owner_of(ev, f[0]) is not None]
+    agent = ev.agent()
     for i, (path, _, _) in enumerate(frames):
-        if "/harbor/environments/" in path:
-            return frames[i - 1] if i > 0 else None
+        # The first environment frame a caller entered (a chained block may start inside it).
+        if i > 0 and C_layer(path, agent) == "environment":
+            if C_layer(frames[i - 1][0], agent) != "environment":
+                return frames[i - 1]
     return None
 
 
@@ -239,7 +243,10 @@ def _which_command(ev: TrialEvidence, text: str, cap: caps.CapHit) -> tuple[str,
     for log in ev.agent_logs():
         actions = log.actions
         if actions:
-            waiting = [a for a in actions if a.output is None] or actions
+            waiting = [a for a in actions if a.output is None]
+            if not waiting and log.source == "api-dumps":
+                return where, None  # every command the model sent was answered: not one of them
+            waiting = waiting or actions
             return waiting[-1].where, waiting[-1].command
     last = _last_unanswered(ev)
     return (last[0].where(1), last[0].text) if last else (where, None)

@@ -110,10 +110,16 @@ def last_line(chunks: list[Chunk]) -> tuple[str, str] | None:
     return None
 
 
-_TESTS_REPORTED = re.compile(
-    r"(?m)^=+ .*\b\d+ (?:passed|failed|error|errors)\b.* in [\d.]+s|^\d+ (?:passed|failed)\b"
-)
+_SUMMARY = re.compile(r"(?m)^=+ (?P<counts>.*\b\d+ (?:passed|failed|errors?)\b.*) in [\d.]+s")
+_JUDGED = re.compile(r"\b[1-9]\d* (?:passed|failed)\b")
+_PLAIN = re.compile(r"(?m)^[1-9]\d* (?:passed|failed)\b")
 
 
 def tests_reported(ev: TrialEvidence) -> bool:
-    return bool(_TESTS_REPORTED.search(ev.text(L.VERIFIER_STDOUT) or ""))
+    """A test ran to a verdict: pytest's summary counts a passed or failed test. A summary of
+    errors alone (every test failed in its fixtures or collection) judged nothing."""
+    text = ev.text(L.VERIFIER_STDOUT) or ""
+    found = _SUMMARY.search(text)
+    if found:
+        return bool(_JUDGED.search(found.group("counts")))
+    return bool(_PLAIN.search(text))

@@ -145,7 +145,7 @@ def _from_client_root(
     elif failure is None and re.search(r"(?i)connect|disconnect|protocol", root.name):
         failure = ME.EndpointFailure("unreachable", None, None)
     if failure is not None and failure.kind == "timeout":
-        functions = " ".join(f.func for r in chain[:-1] for f in r.frames)
+        functions = " ".join(f.func for r in chain for f in r.frames)
         if _DURING_ANSWER.search(functions):
             failure = ME.EndpointFailure("timeout_answering", None, None)
         elif _BEFORE_ANSWER.search(functions):

@@ -11,7 +11,7 @@ import re
 
 from audit.judge.context import JobContext
 from audit.judge.detectors.common import etype, proof_at, tests_reported
-from audit.judge.verdict import Classification, Proof, exception_line, excuse
+from audit.judge.verdict import Classification, Proof, exception_line, excuse, short
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
 
@@ -120,6 +120,51 @@ def container_died(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         lead=exception_line(ev),
         more=[f"{L.VERIFIER_STDOUT}: empty"],
     )
+
+
+# bash's report of a child it lost to SIGKILL (`line 15:   241 Killed   uvx ... pytest ...`).
+_SHELL_KILLED = re.compile(r"(?m)^\S+: line \d+: +\d+ Killed\s+\S.*$")
+# Harbor's own log of a memory override (`Overriding memory for task T: 4096 MB -> 512 MB`).
+_MEMORY_OVERRIDE = re.compile(r"(?P<asked>\d+) ?MB -> (?P<given>\d+) ?MB")
+
+
+def verifier_out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """The verifier's tests were SIGKILLed before they reported, in a container the job gave
+    less memory than the task asks (the operator's launch configuration, outside the system
+    under test). With the memory the task asks, a kill is the solution's own doing."""
+    if ev.result is None or (ev.result.reward or 0) >= 1.0 or tests_reported(ev):
+        return None
+    killed = proof_at(
+        "environment_event",
+        ev.source("verifier_output"),
+        _SHELL_KILLED,
+        "the verifier's tests were killed (SIGKILL)",
+    )
+    if killed is None:
+        return None
+    for chunk in ev.source("trial_log"):
+        for n, line in enumerate(chunk.text.splitlines(), 1):
+            m = _MEMORY_OVERRIDE.search(line)
+            if m and "memory" in line.lower() and int(m["given"]) < int(m["asked"]):
+                shrunk = Proof(
+                    "environment_event",
+                    chunk.where(n),
+                    short(line),
+                    f"the job gave the container {m['given']} MB of the {m['asked']} MB the task "
+                    "asks",
+                )
+                return excuse(
+                    "infra",
+                    "verifier_out_of_memory",
+                    "verifier",
+                    "The verifier's tests were killed (SIGKILL) before any result in a container "
+                    f"the job shrank to {m['given']} MB, below the {m['asked']} MB the task asks: "
+                    "the launch configuration, not the solution. Give the task its memory and "
+                    "rerun.",
+                    [killed, shrunk],
+                    lead=exception_line(ev),
+                )
+    return None
 
 
 def disk_full(ev: TrialEvidence, ctx: JobContext) -> Classification | None:

@@ -187,6 +187,7 @@ def _network_verdict(
         "reset": "connection_reset",
         "timeout": "network_timeout",
         "refused": "connection_refused",
+        "unreachable": "network_unreachable",
         "fetch": "download_failed",
     }.get(fam, fam)
     quoted = f"{f.where}: {f.line}"

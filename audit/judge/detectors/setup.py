@@ -8,9 +8,11 @@ script, because only the first is fixed by the tool bundle.
 
 from __future__ import annotations
 
+import re
+
 from audit.judge import network as N
 from audit.judge.context import JobContext
-from audit.judge.detectors.common import etype, exception_text, last_line
+from audit.judge.detectors.common import etype, exception_text, last_line, proof_at
 from audit.judge.detectors.network_failures import _network_verdict
 from audit.judge.verdict import (
     Classification,
@@ -27,6 +29,17 @@ HANG_FACTOR = 10.0
 HANG_MIN_SECONDS = 300.0
 _SETUP_FAILED = ("AgentSetupTimeoutError", "AgentSetupError", "AgentInstallError")
 
+
+
+# The loader's, the kernel's and the installers' own words for software that cannot run on this
+# system at all (not a download that failed: those are network failures, read first).
+_CANNOT_RUN = re.compile(
+    r"(?i)(?:version [`']GLIBC(?:XX)?_[\d.]+' not found|exec format error|"
+    r"cannot execute binary file|error while loading shared libraries|"
+    r"Unsupported (?:platform|architecture|engine)|EBADENGINE|requires a different Python|"
+    r"requires Python [<>=]|is not supported on this (?:platform|system)|"
+    r"No matching distribution found for|glibc[^\n]{0,40}too old)"
+)
 
 
 def _raised_in_setup(ev: TrialEvidence) -> Proof:
@@ -92,6 +105,17 @@ def agent_setup_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | N
     outside = [f for f in failures if N.owner(f, set()) == "external"]
     if outside:
         return _network_verdict(ev, ctx, "agent_setup", outside[0], len(outside), outside)
+    cannot = proof_at("setup_failed", setup, _CANNOT_RUN)
+    if cannot is not None:
+        return Classification(
+            "agent_error",
+            "agent_setup_cannot_run",
+            "agent_setup",
+            "The agent's own software cannot run in the task's image (the loader's or the "
+            "installer's own words quoted): its setup failed for no outside reason. The agent "
+            "as configured is part of the system under test, so this counts against it.",
+            exception_line(ev) + [f"{cannot.where}: {cannot.quote}"],
+        )
     tail = last_line(setup)
     agent = (ev.result.agent_info.name if ev.result.agent_info else None) or ""
     if not setup and agent.startswith("terminus"):
