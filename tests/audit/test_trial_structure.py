@@ -131,7 +131,7 @@ def _crash(etype: str, message: str, traceback: str, reward=None) -> TrialSpec:
         ("anthropic-status_500", "InternalServerError", ("infra", "model_endpoint_internal_error")),
     ],
 )
-def test_a_model_call_that_failed_is_judged_by_what_the_record_shows(tmp_path, name, etype, verdict):
+def test_a_failed_model_call_is_judged_by_what_the_record_shows(tmp_path, name, etype, verdict):
     text = (CLIENTS / f"{name}.traceback.txt").read_text()
     last = text.strip().splitlines()[-1]
     job, trial = make_trial(tmp_path, _crash(etype, last.split(": ", 1)[-1], text))
@@ -378,8 +378,11 @@ UNREACHABLE = (
     ("stdout", "signature"),
     [(HF_429, "verifier_http_429"), (UNREACHABLE, "verifier_network_unreachable")],
 )
-def test_a_verifier_that_judged_nothing_on_an_outside_failure_is_infra(tmp_path, stdout, signature):
-    job, trial = make_trial(tmp_path, TrialSpec("mteb-retrieve", reward=0.0, verifier_stdout=stdout))
+def test_a_verifier_that_judged_nothing_on_an_outside_failure_is_infra(
+    tmp_path, stdout, signature
+):
+    spec = TrialSpec("mteb-retrieve", reward=0.0, verifier_stdout=stdout)
+    job, trial = make_trial(tmp_path, spec)
     row = _row(job)
     assert (row.category, row.signature) == ("infra", signature), row.evidence
     _proofs_are_in_their_files(job, trial, row)
@@ -398,7 +401,9 @@ KILLED = (
 
 
 def test_the_verifier_killed_in_a_container_the_job_shrank_is_infra(tmp_path):
-    override = "Overriding memory for task hf-model-inference: 4096 MB -> 512 MB (override_memory_mb)"
+    override = (
+        "Overriding memory for task hf-model-inference: 4096 MB -> 512 MB (override_memory_mb)"
+    )
     spec = TrialSpec("hf-model-inference", reward=0.0, verifier_stdout=KILLED, trial_log=[override])
     job, trial = make_trial(tmp_path, spec)
     row = _row(job)
