@@ -201,7 +201,7 @@ class Job:
     def stop(self, timeout_s: int = 60) -> ScriptResult:
         return seam_step("harbor_launch", "delete", {
             "job_name": self.name, "jobs_dir": str(self.jobs_dir), "log_dir": str(self.log_dir),
-            "n_concurrent": self.harbor.n_concurrent_trials, "stop_timeout_s": timeout_s,
+            "n_concurrent_trials": self.harbor.n_concurrent_trials, "stop_timeout_s": timeout_s,
         })
 
     def wait_finished(self, timeout: float = 240) -> dict:
