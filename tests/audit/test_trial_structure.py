@@ -449,3 +449,108 @@ def test_a_script_under_app_is_no_foreground_server():
     assert kind_of("python3 /app/solution.py --check").kind == "other"
     assert kind_of("python3 server.py").kind == "server"
     assert kind_of("python3 /srv/web/app.py").kind == "server"
+
+
+# --- CLI agents' JSONL event streams and a harness's plain stdout (documented formats) ---------
+CODEX = [
+    {"type": "thread.started", "thread_id": "0199a213-81c0-7800-8aa1-bbab2a035a53"},
+    {"type": "turn.started"},
+    {"type": "item.completed", "item": {"id": "item_0", "type": "reasoning", "text": "Look."}},
+    {"type": "item.started", "item": {"id": "item_1", "type": "command_execution",
+                                      "command": "bash -lc 'ls /app'", "aggregated_output": "",
+                                      "exit_code": None, "status": "in_progress"}},
+    {"type": "item.completed", "item": {"id": "item_1", "type": "command_execution",
+                                        "command": "bash -lc 'ls /app'",
+                                        "aggregated_output": "main.py\n", "exit_code": 0,
+                                        "status": "completed"}},
+    {"type": "item.completed", "item": {"id": "item_2", "type": "agent_message", "text": "Done."}},
+    {"type": "turn.completed",
+     "usage": {"input_tokens": 1200, "cached_input_tokens": 200, "output_tokens": 345}},
+    {"type": "turn.started"},
+    {"type": "turn.failed", "error": {"message": "stream error: unexpected status 429 Too Many "
+                                                 "Requests: You exceeded your current quota"}},
+]
+GEMINI = [
+    {"type": "init", "timestamp": "2026-04-02T10:00:00.000Z", "session_id": "s1",
+     "model": "gemini-2.5-pro"},
+    {"type": "message", "timestamp": "2026-04-02T10:00:01.000Z", "role": "user",
+     "content": "Fix the repo."},
+    {"type": "message", "timestamp": "2026-04-02T10:00:02.000Z", "role": "assistant",
+     "content": "Let me ", "delta": True},
+    {"type": "message", "timestamp": "2026-04-02T10:00:02.100Z", "role": "assistant",
+     "content": "look.", "delta": True},
+    {"type": "tool_use", "timestamp": "2026-04-02T10:00:03.000Z", "tool_name": "run_shell_command",
+     "tool_id": "t1", "parameters": {"command": "ls /app"}},
+    {"type": "tool_result", "timestamp": "2026-04-02T10:00:04.000Z", "tool_id": "t1",
+     "status": "success", "output": "main.py"},
+    {"type": "result", "timestamp": "2026-04-02T10:00:09.000Z", "status": "error",
+     "error": {"type": "ApiError", "message": "[API Error: 503 Service Unavailable] "
+                                              "The model is overloaded."},
+     "stats": {"total_tokens": 950, "input_tokens": 900, "output_tokens": 50}},
+]
+
+
+def _stream(trial: Path, name: str, events: list[dict]) -> None:
+    (trial / "agent" / name).write_text("\n".join(json.dumps(e) for e in events) + "\n")
+
+
+def test_codex_and_gemini_streams_read_to_one_shape(tmp_path):
+    trial = tmp_path / "t"
+    (trial / "agent").mkdir(parents=True)
+    _stream(trial, "codex.txt", CODEX)
+    _stream(trial, "gemini-cli.txt", GEMINI)
+    from audit.read.logs import cli_events
+
+    logs = {log.source: log for log in cli_events.read(_Files(trial))}
+    codex, gemini = logs["codex"], logs["gemini-cli"]
+    (first, failed) = codex.calls
+    assert first.answered and first.usage.completion_tokens == 345 and first.text == "Done."
+    assert failed.error and "429" in failed.error and codex.end.is_error
+    (action,) = codex.actions
+    assert (action.command, action.output) == ("bash -lc 'ls /app'", "main.py\n")
+    assert action.exit_code == 0
+    assert gemini.calls[0].text == "Let me look." and gemini.calls[0].acted
+    (g_action,) = gemini.actions
+    assert (g_action.command, g_action.output) == ("ls /app", "main.py")
+    assert g_action.started == "2026-04-02T10:00:03.000Z"
+    assert gemini.end.status == "error" and "503" in gemini.end.message
+
+
+@pytest.mark.parametrize(
+    ("name", "events", "signature"),
+    [("codex.txt", CODEX, "model_endpoint_quota"),
+     ("gemini-cli.txt", GEMINI, "model_endpoint_server_error")],
+)
+def test_a_cli_agents_run_ending_on_the_endpoint_is_infra(tmp_path, name, events, signature):
+    job, trial = make_trial(tmp_path, TrialSpec("fix-git", reward=0.0, verifier_stdout=PYTEST_FAIL))
+    bare(trial, name.split(".")[0])
+    _stream(trial, name, events)
+    row = _row(job)
+    assert (row.category, row.signature) == ("infra", signature), row.evidence
+    _proofs_are_in_their_files(job, trial, row)
+
+
+def test_a_harnesss_stdout_reads_commands_and_how_it_ended(tmp_path):
+    from audit.read.logs import stdout
+
+    trial = tmp_path / "t"
+    (trial / "agent").mkdir(parents=True)
+    (trial / "agent" / "harness.log").write_text(
+        "step 1\n$ curl -s https://api.example.org/data\nHTTP 503 Service Unavailable\n"
+        "$ ls /app\nmain.py\n"
+        "openai.RateLimitError: Error code: 429 - {'error': {'message': 'Rate limit reached'}}\n"
+    )
+    (log,) = stdout.read(_Files(trial))
+    assert [a.command for a in log.actions] == ["curl -s https://api.example.org/data", "ls /app"]
+    assert log.actions[0].output == "HTTP 503 Service Unavailable"
+    # The last line follows the last command's output, so it is read as that output, not as
+    # how the run ended: a console cannot tell them apart without a client's own words.
+    assert log.end is None
+    (trial / "agent" / "harness.log").write_text(
+        "$ ls /app\nmain.py\n\n[harness] model call failed\n"
+        "openai.RateLimitError: Error code: 429 - {'error': {'message': 'Rate limit reached'}}\n"
+    )
+    (log,) = stdout.read(_Files(trial))
+    assert log.actions[0].output == "main.py"
+    assert log.end is not None and log.end.where == "agent/harness.log:5"
+    assert log.end.message.startswith("openai.RateLimitError: Error code: 429")

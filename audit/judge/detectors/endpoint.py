@@ -514,6 +514,8 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
 def _ending_error(log) -> tuple[str, str, str]:
     """(where, words to judge, verbatim quote) of the error the run ended on, if any."""
     if log.end is not None and log.end.is_error and log.end.message:
+        if log.source == "stdout" and not ME.from_client(log.end.message):
+            return "", "", ""  # a console's last error: the endpoint's only in a client's words
         return log.end.where, f"{log.end.status}: {log.end.message}", log.end.message
     last = log.last()
     if isinstance(last, Call) and last.error:

@@ -1,7 +1,10 @@
-"""Readers of the logs agents leave in a trial dir, one module per format, all to one shape
-(audit/agent_logs/model.py): Harbor's ATIF trajectory, Terminus-2's episode dirs, Claude
-Code's stream, OpenHands' events, mini-swe-agent's trajectory and a custom agent's
-OpenAI-style messages. `read_all()` returns every log it finds (an agent may leave several:
+"""Readers of the logs agents leave in a trial dir, by log family, all to one shape
+(audit/read/logs/model.py: model calls with their time, status, tokens and error; commands with
+their text, start, end, exit code or cap; how the run ended): Harbor's ATIF trajectory,
+Terminus-2's episode dirs, raw model-API request/response dumps (Anthropic Messages, OpenAI
+Chat and Responses), the JSONL event streams of CLI agents (Claude Code, Codex, Gemini CLI),
+OpenHands' events, mini-swe-agent's trajectory, a custom agent's OpenAI-style messages, and a
+harness's plain stdout. `read_all()` returns every log it finds (an agent may leave several:
 Harbor converts Claude Code's stream to ATIF, for one), most native first.
 """
 
@@ -11,9 +14,11 @@ from audit.read.logs import (
     api_dumps,
     atif,
     claude_code,
+    cli_events,
     mini_swe_agent,
     openai_messages,
     openhands,
+    stdout,
     terminus_episodes,
 )
 from audit.read.logs.common import TrialFiles
@@ -36,4 +41,6 @@ def read_all(files: TrialFiles) -> list[AgentLog]:
         if found is not None:
             logs.append(found)
     logs.extend(openai_messages.read(files))
+    logs.extend(cli_events.read(files))
+    logs.extend(stdout.read(files))
     return logs
