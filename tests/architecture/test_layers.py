@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import ast
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from benchmarks.count_host_logic import Finding as Violation
 from tests.conftest import ROOT
 
 PROJECT = {"components", "hostside", "contracts", "audit", "tests", "benchmarks"}
@@ -30,16 +30,6 @@ SEAM_STEP = "components/seam/step.py"
 # Host programs run by a step with the python of a venv it builds (hostside/pinned_venv.py),
 # not imported by the package: their third-party imports are theirs.
 VENV_PROGRAMS = {"hostside/readiness.py": {"httpx"}, "hostside/s3_fetch.py": {"boto3", "botocore"}}
-
-
-@dataclass(frozen=True)
-class Violation:
-    path: str
-    line: int
-    what: str
-
-    def __str__(self) -> str:
-        return f"{self.path}:{self.line}: {self.what}"
 
 
 def imports(tree: ast.AST) -> list[tuple[int, str, list[str]]]:
