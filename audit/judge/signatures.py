@@ -73,6 +73,8 @@ _ENTRIES: list[tuple[str, str, str]] = [
      "a provider's status body)"),
     ("model_endpoint_unanswered", "infra", "the endpoint sent nothing, not even the response's "
      "headers, before the client's timeout"),
+    ("model_endpoint_refusing_from_a_moment", "infra", "a 4xx the endpoint began answering at "
+     "one moment across trials, to requests of a kind it had answered before"),
     ("model_endpoint_internal_error_repeated", "infra", "a 500 on this request and on other "
      "trials' requests within minutes: an outage"),
     ("model_endpoint_internal_error", "infra", "a 500 from the serving plane, which is outside "

@@ -52,6 +52,7 @@ from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
 from audit.read.logs import Call
 from audit.read.models import parse_time
+from audit.read.reached import model_reached
 
 # Servers' own words for a generation they could not parse, whatever the status (llama.cpp's
 # chat parser: "Failed to parse input at pos N"). A refinement: without it such an error is
@@ -235,6 +236,22 @@ def _verdict(
             head,
             host,
         )
+    if failure.kind == "bad_request" and (changed := _refused_from_a_moment(ev, ctx, failure)):
+        own = Proof(
+            "endpoint_response", exception_where(ev), exception_quote(ev), "the endpoint's words"
+        )
+        return excuse(
+            "infra",
+            "model_endpoint_refusing_from_a_moment",
+            "model",
+            f"The model endpoint{where} began refusing ({failure.status}) requests of a kind it "
+            f"had answered before in this trial, at the same moment as {len(changed)} other "
+            "trials (quoted): the endpoint changed (a deploy, a limit, a model swapped), not the "
+            "agent's requests. Check the endpoint at that time and rerun.",
+            [own, *changed[:3]],
+            lead=head,
+            endpoint=host,
+        )
     if failure.kind == "bad_request":
         return Classification(
             "agent_error",
@@ -347,18 +364,25 @@ def _ended_at(ev: TrialEvidence) -> str | None:
     return (span.finished_at if span else None) or ev.result.finished_at
 
 
-def _ending_server_error(ev: TrialEvidence) -> Proof | None:
-    """The 5xx (not one about parsing) a trial's run ended on: its exception, else its log."""
+_SERVER_KINDS = ("internal_error", "server_error")
+
+
+def _ending_error_of(
+    ev: TrialEvidence, kinds: tuple[str, ...], status: int | None = None
+) -> Proof | None:
+    """The endpoint error of one of `kinds` (and `status`, when given) a trial's run ended on:
+    its exception, else its log."""
     info = ev.result.exception_info if ev.result else None
     prefix = f"../{ev.trial_dir}/"
+    found: ME.EndpointFailure | None
     if info and info.exception_type:
         found = ME.classify_text(f"{info.exception_type}: {info.exception_message or ''}")
-        if found is not None and found.kind in ("internal_error", "server_error"):
+        if found is not None and found.kind in kinds and status in (None, found.status):
             return Proof("endpoint_response", prefix + exception_where(ev), exception_quote(ev))
     for log in ev.agent_logs():
         where, words, quote = _ending_error(log)
         found = ME.classify_words(words) if words and _HTTP_WORDS.search(words) else None
-        if found is not None and found.kind in ("internal_error", "server_error"):
+        if found is not None and found.kind in kinds and status in (None, found.status):
             return Proof("endpoint_response", prefix + where, short(quote))
     return None
 
@@ -367,11 +391,28 @@ def _repeated_server_errors(ev: TrialEvidence, ctx: JobContext) -> list[Proof]:
     """Other requests the endpoint failed with a 5xx: other trials of the job whose run ended
     on one within OUTAGE_WINDOW of this one. (A trial's own retries resend the same request:
     they show nothing the first failure did not.)"""
+    return _others_ending_alike(ev, ctx, _SERVER_KINDS, None, OUTAGE_WINDOW)
+
+
+# 4xx failures that start at one moment across trials: this close in time (seconds).
+ONE_MOMENT = 120.0
+# Other trials whose requests the endpoint began refusing at that moment, besides this one.
+ONE_MOMENT_OTHERS = 2
+
+
+def _others_ending_alike(
+    ev: TrialEvidence,
+    ctx: JobContext,
+    kinds: tuple[str, ...],
+    status: int | None,
+    window: float,
+) -> list[Proof]:
     when = parse_time(_ended_at(ev))
     if when is None:
         return []
+    key = f"endings:{','.join(kinds)}:{status}"
+    memo = ctx.memo.get(key)
     endings: list[tuple[str, str | None, Proof]]
-    memo = ctx.memo.get("server_error_endings")
     if isinstance(memo, list):
         endings = memo
     else:
@@ -379,18 +420,30 @@ def _repeated_server_errors(ev: TrialEvidence, ctx: JobContext) -> list[Proof]:
         for other in ctx.evidences:
             if other.result is None or (other.result.reward or 0) >= 1.0:
                 continue  # a pass did not end on a failure
-            found = _ending_server_error(other)
+            found = _ending_error_of(other, kinds, status)
             if found is not None:
                 endings.append((other.trial_dir, _ended_at(other), found))
-        ctx.memo["server_error_endings"] = endings
+        ctx.memo[key] = endings
     out: list[Proof] = []
     for trial, at, proof in endings:
         t = parse_time(at)
         if trial == ev.trial_dir or t is None or (t.tzinfo is None) != (when.tzinfo is None):
             continue
-        if abs((t - when).total_seconds()) <= OUTAGE_WINDOW:
+        if abs((t - when).total_seconds()) <= window:
             out.append(replace(proof, reading=f"another trial's run ended on it, at {at}"))
     return out
+
+
+def _refused_from_a_moment(
+    ev: TrialEvidence, ctx: JobContext, failure: ME.EndpointFailure
+) -> list[Proof]:
+    """A 4xx the endpoint began answering at one moment across trials, to requests of a kind it
+    had answered before: this trial's model was reached earlier, and other trials' runs ended on
+    the same status within ONE_MOMENT. The endpoint changed, not the requests."""
+    if failure.status is None or model_reached(ev).answer != "yes":
+        return []
+    others = _others_ending_alike(ev, ctx, ("bad_request",), failure.status, ONE_MOMENT)
+    return others if len(others) >= ONE_MOMENT_OTHERS else []
 
 
 KIND_WORDS = {
