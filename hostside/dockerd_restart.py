@@ -60,15 +60,26 @@ class Dockerd:
         return cls(pid=pid, argv=argv, env=env, cwd=os.readlink(proc / "cwd"), log=log)
 
 
-def running_dockerd() -> list[int]:
+def running_dockerd(proc: Path = Path("/proc")) -> list[int]:
+    """The dockerd processes of this host: those in this process's own PID namespace. An engine
+    inside a container (a host of a multi-host rehearsal, Docker-in-Docker) shows in /proc too,
+    but it is that container's, not this host's."""
+    own = _pid_namespace(proc / "self")
     pids = []
-    for comm in Path("/proc").glob("[0-9]*/comm"):
+    for comm in proc.glob("[0-9]*/comm"):
         try:
-            if comm.read_text().strip() == "dockerd":
+            if comm.read_text().strip() == "dockerd" and _pid_namespace(comm.parent) == own:
                 pids.append(int(comm.parent.name))
         except OSError:
             continue
     return sorted(pids)
+
+
+def _pid_namespace(process: Path) -> str | None:
+    try:
+        return os.readlink(process / "ns" / "pid")
+    except OSError:
+        return None
 
 
 def systemd_runs_docker() -> bool:

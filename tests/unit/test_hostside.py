@@ -99,3 +99,21 @@ def test_a_host_module_decides_no_value_the_program_owns(name):
     for node in ast.walk(tree):
         if isinstance(node, ast.Attribute) and node.attr in ("environ", "getenv"):
             pytest.fail(f"{name} reads the environment at line {node.lineno}: take an input")
+
+
+def test_a_dockerd_inside_a_container_is_not_this_hosts(tmp_path: Path):
+    """/proc lists the engines of containers too (a rehearsal host's, Docker-in-Docker): the
+    restart plan counts only the dockerd in this host's own PID namespace."""
+    from hostside.dockerd_restart import running_dockerd
+
+    def process(pid: str, comm: str, pid_ns: str) -> None:
+        (tmp_path / pid / "ns").mkdir(parents=True)
+        (tmp_path / pid / "comm").write_text(f"{comm}\n")
+        (tmp_path / pid / "ns" / "pid").symlink_to(pid_ns)
+
+    process("self", "pytest", "pid:[4026531836]")
+    process("575", "dockerd", "pid:[4026531836]")        # this host's engine
+    process("1171", "dockerd", "pid:[4026532411]")       # an engine inside a container
+    process("1172", "containerd", "pid:[4026531836]")
+    (tmp_path / "1300").mkdir()                          # gone while /proc was read
+    assert running_dockerd(tmp_path) == [575]
