@@ -32,8 +32,8 @@ Answer = Literal["yes", "no", "unknown", "no model"]
 @dataclass(frozen=True)
 class Reached:
     answer: Answer
-    replies: int
-    failed_calls: int
+    replies: int | None  # None: not counted (output tokens already answered it)
+    failed_calls: int | None
     input_tokens: int | None
     output_tokens: int | None
     first_call: str  # "answered", "failed: <words>", "not recorded"
@@ -47,6 +47,8 @@ class Reached:
             else f"tokens in {self.input_tokens or 0:,} / out {self.output_tokens or 0:,}"
         )
         at = f" ({self.first_where})" if self.first_where else ""
+        if self.replies is None:
+            return f"{self.answer}: {tokens} (the model generated; its log not read)"
         return (
             f"{self.answer}: {self.replies} replies, {self.failed_calls} failed calls, {tokens}; "
             f"first call {self.first_call}{at}"
@@ -67,7 +69,12 @@ def _read(ev: TrialEvidence) -> Reached:
     agent = result.agent_result if result else None
     tokens_in = agent.n_input_tokens if agent else None
     tokens_out = agent.n_output_tokens if agent else None
+    if (tokens_out or 0) > 0:
+        # Output tokens are a model's generation: reached, without reading any log (most
+        # trials; the audit of a passing trial reads result.json alone).
+        return Reached("yes", None, None, tokens_in, tokens_out, "answered", None)
     name = (ev.agent().name or "").lower()
+    no_model = name in NO_MODEL_AGENTS and not ev.agent().import_path
     calls: list[Call] = [c for log in ev.agent_logs() for c in log.calls]
     replies = sum(1 for c in calls if c.answered)
     failed = [c for c in calls if c.error]
@@ -94,7 +101,7 @@ def _read(ev: TrialEvidence) -> Reached:
             failed[0].error if failed else None,
         )
 
-    if name in NO_MODEL_AGENTS and not ev.agent().import_path:
+    if no_model:
         return said("no model")
     if replies or (tokens_out or 0) > 0:
         return said("yes")

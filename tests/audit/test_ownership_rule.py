@@ -162,3 +162,9 @@ def test_a_setup_that_cannot_run_in_the_image_is_the_agents_a_hung_one_is_not(tm
                    "error\n")
     row = _row(job)
     assert (row.category, row.signature) == ("agent_error", "agent_setup_cannot_run")
+    # A download refused by an outside host during the same setup is the outside's.
+    out.write_text(
+        "+ curl -fsSL https://downloads.example.org/codex.tgz\n"
+        "curl: (22) The requested URL returned error: 503\n"
+    )
+    assert _row(job).category == "infra"

@@ -415,34 +415,6 @@ def test_the_verifier_killed_in_a_container_the_job_shrank_is_infra(tmp_path):
     assert _row(job2).category == "agent_error"
 
 
-# --- the agent's own setup ---------------------------------------------------------------------
-def test_an_agent_that_cannot_run_in_the_image_is_the_agents(tmp_path):
-    spec = TrialSpec(
-        "fix-git",
-        reward=None,
-        exception_type="AgentSetupError",
-        exception_message="setup failed",
-        verifier_stdout=None,
-        durations=(4, 20, 0, None),
-    )
-    job, trial = make_trial(tmp_path, spec)
-    bare(trial, "claude-code")
-    setup = trial / "agent" / "setup"
-    setup.mkdir(parents=True)
-    (setup / "stdout.txt").write_text(
-        "+ /usr/local/bin/claude --version\n"
-        "/usr/local/bin/node: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.28' not found\n"
-    )
-    row = _row(job)
-    assert (row.category, row.signature) == ("agent_error", "agent_setup_cannot_run"), row.evidence
-    # A download refused by an outside host during the same setup is infra.
-    (setup / "stdout.txt").write_text(
-        "curl: (22) The requested URL returned error: 503\n"
-        "curl -fsSL https://downloads.example.org/claude.tgz failed\n"
-    )
-    assert _row(job).category == "infra"
-
-
 # --- commands --------------------------------------------------------------------------------
 def test_a_script_under_app_is_no_foreground_server():
     assert kind_of("python3 /app/x.py").kind == "other"

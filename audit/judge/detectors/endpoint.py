@@ -205,6 +205,13 @@ def _surfaced_in_harness(
     return None, None
 
 
+def _own_words(ev: TrialEvidence) -> Proof:
+    """The exception the trial ended on, quoted as the endpoint's answer."""
+    return Proof(
+        "endpoint_response", exception_where(ev), exception_quote(ev), "the endpoint's words"
+    )
+
+
 def _usage_sent_before(ev: TrialEvidence) -> bool:
     """The agent's own record shows model replies that carried usage: it talks to an endpoint
     that sends it, so a reply read without it was the endpoint's doing."""
@@ -237,9 +244,7 @@ def _verdict(
             host,
         )
     if failure.kind == "bad_request" and (changed := _refused_from_a_moment(ev, ctx, failure)):
-        own = Proof(
-            "endpoint_response", exception_where(ev), exception_quote(ev), "the endpoint's words"
-        )
+        own = _own_words(ev)
         return excuse(
             "infra",
             "model_endpoint_refusing_from_a_moment",
@@ -262,9 +267,7 @@ def _verdict(
             head,
             host,
         )
-    own = Proof(
-        "endpoint_response", exception_where(ev), exception_quote(ev), "the endpoint's words"
-    )
+    own = _own_words(ev)
     if failure.kind in ("content_rejected", "internal_error"):
         return _one_request(ev, ctx, failure, own, head)
     if failure.kind == "timeout_answering":

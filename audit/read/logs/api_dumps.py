@@ -24,11 +24,17 @@ is where the run stopped.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 from datetime import UTC, datetime
 
-from audit.read.caps import cap_in
-from audit.read.logs.common import TrialFiles, arguments, as_int, command_of, content_text, sub
+from audit.read.logs.common import (
+    TrialFiles,
+    answer,
+    arguments,
+    as_int,
+    command_of,
+    content_text,
+    sub,
+)
 from audit.read.logs.model import Action, AgentLog, Call, Usage
 
 _NUMBER = re.compile(r"(\d+)(?!.*\d)")
@@ -127,12 +133,7 @@ def _call(log: AgentLog, waiting: dict[str, int], where: str, body: dict) -> Non
             for c in message.get("tool_calls") or []
             if isinstance(c, dict)
         ]
-        raw = sub(body, "usage")
-        usage = (
-            Usage(as_int(raw.get("prompt_tokens")), as_int(raw.get("completion_tokens")))
-            if raw
-            else Usage(None, None)
-        )
+        usage = _usage(body, "prompt_tokens", "completion_tokens")
         finish = choice.get("finish_reason")
     else:  # responses
         items = [i for i in body.get("output") or [] if isinstance(i, dict)]
@@ -147,12 +148,7 @@ def _call(log: AgentLog, waiting: dict[str, int], where: str, body: dict) -> Non
                 command = sub(i, "action").get("command")
                 line = " ".join(command) if isinstance(command, list) else command
                 tools.append((str(i.get("call_id") or i.get("id")), {"command": line}))
-        raw = sub(body, "usage")
-        usage = (
-            Usage(as_int(raw.get("input_tokens")), as_int(raw.get("output_tokens")))
-            if raw
-            else Usage(None, None)
-        )
+        usage = _usage(body, "input_tokens", "output_tokens")
         finish = body.get("status")
         failed = sub(body, "error")
         if failed:
@@ -168,6 +164,12 @@ def _call(log: AgentLog, waiting: dict[str, int], where: str, body: dict) -> Non
         if command:
             waiting[call_id] = len(log.events)
             log.events.append(Action(where, command))
+
+
+def _usage(body: dict, prompt: str, output: str) -> Usage:
+    """The reply's usage block under its protocol's names; no block: a Usage that is missing."""
+    raw = sub(body, "usage")
+    return Usage(as_int(raw.get(prompt)), as_int(raw.get(output))) if raw else Usage(None, None)
 
 
 def _result_blocks(data: object) -> list[tuple[str, str]]:
@@ -210,16 +212,8 @@ def _answer(log: AgentLog, waiting: dict[str, int], where: str, results) -> None
         action = log.events[index]
         if not isinstance(action, Action):
             continue
-        cap = cap_in(text)
         code = _EXIT.match(text)
-        log.events[index] = replace(
-            action,
-            output=text,
-            output_where=where,
-            cap_seconds=cap.seconds if cap else None,
-            cap_quote=cap.quote if cap else None,
-            exit_code=int(code.group(1)) if code else None,
-        )
+        log.events[index] = answer(action, text, where, int(code.group(1)) if code else None)
 
 
 def _time(value: object) -> str | None:

@@ -8,11 +8,9 @@ log a tool result as its own step) the next one. `metrics.prompt_tokens` is the 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from audit.read.caps import cap_in
 from audit.read.logs.common import (
     TrialFiles,
+    answer,
     arguments,
     as_int,
     command_of,
@@ -75,13 +73,5 @@ def _attach(log: AgentLog, text: str, where: str, exit_code: int | None) -> None
         if isinstance(event, Action):
             if event.output is not None:
                 return
-            cap = cap_in(text)
-            log.events[i] = replace(
-                event,
-                output=text,
-                output_where=where,
-                cap_seconds=cap.seconds if cap else None,
-                cap_quote=cap.quote if cap else None,
-                exit_code=exit_code,
-            )
+            log.events[i] = answer(event, text, where, exit_code)
             return

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from audit.read.caps import cap_in
-from audit.read.logs.common import TrialFiles, as_int, content_text, jsonl, sub
+from audit.read.logs.common import TrialFiles, answer, as_int, content_text, jsonl, sub
 from audit.read.logs.model import Action, AgentLog, Call, RunEnd, Usage
 
 STREAM = "agent/claude-code.txt"
@@ -101,12 +100,5 @@ def _results(log, message, where, actions) -> None:
             continue
         action = log.events[index]
         text = content_text(block.get("content"))
-        cap = cap_in(text)
         if isinstance(action, Action):
-            log.events[index] = replace(
-                action,
-                output=text,
-                output_where=where,
-                cap_seconds=cap.seconds if cap else None,
-                cap_quote=cap.quote if cap else None,
-            )
+            log.events[index] = answer(action, text, where)

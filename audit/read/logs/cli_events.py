@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from audit.read.caps import cap_in
-from audit.read.logs.common import TrialFiles, as_int, jsonl, sub
+from audit.read.logs.common import TrialFiles, answer, as_int, jsonl, sub
 from audit.read.logs.model import Action, AgentLog, Call, RunEnd, Usage
 
 _CODEX = {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.completed"}
@@ -76,14 +75,8 @@ def _codex(path: str, events: list[tuple[int, dict]]) -> AgentLog:
                 started[key] = len(log.events)
                 log.events.append(action)
             if kind == "item.completed" and isinstance(action, Action):
-                cap = cap_in(output if isinstance(output, str) else None)
-                log.events[started[key]] = replace(
-                    action,
-                    output=str(output or ""),
-                    output_where=where,
-                    exit_code=as_int(item.get("exit_code")),
-                    cap_seconds=cap.seconds if cap else None,
-                    cap_quote=cap.quote if cap else None,
+                log.events[started[key]] = answer(
+                    action, str(output or ""), where, as_int(item.get("exit_code"))
                 )
         elif kind == "item.completed" and item.get("type") == "agent_message":
             text.append(str(item.get("text") or ""))
@@ -135,16 +128,8 @@ def _gemini(path: str, events: list[tuple[int, dict]]) -> AgentLog:
             output = event.get("output")
             if not isinstance(output, str):
                 output = str(sub(event, "error").get("message") or "")
-            cap = cap_in(output)
             if isinstance(action, Action):
-                log.events[index] = replace(
-                    action,
-                    output=output,
-                    output_where=where,
-                    cap_seconds=cap.seconds if cap else None,
-                    cap_quote=cap.quote if cap else None,
-                    ended=_stamp(event),
-                )
+                log.events[index] = answer(action, output, where, ended=_stamp(event))
         elif kind == "result":
             _flush(log, chunks, first or where, acted=False)
             chunks, first = [], ""

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Protocol
 
-from audit.read.logs.model import Usage
+from audit.read.caps import cap_in
+from audit.read.logs.model import Action, Usage
 
 # Argument keys that carry a shell command (Terminus-2 `keystrokes`, the `command`/`cmd` of
 # exec and bash tools of other agents, code runners' `code`/`script`).
@@ -97,3 +99,24 @@ def sub(node: object, key: str) -> dict:
     """`node[key]` when both are dicts, else {} (logs of other versions leave keys out)."""
     value = node.get(key) if isinstance(node, dict) else None
     return value if isinstance(value, dict) else {}
+
+
+def answer(
+    action: Action,
+    text: str,
+    where: str | None,
+    exit_code: int | None = None,
+    ended: str | None = None,
+) -> Action:
+    """The command with what came back: its output, where it was read, the cap it ran past when
+    the output says so (audit/read/caps.py), its exit code and when it ended, when known."""
+    cap = cap_in(text)
+    return replace(
+        action,
+        output=text,
+        output_where=where,
+        cap_seconds=cap.seconds if cap else None,
+        cap_quote=cap.quote if cap else None,
+        exit_code=exit_code if exit_code is not None else action.exit_code,
+        ended=ended or action.ended,
+    )

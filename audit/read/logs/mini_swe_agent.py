@@ -13,11 +13,10 @@ exception that ended it, with `exception_str` in the last message's `extra`).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
-from audit.read.caps import cap_in
 from audit.read.logs.common import (
     TrialFiles,
+    answer,
     arguments,
     command_of,
     content_text,
@@ -61,15 +60,8 @@ def read(files: TrialFiles) -> AgentLog | None:
         elif role in ("tool", "user") and i > 1 and pending:
             index = pending.pop(0)
             old = log.events[index]
-            cap = cap_in(text)
             if isinstance(old, Action):
-                log.events[index] = replace(
-                    old,
-                    output=text,
-                    output_where=where,
-                    cap_seconds=cap.seconds if cap else None,
-                    cap_quote=cap.quote if cap else None,
-                )
+                log.events[index] = answer(old, text, where)
     info = sub(data, "info")
     status = str(info.get("exit_status") or last_extra.get("exit_status") or "")
     if status:

@@ -10,10 +10,7 @@ how the run ended (`status`, `error`, `finish_reason`): that is the agent's own 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from audit.read.caps import cap_in
-from audit.read.logs.common import TrialFiles, arguments, command_of, content_text, sub
+from audit.read.logs.common import TrialFiles, answer, arguments, command_of, content_text, sub
 from audit.read.logs.model import Action, AgentLog, Call, RunEnd
 
 _MAX_DEPTH = 4
@@ -92,13 +89,6 @@ def _read_messages(where: str, messages: list) -> AgentLog:
                 continue
             old = log.events[index]
             text = content_text(message.get("content"))
-            cap = cap_in(text)
             if isinstance(old, Action):
-                log.events[index] = replace(
-                    old,
-                    output=text,
-                    output_where=at,
-                    cap_seconds=cap.seconds if cap else None,
-                    cap_quote=cap.quote if cap else None,
-                )
+                log.events[index] = answer(old, text, at)
     return log

@@ -12,10 +12,8 @@ Agent actions that came from the model carry `tool_call_metadata.model_response.
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
-from audit.read.caps import cap_in
-from audit.read.logs.common import TrialFiles, as_int, sub, usage_of
+from audit.read.logs.common import TrialFiles, answer, as_int, sub, usage_of
 from audit.read.logs.model import Action, AgentLog, Call, RunEnd, Usage
 
 _EVENT = re.compile(r"^(sessions/[^/]+/events)/(\d+)\.json$")
@@ -90,18 +88,10 @@ def read(files: TrialFiles) -> AgentLog | None:
                 continue
             meta = sub(extras, "metadata")
             text = "\n".join(str(t) for t in (event.get("content"), meta.get("suffix")) if t)
-            cap = cap_in(text)
             exit_code = as_int(meta.get("exit_code"))
             old = log.events[index]
             if isinstance(old, Action):
-                log.events[index] = replace(
-                    old,
-                    output=text,
-                    output_where=where,
-                    cap_seconds=cap.seconds if cap else None,
-                    cap_quote=cap.quote if cap else None,
-                    exit_code=exit_code,
-                )
+                log.events[index] = answer(old, text, where, exit_code)
         elif observation == "agent_state_changed":
             state = str(extras.get("agent_state") or "")
             if state in ("error", "finished", "stopped", "rejected"):

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import re
 
-from audit.read.caps import cap_in
-from audit.read.logs.common import TrialFiles
+from audit.read.logs.common import TrialFiles, answer
 from audit.read.logs.model import Action, AgentLog, RunEnd
 
 _COMMAND = re.compile(r"^(?:\+{1,3} |\$ |(?:Running|Executing|Command|exec)\s*:\s*)(?P<cmd>\S.*)$")
@@ -61,17 +60,8 @@ def _read(path: str, text: str) -> AgentLog:
         if current is None:
             return
         action = log.events[current]
-        body = "\n".join(output)
-        cap = cap_in(body)
-        if isinstance(action, Action):
-            log.events[current] = Action(
-                action.where,
-                action.command,
-                output=body if output else None,
-                output_where=f"{path}:{until}" if output else None,
-                cap_seconds=cap.seconds if cap else None,
-                cap_quote=cap.quote if cap else None,
-            )
+        if isinstance(action, Action) and output:
+            log.events[current] = answer(action, "\n".join(output), f"{path}:{until}")
 
     for n, line in enumerate(lines, 1):
         m = _COMMAND.match(line.strip())
