@@ -19,6 +19,7 @@ from components.config import (
     SshConfig,
     StackConfig,
     check_rerun_tasks,
+    check_task_needs,
     load_pulumi_config,
 )
 from components.docker_daemon import DockerDaemonConfig, DockerDaemonConfigArgs
@@ -164,6 +165,8 @@ def main() -> None:
     except ManifestError as exc:
         raise ConfigError([f"benchstack:dataset.manifest_path: {exc}"]) from None
     check_rerun_tasks(cfg.harbor.reruns, manifest.tasks, manifest_dir)
+    # GPU tasks the Harbor host or version cannot run, trials longer than the job may hold.
+    check_task_needs(cfg, manifest.needs, manifest_dir)
     # The Harbor host's plane (router, images, bundle, bridge, job) lives in its workspace.
     workspace = cfg.workspace_of(cfg.harbor_host)
     # Every step on a host runs code copied there first (components/host_code.py).

@@ -34,6 +34,7 @@ from components.config_checks import (
     KNOWN_HARBOR_WHEELS,
     ConfigError,
     check_rerun_tasks,
+    check_task_needs,
     stack_problems,
 )
 from components.config_models import (
@@ -81,6 +82,7 @@ __all__ = [
     "StackSecrets",
     "ToolBundleConfig",
     "check_rerun_tasks",
+    "check_task_needs",
     "load_pulumi_config",
     "load_stack_file",
     "parse_stack_config",

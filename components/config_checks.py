@@ -4,14 +4,19 @@ Owns: `stack_problems(cfg)`, every check that compares sections or hosts (a GPU 
 serving plane, a model against the GPU memory, agents against trials and capacity, address pools
 against each other, the hosts' addresses and Docker's bridge, ports two services would bind,
 a wheel's sha against its version, dataset paths against the Harbor host), the rerun tasks
-against the dataset (`check_rerun_tasks`), and `ConfigError`, which lists the problems. Each
-problem is one `benchstack:<key>: <message>` line naming the key to change. The models and
-their field checks are components/config_models.py's; components/config.py runs both.
+against the dataset (`check_rerun_tasks`), what the dataset's tasks need against the stack
+(`check_task_needs`: GPUs left on the Harbor host after serving, a Harbor version and
+environment that can run GPU tasks at all, timeouts the job can hold), and `ConfigError`,
+which lists the problems. Each problem is one `benchstack:<key>: <message>` line naming the key
+to change. The models and their field checks are components/config_models.py's;
+components/config.py runs both.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import ipaddress
+from collections.abc import Mapping
 from pathlib import PurePosixPath
 
 import pulumi
@@ -19,17 +24,22 @@ import pulumi
 from components.config_models import (
     NAMESPACE,
     PROJECT_DIR,
+    DatasetConfig,
+    HarborConfig,
     RerunsConfig,
     StackConfig,
     ip_of,
 )
+from components.manifest import TaskNeeds
+from contracts import harbor_profiles
 
 BYTES_PER_PARAM = {"bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int4": 0.5}
-# Harbor wheels whose sha256 is known: a version and a hash that do not belong together are a
-# copy-paste slip, caught before a venv is built from the wrong wheel.
-KNOWN_HARBOR_WHEELS = {
-    "0.21.0": "c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21",
-}
+# Harbor wheels whose sha256 is known (each profile's pin): a version and a hash that do not
+# belong together are a copy-paste slip, caught before a venv is built from the wrong wheel.
+KNOWN_HARBOR_WHEELS = {v: p.wheel_sha256 for v, p in harbor_profiles.PROFILES.items()}
+# The Harbor versions whose trials on Kubernetes (ack) are rehearsed here (tests/k8s, the
+# local-k8s stack); another version's ack rendering is unproven, so it is refused.
+KUBERNETES_VERSIONS = ("0.21.0",)
 # Where Docker puts docker0 by default: a pool there takes the bridge's own subnet.
 DOCKER_DEFAULT_BRIDGE = ipaddress.ip_network("172.17.0.0/16")
 LOOPBACK = ipaddress.ip_network("127.0.0.0/8")
@@ -246,6 +256,12 @@ def _kubernetes_problems(cfg: StackConfig) -> list[str]:
             f"{ns}:harbor.container_network: {cfg.harbor.container_network!r} is a Docker "
             "network mode; on kubernetes the cluster's network policy decides: drop the key"
         )
+    if cfg.harbor.version not in KUBERNETES_VERSIONS:
+        problems.append(
+            f"{ns}:harbor.version: trials on kubernetes are rehearsed with Harbor "
+            f"{', '.join(KUBERNETES_VERSIONS)} only (its ack environment on the test cluster); "
+            f"use that version for {ns}:harbor.environment.kind kubernetes, or trials on docker"
+        )
     return problems
 
 
@@ -403,3 +419,139 @@ def check_rerun_tasks(reruns: RerunsConfig | None, dataset_tasks: list[str], sou
                 for t in unknown
             ]
         )
+
+
+# --- what the dataset's tasks need (task.toml, read into the manifest) ------------------------
+
+
+def selected_tasks(dataset: DatasetConfig,
+                   tasks: Mapping[str, TaskNeeds]) -> dict[str, TaskNeeds]:
+    """The tasks the job runs: Harbor matches dataset.include, then dataset.exclude, as globs on
+    the task name (`task_names`, `exclude_task_names`)."""
+    chosen = {t: n for t, n in tasks.items()
+              if not dataset.include or any(fnmatch.fnmatch(t, g) for g in dataset.include)}
+    return {t: n for t, n in chosen.items()
+            if not any(fnmatch.fnmatch(t, g) for g in dataset.exclude)}
+
+
+def _names(tasks: list[str], limit: int = 6) -> str:
+    shown = ", ".join(sorted(tasks)[:limit])
+    return shown + (f" and {len(tasks) - limit} more" if len(tasks) > limit else "")
+
+
+def _gpu_problems(cfg: StackConfig, tasks: Mapping[str, TaskNeeds]) -> list[str]:
+    """GPU tasks against the Harbor version and environment that must run them, and against
+    the Harbor host's GPUs the serving plane leaves free."""
+    ns = NAMESPACE
+    gpu_tasks = {t: n for t, n in tasks.items() if n.gpus > 0}
+    if not gpu_tasks:
+        return []
+    names = _names(list(gpu_tasks))
+    harbor = cfg.harbor
+    environment = "ack" if harbor.kubernetes else "docker"
+    if environment not in harbor.profile.gpu_environments:
+        if harbor.kubernetes:
+            key, why = "harbor.environment.kind", (
+                "Harbor's generic Kubernetes environment (ack) allocates no GPUs to a pod")
+        else:
+            key, why = "harbor.version", (
+                f"Harbor {harbor.version}'s Docker environment reserves no GPUs: each of their "
+                "trials fails as it starts (\"Task requires N GPU(s) but docker environment does "
+                "not support GPU allocation\")")
+        gpu_versions = [v for v, p in harbor_profiles.PROFILES.items()
+                        if "docker" in p.gpu_environments]
+        return [f"{ns}:{key}: tasks {names} need GPUs ([environment].gpus in task.toml), but "
+                f"{why}: run them with {ns}:harbor.version {' or '.join(gpu_versions)} and trials "
+                f"on docker, or leave them out ({ns}:dataset.exclude)"]
+    problems = []
+    index, host = next((i, h) for i, h in enumerate(cfg.hosts) if "harbor" in h.roles)
+    total = host.gpus.count if host.gpus else 0
+    serving = cfg.serving
+    serves = ("gpu_worker" in host.roles and serving is not None and serving.gpus is not None)
+    taken = serving.tp_size * serving.dp_size if serves and serving else 0
+    left = max(total - taken, 0)
+    # Harbor starts trials up to n_concurrent_trials whatever they need: at worst every slot
+    # holds the GPU-hungriest trials (each attempt of a task is a trial of its own).
+    trials = sorted((n.gpus for n in gpu_tasks.values() for _ in range(harbor.n_attempts)),
+                    reverse=True)
+    at_once = trials[:harbor.n_concurrent_trials]
+    need = sum(at_once)
+    if left < need:
+        problems.append(
+            f"{ns}:hosts[{index}].gpus: the Harbor host {host.name} has {total} GPUs"
+            + (f", {taken} of them serving the model ({ns}:serving.tp_size x dp_size)"
+               if taken else "")
+            + f", so {left} left for tasks; GPU tasks {names} run up to {len(at_once)} trials at "
+            f"once ({ns}:harbor.n_concurrent_trials {harbor.n_concurrent_trials}) needing "
+            f"{need} GPUs: give the Harbor host GPUs of its own, run fewer trials at once, or "
+            f"leave the tasks out ({ns}:dataset.exclude)"
+        )
+    if host.gpus:
+        model = host.gpus.model.lower()
+        wrong = {t: n.gpu_types for t, n in gpu_tasks.items()
+                 if n.gpu_types and not any(kind.lower() in model for kind in n.gpu_types)}
+        if wrong:
+            kinds = sorted({kind for types in wrong.values() for kind in types or []})
+            problems.append(
+                f"{ns}:hosts[{index}].gpus.model: {host.gpus.model} is none of the GPU types "
+                f"tasks {_names(list(wrong))} accept ({', '.join(kinds)}; [environment]."
+                "gpu_types); Harbor's Docker environment cannot select a type and would run "
+                "them on these GPUs anyway"
+            )
+    return problems
+
+
+def trial_hours(harbor_cfg: HarborConfig, needs: TaskNeeds) -> float | None:
+    """The longest one trial of a task can take, in hours, as Harbor bounds its phases: the
+    environment start, the agent's setup, the agent and the verifier, each timeout times its
+    multiplier (an unset one: Harbor's timeout_multiplier, 1.0); None without an agent
+    timeout (Harbor then never stops the agent)."""
+    if needs.agent_timeout_s is None:
+        return None
+    seconds = (
+        needs.build_timeout_s * (harbor_cfg.environment_build_timeout_multiplier or 1.0)
+        + harbor_profiles.AGENT_SETUP_TIMEOUT_S * harbor_cfg.agent_setup_timeout_multiplier
+        + needs.agent_timeout_s * harbor_cfg.agent_timeout_multiplier
+        + needs.verifier_timeout_s * (harbor_cfg.verifier_timeout_multiplier or 1.0)
+    )
+    return seconds / 3600
+
+
+def _timeout_problems(cfg: StackConfig, tasks: Mapping[str, TaskNeeds]) -> list[str]:
+    """Trials longer than the job may hold one (harbor.max_job_hours), or without a bound."""
+    ns = NAMESPACE
+    harbor = cfg.harbor
+    if harbor.max_job_hours is None:
+        return []
+    problems = []
+    hours = {t: trial_hours(harbor, n) for t, n in tasks.items()}
+    unbounded = [t for t, h in hours.items() if h is None]
+    if unbounded:
+        problems.append(
+            f"{ns}:harbor.max_job_hours: tasks {_names(unbounded)} set no agent timeout "
+            "([agent].timeout_sec in task.toml): Harbor never stops their agent, so a trial of "
+            f"them can outlast any {harbor.max_job_hours:g} h"
+        )
+    too_long = {t: h for t, h in hours.items() if h is not None and h > harbor.max_job_hours}
+    if too_long:
+        worst = max(too_long, key=lambda t: too_long[t])
+        n = tasks[worst]
+        problems.append(
+            f"{ns}:harbor.max_job_hours: {harbor.max_job_hours:g} h, but a trial of "
+            f"{_names(list(too_long))} can take up to {too_long[worst]:.1f} h ({worst}: agent "
+            f"timeout {n.agent_timeout_s:g} s x {ns}:harbor.agent_timeout_multiplier "
+            f"{harbor.agent_timeout_multiplier:g}, plus verifier {n.verifier_timeout_s:g} s, "
+            f"environment build {n.build_timeout_s:g} s and agent setup "
+            f"{harbor_profiles.AGENT_SETUP_TIMEOUT_S:g} s, each times its multiplier): raise "
+            "max_job_hours, lower the multipliers, or leave the tasks out "
+            f"({ns}:dataset.exclude)"
+        )
+    return problems
+
+
+def check_task_needs(cfg: StackConfig, needs: Mapping[str, TaskNeeds], source: str) -> None:
+    """What the job's tasks need (task.toml) against the stack, before anything runs."""
+    tasks = selected_tasks(cfg.dataset, needs)
+    problems = [*_gpu_problems(cfg, tasks), *_timeout_problems(cfg, tasks)]
+    if problems:
+        raise ConfigError(problems, f"stack config against the tasks in {source}")

@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from contracts.harbor_profiles import KNOWN_VERSIONS, PROFILES, HarborProfile
+
 NAMESPACE = "benchstack"
 PROJECT_DIR = Path(__file__).resolve().parent.parent
 
@@ -356,6 +358,9 @@ class EnvironmentConfig(Model):
 
 
 class HarborConfig(Model):
+    # Picks a profile (contracts/harbor_profiles.py): its rendering of the job config, its
+    # flags, preflight, resume and result reading. 0.21.0 reproduces a leaderboard number as it
+    # was run; 0.26.0 is Harbor as it is run today (another score convention: see README).
     version: str
     wheel_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     python: str = "python3.13"
@@ -383,6 +388,23 @@ class HarborConfig(Model):
     job_name: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]+$")
     reruns: RerunsConfig | None = None
     environment: EnvironmentConfig = EnvironmentConfig()
+    # The longest the stack's job may run one trial for, in hours: a task whose timeouts (agent,
+    # verifier, environment build, agent setup, each times its multiplier) add up to more, or
+    # that has no agent timeout, is refused before launch, naming it. Unset: not checked.
+    max_job_hours: float | None = Field(default=None, gt=0)
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, value: str) -> str:
+        if value not in PROFILES:
+            raise ValueError(f"Harbor {value!r} has no profile here; the known versions are "
+                             f"{', '.join(KNOWN_VERSIONS)}")
+        return value
+
+    @property
+    def profile(self) -> HarborProfile:
+        """What this Harbor version renders, runs and reports differently."""
+        return PROFILES[self.version]
 
     @property
     def kubernetes(self) -> KubernetesConfig | None:
@@ -425,9 +447,10 @@ class ImagesConfig(Model):
     # Tasks with allow_internet = false need Harbor's egress sidecar image (built with buildx);
     # true: fail before launch, naming those tasks, when it cannot be had.
     require_sidecar: bool = True
-    # The tag Harbor 0.21.0 looks up for its sidecar on a linux/amd64 engine
-    # (`harbor-prebuilt:harbor-docker-egress-control-sidecar--<blake2b of its build context>`).
-    sidecar_image: str = "harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6"
+    # The tag Harbor looks up for its sidecar on a linux/amd64 engine
+    # (`harbor-prebuilt:harbor-docker-egress-control-sidecar--<blake2b of its build context>`);
+    # default: the stack's Harbor version's (contracts/harbor_profiles.py), 0.21.0's on its own.
+    sidecar_image: str = PROFILES["0.21.0"].sidecar_image
     # Bound on one image's copy.
     pull_timeout_s: int = Field(default=1800, ge=1)
     # The pull's private work dir on the Harbor host (skopeo's temp files, the authfile): a
@@ -511,6 +534,20 @@ class StackConfig(Model):
     @classmethod
     def _absolute_workspace(cls, value: str) -> str:
         return _absolute(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sidecar_of_the_version(cls, data: Any) -> Any:
+        """images.sidecar_image, unless given: the tag the stack's Harbor version looks up."""
+        if not isinstance(data, dict):
+            return data
+        harbor, images = data.get("harbor"), data.get("images", {})
+        version = harbor.get("version") if isinstance(harbor, dict) else None
+        if (isinstance(version, str) and version in PROFILES and isinstance(images, dict)
+                and "sidecar_image" not in images):
+            data = {**data, "images": {**images,
+                                       "sidecar_image": PROFILES[version].sidecar_image}}
+        return data
 
     # -- derived views ------------------------------------------------------------------
     @property

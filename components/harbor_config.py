@@ -4,8 +4,12 @@ Three renderings of the stack's own `harbor` and `dataset` sections (`HarborConf
 `DatasetConfig` of components/config.py, which hold every default and check), so that they
 cannot drift apart:
 
-- `render_job_config`: Harbor 0.21.0's JobConfig (YAML) for `harbor run --config`. Only the
-  fields we decide are written; everything else stays at Harbor's default.
+- `render_job_config`: Harbor's JobConfig (YAML) for `harbor run --config`, as the stack's
+  Harbor version takes it (`harbor.profile`, contracts/harbor_profiles.py). Only the fields we
+  decide are written; everything else stays at Harbor's default. With `harbor_flags`, the
+  flags of `harbor run` beside it: 0.21.0 has none; 0.26.0 gets the endpoint through its own
+  `--base-url`, `--api-key-name` and `--api-format` (0.21.0 through the agent kwarg
+  `api_base`).
 - `render_compose_override`: the file given to `--extra-docker-compose`: the tool bundle mounted
   read-only (tmux/asciinema bind-mounted into /usr/local/bin, which Debian's login PATH keeps),
   `host.docker.internal` mapped to the host gateway, and the proxy bridge variables.
@@ -28,7 +32,7 @@ from typing import Any
 import yaml
 
 from components.config import AgentConfig, DatasetConfig, HarborConfig
-from contracts import hostlayout
+from contracts import harbor_profiles, hostlayout
 
 # Debian's /etc/profile resets PATH for the agent's `bash --login` pane, but keeps this dir.
 TOOLS_BIN_TARGET = "/usr/local/bin"
@@ -46,7 +50,10 @@ MULTIPLIERS = (
 )
 
 
-def _agent(agent: AgentConfig, model_name: str | None, api_base: str | None) -> dict[str, Any]:
+def _agent(agent: AgentConfig, model_name: str | None, api_base: str | None,
+           endpoint_flags: bool = False) -> dict[str, Any]:
+    """The agents[] entry; with `endpoint_flags` (0.26.0) the endpoint is not in it: the flags
+    give it (`harbor_flags`)."""
     entry: dict[str, Any] = {"name": agent.name, "n_concurrent": agent.n_concurrent}
     if not agent.needs_model:
         return entry
@@ -56,10 +63,8 @@ def _agent(agent: AgentConfig, model_name: str | None, api_base: str | None) -> 
         raise ValueError(f"model_name is required for the {agent.name} agent "
                          "(openai/<served model>)")
     entry["model_name"] = model_name
-    kwargs: dict[str, Any] = {
-        "api_base": api_base,
-        "record_terminal_session": agent.record_terminal_session,
-    }
+    kwargs: dict[str, Any] = {} if endpoint_flags else {"api_base": api_base}
+    kwargs["record_terminal_session"] = agent.record_terminal_session
     if agent.temperature is not None:
         kwargs["temperature"] = agent.temperature
     call: dict[str, Any] = {}
@@ -102,7 +107,8 @@ def job_config(
         if value is not None:
             config[key] = value
     config["environment"] = environment_entry(harbor, kubeconfig_path, pull_secret)
-    config["agents"] = [_agent(harbor.agent, model_name, api_base)]
+    config["agents"] = [_agent(harbor.agent, model_name, api_base,
+                               harbor.profile.endpoint_flags)]
     entry: dict[str, Any] = {"path": dataset_path}
     if dataset.include:
         entry["task_names"] = list(dataset.include)
@@ -133,6 +139,18 @@ def environment_entry(
 
 def render_job_config(harbor: HarborConfig, **kwargs: Any) -> str:
     return yaml.safe_dump(job_config(harbor, **kwargs), sort_keys=False)
+
+
+def harbor_flags(harbor: HarborConfig, api_base: str | None) -> list[str]:
+    """`harbor run`'s flags beside the config (the preflight's and the launch's alike): the
+    endpoint through Harbor's own flags where the version has them, for an agent that calls a
+    model: the router's /v1, the key from the launch's environment, the OpenAI chat protocol."""
+    if not (harbor.profile.endpoint_flags and harbor.agent.needs_model):
+        return []
+    if not api_base:
+        raise ValueError(f"api_base is required for the {harbor.agent.name} agent")
+    return ["--base-url", api_base, "--api-key-name", harbor_profiles.API_KEY_VAR,
+            "--api-format", harbor_profiles.API_FORMAT]
 
 
 def compose_override(
@@ -203,14 +221,21 @@ def preflight_expectations(
         want(["environment", "kwargs", "namespace"], harbor.kubernetes.namespace)
     want(["environment", "extra_docker_compose"], [compose_path] if compose_path else [], [])
     agent = harbor.agent
-    entry = _agent(agent, model_name, api_base)
+    entry = _agent(agent, model_name, api_base, harbor.profile.endpoint_flags)
     want(["agents", "#len"], 1, 1)  # Harbor omits its default [{name: oracle}]
     want(["agents", 0, "name"], agent.name, "oracle")
     want(["agents", 0, "n_concurrent"], agent.n_concurrent)
     if agent.needs_model:
         kwargs = entry["kwargs"]
         want(["agents", 0, "model_name"], model_name)
-        want(["agents", 0, "kwargs", "api_base"], api_base)
+        if harbor.profile.endpoint_flags:
+            # The flags' fields, and no second endpoint in the agent's kwargs.
+            want(["agents", 0, "base_url"], api_base)
+            want(["agents", 0, "model_api_key_name"], harbor_profiles.API_KEY_VAR)
+            want(["agents", 0, "model_api_format"], harbor_profiles.API_FORMAT)
+            want(["agents", 0, "kwargs", "api_base"], None)
+        else:
+            want(["agents", 0, "kwargs", "api_base"], api_base)
         want(["agents", 0, "kwargs", "record_terminal_session"], agent.record_terminal_session)
         want(["agents", 0, "kwargs", "temperature"], agent.temperature)
         want(["agents", 0, "kwargs", "llm_call_kwargs"], kwargs.get("llm_call_kwargs"))
@@ -219,6 +244,9 @@ def preflight_expectations(
     want(["datasets", 0, "path"], dataset_path)
     want(["datasets", 0, "task_names"], list(dataset.include) or None)
     want(["datasets", 0, "exclude_task_names"], list(dataset.exclude) or None)
+    if harbor.profile.carries_policy:
+        # Harbor's own error-policy table, unchanged: what the audit reads its verdicts by.
+        want(["override_error_policy"], {}, {})
     return checks
 
 

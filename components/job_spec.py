@@ -22,6 +22,7 @@ from components.config import DatasetConfig, HarborConfig
 from components.harbor_config import (
     config_digest,
     expectations_json,
+    harbor_flags,
     preflight_expectations,
     render_compose_override,
     render_job_config,
@@ -69,6 +70,8 @@ class Rendered:
     config_path: str
     compose_path: str
     expected: str
+    # `harbor run`'s flags beside the config (the version's own endpoint flags, or none).
+    flags: tuple[str, ...] = ()
 
 
 def render_plan(
@@ -101,8 +104,11 @@ def render_plan(
     # Pods have no compose project: Harbor refuses --extra-docker-compose for them.
     compose_yaml = ("" if k8s else
                     render_compose_override(harbor, tools_dir=tools_dir, proxy_url=proxy_url))
-    name = (job_name or harbor.job_name
-            or f"{harbor.job_name_prefix}-{config_digest(config_yaml, compose_yaml)}")
+    flags = harbor_flags(harbor, api_base)
+    # The flags are part of the job's config (Harbor writes them into config.json): another
+    # endpoint is another job. No flags (0.21.0): the name it always had.
+    digest = config_digest(config_yaml, compose_yaml, *([" ".join(flags)] if flags else []))
+    name = job_name or harbor.job_name or f"{harbor.job_name_prefix}-{digest}"
     compose_path = "" if k8s else f"{config_dir}/{name}.compose.yaml"
     checks = preflight_expectations(
         harbor, dataset=dataset, model_name=model_name, api_base=api_base,
@@ -115,6 +121,7 @@ def render_plan(
         config_path=f"{config_dir}/{name}.job.yaml",
         compose_path=compose_path,
         expected=expectations_json(checks),
+        flags=tuple(flags),
     )
 
 
@@ -249,13 +256,15 @@ def declare_job_steps(
         waiting=waiting,
         opts=configs_opts,
     )
-    # The preflight resolves exactly the job the launch then runs.
-    same_run: dict[str, pulumi.Input[str]] = {
+    # The preflight resolves exactly the job the launch then runs, with the same flags.
+    same_run: dict[str, pulumi.Input] = {
         "harbor_bin": harbor_bin,
         "job_config": config_path,
         "compose_path": compose_path,
         "job_name": job_name,
         "jobs_dir": jobs_dir,
+        "harbor_flags": rendered.apply(lambda r: list(r.flags) if r else []),
+        "harbor_version": harbor.version,
     }
     preflight = host_step(
         f"{name}-preflight",

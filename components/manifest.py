@@ -2,8 +2,11 @@
 
 Pure Python (no Pulumi): it reads `<dataset>/<task>/task.toml` for every task directory and
 returns the distinct images, sorted, each with the tasks that use it, plus the tasks whose
-network policy is not public. Harbor 0.21.0 runs those behind its egress-control sidecar,
-an image that has to exist before launch (see hostside/image_sidecar.py).
+network policy is not public. Harbor runs those behind its egress-control sidecar, an image
+that has to exist before launch (see hostside/image_sidecar.py). It also reads what each task
+needs of the host and of the job (`TaskNeeds`: GPUs, and the timeouts a trial of it can take),
+which the config checks hold against the stack before anything runs
+(components/config_checks.py: `task_problems`).
 
 The task name is the task directory name: that is what `harbor run -i` filters on and what a
 user sees in the dataset tree.
@@ -16,7 +19,9 @@ import json
 import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from contracts import harbor_profiles as harbor
 
 # Harbor 0.21.0 (`harbor.models.task.config`): a policy other than "public" turns on egress
 # control; the deprecated `allow_internet = false` becomes "no-network".
@@ -35,11 +40,27 @@ class ImageEntry(BaseModel):
     tasks: list[str]
 
 
+class TaskNeeds(BaseModel):
+    """What one task's trial needs: `[environment].gpus` (and `gpu_types`), and its timeouts in
+    seconds as task.toml gives them, Harbor's defaults where it gives none (agent: none at all;
+    multi-step tasks: their steps' agent and verifier timeouts added up)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    gpus: int = Field(default=0, ge=0)
+    gpu_types: list[str] | None = None
+    agent_timeout_s: float | None = None
+    verifier_timeout_s: float = harbor.VERIFIER_TIMEOUT_S
+    build_timeout_s: float = harbor.BUILD_TIMEOUT_S
+
+
 class ImageManifest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     images: list[ImageEntry]
     no_network_tasks: list[str]
+    # Each task's needs, by task name (components/config_checks.py holds them to the stack).
+    needs: dict[str, TaskNeeds] = Field(default_factory=dict)
 
     @property
     def image_names(self) -> list[str]:
@@ -60,7 +81,8 @@ class ImageManifest(BaseModel):
         image or the set of offline tasks re-runs the pull; a commit that only edits
         instructions does not.
         """
-        canonical = json.dumps(self.model_dump(), sort_keys=True, separators=(",", ":"))
+        pulled = self.model_dump(include={"images", "no_network_tasks"})
+        canonical = json.dumps(pulled, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
@@ -81,8 +103,45 @@ def _is_no_network(doc: dict, path: Path) -> bool:
     return False
 
 
-def _read_task(path: Path) -> tuple[str, bool]:
-    """(docker_image, needs egress control) of one task.toml; errors name the file."""
+def _seconds(section: object, key: str, path: Path, label: str) -> float | None:
+    value = section.get(key) if isinstance(section, dict) else None
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ManifestError(f"{path}: [{label}].{key} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _needs(doc: dict, env: dict, path: Path) -> TaskNeeds:
+    """A task's GPUs and timeouts (Harbor's `harbor/models/task/config.py` fields)."""
+    gpus = env.get("gpus") or 0
+    if isinstance(gpus, bool) or not isinstance(gpus, int) or gpus < 0:
+        raise ManifestError(f"{path}: [environment].gpus must be a whole number, got {gpus!r}")
+    gpu_types = env.get("gpu_types")
+    if gpu_types is not None and not (isinstance(gpu_types, list)
+                                      and all(isinstance(t, str) for t in gpu_types)):
+        raise ManifestError(f"{path}: [environment].gpu_types must be a list of names")
+    agent = _seconds(doc.get("agent"), "timeout_sec", path, "agent")
+    verifier = _seconds(doc.get("verifier"), "timeout_sec", path, "verifier")
+    steps = [s for s in doc.get("steps") or [] if isinstance(s, dict)]
+    if steps:
+        # A multi-step trial runs every step's agent and verifier in turn.
+        per_step = [(_seconds(s.get("agent"), "timeout_sec", path, f"steps[{i}].agent"),
+                     _seconds(s.get("verifier"), "timeout_sec", path, f"steps[{i}].verifier"))
+                    for i, s in enumerate(steps)]
+        agents = [a if a is not None else agent for a, _ in per_step]
+        agent = None if any(a is None for a in agents) else sum(a for a in agents if a)
+        verifier = sum(v if v is not None else harbor.VERIFIER_TIMEOUT_S for _, v in per_step)
+    build = _seconds(env, "build_timeout_sec", path, "environment")
+    return TaskNeeds(
+        gpus=gpus, gpu_types=gpu_types, agent_timeout_s=agent,
+        verifier_timeout_s=verifier if verifier is not None else harbor.VERIFIER_TIMEOUT_S,
+        build_timeout_s=build if build is not None else harbor.BUILD_TIMEOUT_S,
+    )
+
+
+def _read_task(path: Path) -> tuple[str, bool, TaskNeeds]:
+    """(docker_image, needs egress control, needs) of one task.toml; errors name the file."""
     try:
         doc = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
@@ -103,7 +162,7 @@ def _read_task(path: Path) -> tuple[str, bool]:
     image = image.strip()
     if any(ch.isspace() for ch in image):
         raise ManifestError(f"{path}: [environment].docker_image {image!r} contains whitespace")
-    return image, _is_no_network(doc, path)
+    return image, _is_no_network(doc, path), _needs(doc, env, path)
 
 
 def load_manifest(dataset_dir: Path | str) -> ImageManifest:
@@ -117,9 +176,10 @@ def load_manifest(dataset_dir: Path | str) -> ImageManifest:
         raise ManifestError(f"{root}: dataset directory does not exist")
     users: dict[str, list[str]] = {}
     no_network: list[str] = []
+    needs: dict[str, TaskNeeds] = {}
     for task_toml in sorted(root.glob("*/task.toml")):
         task = task_toml.parent.name
-        image, offline = _read_task(task_toml)
+        image, offline, needs[task] = _read_task(task_toml)
         users.setdefault(image, []).append(task)
         if offline:
             no_network.append(task)
@@ -129,4 +189,5 @@ def load_manifest(dataset_dir: Path | str) -> ImageManifest:
     return ImageManifest(
         images=entries,
         no_network_tasks=sorted(no_network),
+        needs=needs,
     )

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from contracts import jobdir
+from contracts import harbor_profiles, jobdir
 
 from . import k8s_watch
 from .harbor import compose_flags, harbor_env
@@ -66,6 +66,11 @@ class Inputs:
     # Trials as pods: {"kubeconfig": path, "namespace": ns}; the cluster's events and pod
     # states are then written beside the job for the audit (k8s_watch.py). None on Docker.
     k8s_watch: dict | None
+    # `harbor run`'s flags beside the config (0.26.0: the endpoint's --base-url, ...), as the
+    # preflight checked them; a resume reads them back from the job's config.json.
+    harbor_flags: list[str]
+    # Its profile's resume command (contracts/harbor_profiles.py).
+    harbor_version: str
 
 
 @dataclass(frozen=True)
@@ -132,6 +137,10 @@ def create(inputs: Inputs) -> None:
     if not os.access(inputs.harbor_bin, os.X_OK):
         raise HostError(f"harbor_bin={inputs.harbor_bin} is not executable: run the install "
                         "step first")
+    try:
+        profile = harbor_profiles.profile(inputs.harbor_version)
+    except KeyError as exc:
+        raise HostError(f"harbor_version: {exc.args[0]}") from None
     if not (Path(inputs.job_config).is_file()
             and (not inputs.compose_path or Path(inputs.compose_path).is_file())):
         raise HostError(f"config files missing ({inputs.job_config}, {inputs.compose_path}): "
@@ -165,12 +174,12 @@ def create(inputs: Inputs) -> None:
         mode = "resume"
         # Resume re-reads config.json (same config) and re-runs cancelled and half-written trials.
         set_aside_cancelled_setups(jobs, name)
-        argv = [inputs.harbor_bin, "job", "resume", "-p", str(job_dir)]
+        argv = [inputs.harbor_bin, *profile.resume_args, str(job_dir)]
     else:
         mode = "run"
         argv = [inputs.harbor_bin, "run", "--config", inputs.job_config,
-                *compose_flags(inputs.compose_path), "--job-name", name,
-                "--jobs-dir", jobs, "--yes"]
+                *compose_flags(inputs.compose_path), *inputs.harbor_flags,
+                "--job-name", name, "--jobs-dir", jobs, "--yes"]
     raise_nofile(inputs.nofile)
 
     log(NAME, f"starting Harbor ({mode}) for job {name}; log: {job_log}")
@@ -186,7 +195,7 @@ def create(inputs: Inputs) -> None:
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
             cwd=str(Path(jobs).parent), start_new_session=True,
             env=harbor_env({"LITELLM_LOCAL_MODEL_COST_MAP": "True",
-                            "OPENAI_API_KEY": inputs.openai_api_key}),
+                            harbor_profiles.API_KEY_VAR: inputs.openai_api_key}),
         )
     pid_file.write_text(f"{harbor.pid}\n")
     token_file.write_text(inputs.launch_token + "\n")

@@ -6,12 +6,16 @@ resolves the job (nothing runs), then every field the stack decides (`expected`:
 for; a field Harbor's output leaves out counts as Harbor's default. Also refused, as
 print-config does not check them: a missing dataset dir, a missing bind-mount source, and an
 existing job dir with another config (Harbor would refuse to resume it hours later, or two
-configs would mix in one job).
+configs would mix in one job). Where the version has it (0.26.0, contracts/harbor_profiles.py),
+Harbor then checks the job itself with `harbor run --dry-run` and the same flags and key: the
+config strictly (an unknown key is refused, which print-config lets through), the agent's
+kwargs against its options, the endpoint and key, the environment's own preflight and every
+task's metadata, running nothing.
 
 create: the checks; Harbor's resolved config is saved to `resolved_out` (the job layout's
 place for it, contracts/jobdir.py). Outputs: resolved_config, resolved_sha256,
-checked_fields. The compose override is read with the Harbor venv's python (it has PyYAML: the
-host's python3 may not).
+checked_fields, dry_run (null, or Harbor's trial count and warnings). The compose override is
+read with the Harbor venv's python (it has PyYAML: the host's python3 may not).
 """
 
 from __future__ import annotations
@@ -26,15 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from contracts import jobdir
+from contracts import harbor_profiles, jobdir
 
 from .harbor import compose_flags, harbor_env
 from .step import HostError, emit, log, verb
 
 NAME = "harbor_preflight"
 HARBOR_TIMEOUT_S = 120
-# What Harbor itself ignores when it compares a job dir's config with a new one.
-RESUME_IGNORED = frozenset({"job_name", "debug"})
+# "Dry run OK — 3 trial(s); nothing was run."
+DRY_RUN_TRIALS = re.compile(r"Dry run OK\W+(\d+) trial")
 # The compose override as JSON, read by the Harbor venv's python (PyYAML).
 YAML_TO_JSON = (
     "import json, sys, yaml; "
@@ -53,6 +57,10 @@ class Inputs:
     expected: list[Any]
     # Where Harbor's resolved config is saved (jobdir.resolved_config).
     resolved_out: str
+    # `harbor run`'s flags beside the config, as the launch passes them.
+    harbor_flags: list[str]
+    # Its profile says which checks Harbor makes itself (contracts/harbor_profiles.py).
+    harbor_version: str
 
 
 class _Missing:
@@ -134,17 +142,24 @@ def missing_mounts(
     ]
 
 
-def config_drift(old: Mapping, new: Mapping) -> list[str]:
-    """The top-level fields an existing job dir's config differs in (what Harbor compares)."""
-    keys = sorted((set(old) | set(new)) - RESUME_IGNORED)
+def config_drift(old: Mapping, new: Mapping,
+                 ignored: frozenset = harbor_profiles.PROFILES["0.21.0"].resume_ignored,
+                 ) -> list[str]:
+    """The top-level fields an existing job dir's config differs in (what Harbor compares:
+    all but the fields its version ignores)."""
+    keys = sorted((set(old) | set(new)) - ignored)
     return [key for key in keys if old.get(key) != new.get(key)]
 
 
+# Where Harbor's own words start in what it prints (wrapped, boxed, after a traceback).
+REASON_MARKERS = ("Dry run failed", "Error")
+
+
 def harbor_reason(output: str, limit: int = 400) -> str:
-    """Harbor's error, which it prints wrapped (and boxed) on stdout, as one line."""
+    """Harbor's error, which it prints wrapped (and boxed) on stdout or stderr, as one line."""
     flat = re.sub(r"[ \n]+", " ", output)
-    start = flat.find("Error")
-    return flat[start:][:limit].strip() if start >= 0 else ""
+    starts = [i for i in (flat.find(marker) for marker in REASON_MARKERS) if i >= 0]
+    return flat[min(starts):][:limit].strip() if starts else ""
 
 
 def check(
@@ -158,6 +173,7 @@ def check(
     jobs_dir: str,
     is_dir: Callable[[str], bool] = os.path.isdir,
     exists: Callable[[str], bool] = os.path.exists,
+    ignored: frozenset = harbor_profiles.PROFILES["0.21.0"].resume_ignored,
 ) -> None:
     """Every refusal, in the order the user should fix them; the first one is raised."""
     problems = [
@@ -166,7 +182,7 @@ def check(
         *missing_mounts(override, compose_path, exists),
     ]
     if existing is not None:
-        drift = config_drift(existing, resolved)
+        drift = config_drift(existing, resolved, ignored)
         if drift:
             problems.append(
                 f"job {job_name} already exists in {jobs_dir} with a different config (field "
@@ -195,26 +211,50 @@ def venv_python(harbor_bin: str) -> str:
     return python
 
 
-def resolve(inputs: Inputs) -> bytes:
-    """Harbor's resolved job config (JSON on stdout), with exactly the launch's flags."""
+# The key's variable is set as at launch; --dry-run checks it is set, never its value ("Keys and
+# model availability were not verified"), so the secret itself stays with the launch.
+PREFLIGHT_KEY = "benchstack-preflight-key-not-used"
+
+
+def run_harbor(inputs: Inputs, mode: str) -> subprocess.CompletedProcess:
+    """`harbor run MODE` (--print-config, --dry-run) with exactly the launch's flags and
+    environment (a key under the name the flags give); a refusal is Harbor's own words."""
     argv = [inputs.harbor_bin, "run", "--config", inputs.job_config,
-            *compose_flags(inputs.compose_path), "--job-name", inputs.job_name,
-            "--jobs-dir", inputs.jobs_dir, "--yes", "--print-config"]
+            *compose_flags(inputs.compose_path), *inputs.harbor_flags,
+            "--job-name", inputs.job_name, "--jobs-dir", inputs.jobs_dir, "--yes", mode]
+    env = harbor_env({"LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                      harbor_profiles.API_KEY_VAR: PREFLIGHT_KEY})
     try:
         proc = subprocess.run(argv, capture_output=True, timeout=HARBOR_TIMEOUT_S,
-                              stdin=subprocess.DEVNULL, env=harbor_env())
+                              stdin=subprocess.DEVNULL, env=env)
     except subprocess.TimeoutExpired:
         raise HostError(
-            f"harbor run --print-config did not finish in {HARBOR_TIMEOUT_S}s: check the Harbor "
+            f"harbor run {mode} did not finish in {HARBOR_TIMEOUT_S}s: check the Harbor "
             f"install at {inputs.harbor_bin}"
         ) from None
     if proc.returncode != 0:
         why = harbor_reason((proc.stdout + proc.stderr).decode(errors="replace"))
         raise HostError(
-            f"harbor rejected {inputs.job_config} ({why or 'no message'}): fix the job "
-            "settings in the stack config"
+            f"harbor run {mode} rejected {inputs.job_config} ({why or 'no message'}): fix the "
+            "job settings in the stack config"
         )
-    return proc.stdout
+    return proc
+
+
+def resolve(inputs: Inputs) -> bytes:
+    """Harbor's resolved job config (JSON on stdout), with exactly the launch's flags."""
+    return run_harbor(inputs, "--print-config").stdout
+
+
+def dry_run(inputs: Inputs) -> dict[str, Any]:
+    """Harbor's own check of the job, nothing run: its trial count and its warnings."""
+    proc = run_harbor(inputs, "--dry-run")
+    out = proc.stdout.decode(errors="replace")
+    found = DRY_RUN_TRIALS.search(re.sub(r"\s+", " ", out))
+    warnings = [line[len("Warning: "):] for line in
+                proc.stderr.decode(errors="replace").splitlines()
+                if line.startswith("Warning: ")]
+    return {"trials": int(found.group(1)) if found else None, "warnings": warnings}
 
 
 def load_yaml(python: str, path: str) -> Mapping | None:
@@ -233,6 +273,10 @@ def create(inputs: Inputs) -> None:
     for key in ("harbor_bin", "job_config", "job_name", "jobs_dir", "resolved_out"):
         if not getattr(inputs, key):
             raise HostError(f"{key} is empty: the component must pass it")
+    try:
+        profile = harbor_profiles.profile(inputs.harbor_version)
+    except KeyError as exc:
+        raise HostError(f"harbor_version: {exc.args[0]}") from None
     if not os.access(inputs.harbor_bin, os.X_OK):
         raise HostError(f"harbor_bin={inputs.harbor_bin} is not executable: run the install "
                         "step first")
@@ -267,7 +311,14 @@ def create(inputs: Inputs) -> None:
         job_name=inputs.job_name,
         existing=existing,
         jobs_dir=inputs.jobs_dir,
+        ignored=profile.resume_ignored,
     )
+    harbor_check = None
+    if profile.dry_run:
+        harbor_check = dry_run(inputs)
+        for warning in harbor_check["warnings"]:
+            log(NAME, f"harbor --dry-run: {warning}")
+        log(NAME, f"harbor --dry-run: OK, {harbor_check['trials']} trial(s); nothing run")
     out = Path(inputs.resolved_out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(raw)
@@ -276,4 +327,5 @@ def create(inputs: Inputs) -> None:
         "resolved_config": str(out),
         "resolved_sha256": hashlib.sha256(raw).hexdigest(),
         "checked_fields": len(checks),
+        "dry_run": harbor_check,
     })

@@ -30,6 +30,8 @@ REGISTRY = setting("REGISTRY")
 PROXY = setting("PROXY")
 CANARY_IMAGE = setting("CANARY_IMAGE")
 HARBOR_VENV = STATE / f"harbor-{setting('HARBOR_VERSION')}"
+# The other pinned profile's venv (0.26.0): tests/env/setup.sh installs both.
+HARBOR_LATEST_VENV = STATE / f"harbor-{setting('HARBOR_LATEST_VERSION')}"
 SSHD_PORT = int(setting("SSHD_PORT"))
 SSHD_DIR = STATE / "sshd"
 
@@ -38,7 +40,8 @@ SSHD_DIR = STATE / "sshd"
 # A test that requests one, directly or through another fixture, is marked `real`; the rest
 # is the fast loop, `make unit` (`pytest -m "not real"`).
 PEER_FIXTURES = {
-    "docker_engine", "canary_image", "harbor_bin", "installed_harbor", "demo_dataset", "jobs",
+    "docker_engine", "canary_image", "harbor_bin", "harbor_latest_bin", "installed_harbor",
+    "demo_dataset", "jobs",
     "s3_env", "s3_client", "bucket", "engine", "test_engine", "registry", "own_registry",
     "test_images", "processes", "sshd", "k8s_cluster",
 }
@@ -128,6 +131,16 @@ def harbor_bin() -> Path:
     harbor = HARBOR_VENV / "bin" / "harbor"
     if not harbor.exists():
         pytest.fail(f"Harbor 0.21.0 not installed at {HARBOR_VENV}: run tests/env/setup.sh")
+    return harbor
+
+
+@pytest.fixture(scope="session")
+def harbor_latest_bin() -> Path:
+    """The tests' Harbor of the other profile (0.26.0)."""
+    harbor = HARBOR_LATEST_VENV / "bin" / "harbor"
+    if not harbor.exists():
+        pytest.fail(f"Harbor {setting('HARBOR_LATEST_VERSION')} not installed at "
+                    f"{HARBOR_LATEST_VENV}: run tests/env/setup.sh")
     return harbor
 
 

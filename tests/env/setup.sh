@@ -67,25 +67,31 @@ CONF
     for _ in $(seq 1 20); do (exec 3<>"/dev/tcp/127.0.0.1/$BENCHSTACK_SSHD_PORT") 2>/dev/null && break; sleep 0.25; done
   fi
 
-  # --- Harbor on Python >= 3.12, from its sha256-checked wheel (the Harbor tests' own venv) ---
-  if [[ ! -f "$HARBOR_VENV/.benchstack-complete" ]]; then
-    wheels="$STATE/wheels"
-    mkdir -p "$wheels"
-    wheel="$wheels/harbor-$BENCHSTACK_HARBOR_VERSION-py3-none-any.whl"
-    if [[ ! -s "$wheel" ]]; then
-      "$BENCHSTACK_HARBOR_PYTHON" -m pip download -q --no-deps --only-binary=:all: -d "$wheels" \
-        "harbor==$BENCHSTACK_HARBOR_VERSION" >>"$STATE/pip.log" 2>&1
+  # --- Harbor on Python >= 3.12, from its sha256-checked wheel (the Harbor tests' own venvs) --
+  # One per pinned profile (setup/defaults.env): 0.21.0, and 0.26.0 for its rehearsal. The stamp
+  # holds the wheel's sha256: a warm run installs nothing, a changed pin installs again.
+  ensure_test_harbor() {
+    local version=$1 sha=$2 venv=$STATE/harbor-$1 wheels=$STATE/wheels wheel got
+    if [[ "$(cat "$venv/.benchstack-complete" 2>/dev/null)" != "$sha" ]]; then
+      mkdir -p "$wheels"
+      wheel="$wheels/harbor-$version-py3-none-any.whl"
+      if [[ ! -s "$wheel" ]]; then
+        "$BENCHSTACK_HARBOR_PYTHON" -m pip download -q --no-deps --only-binary=:all: -d "$wheels" \
+          "harbor==$version" >>"$STATE/pip.log" 2>&1
+      fi
+      got=$(sha256sum "$wheel" | cut -d' ' -f1)
+      [[ "$got" == "$sha" ]] || die "harbor $version wheel sha256 $got, expected $sha"
+      log "installing Harbor $version into $venv"
+      # A half-built venv from an interrupted run is not trusted: start over.
+      rm -rf "$venv"
+      "$BENCHSTACK_HARBOR_PYTHON" -m venv "$venv"
+      "$venv/bin/pip" install -q "$wheel" >>"$STATE/pip.log" 2>&1 || die "harbor $version install failed; see $STATE/pip.log"
+      echo "$sha" >"$venv/.benchstack-complete"
     fi
-    got=$(sha256sum "$wheel" | cut -d' ' -f1)
-    [[ "$got" == "$BENCHSTACK_HARBOR_WHEEL_SHA256" ]] || die "harbor wheel sha256 $got, expected $BENCHSTACK_HARBOR_WHEEL_SHA256"
-    log "installing Harbor $BENCHSTACK_HARBOR_VERSION into $HARBOR_VENV"
-    # A half-built venv from an interrupted run is not trusted: start over.
-    rm -rf "$HARBOR_VENV"
-    "$BENCHSTACK_HARBOR_PYTHON" -m venv "$HARBOR_VENV"
-    "$HARBOR_VENV/bin/pip" install -q "$wheel" >>"$STATE/pip.log" 2>&1 || die "harbor install failed; see $STATE/pip.log"
-    touch "$HARBOR_VENV/.benchstack-complete"
-  fi
-  HARBOR_TELEMETRY=0 "$HARBOR_VENV/bin/harbor" --version >/dev/null || die "harbor does not run from $HARBOR_VENV"
+    [[ "$(HARBOR_TELEMETRY=0 "$venv/bin/harbor" --version)" == "$version" ]] || die "harbor $version does not run from $venv"
+  }
+  ensure_test_harbor "$BENCHSTACK_HARBOR_VERSION" "$BENCHSTACK_HARBOR_WHEEL_SHA256"
+  ensure_test_harbor "$BENCHSTACK_HARBOR_LATEST_VERSION" "$BENCHSTACK_HARBOR_LATEST_WHEEL_SHA256"
   # The stamp holds the pin: a changed pin installs again.
   k8s_stamp="$HARBOR_VENV/.benchstack-k8s-client"
   if [[ "$(cat "$k8s_stamp" 2>/dev/null)" != "$BENCHSTACK_HARBOR_K8S_CLIENT" ]]; then
@@ -94,7 +100,7 @@ CONF
       || die "pip install $BENCHSTACK_HARBOR_K8S_CLIENT failed; see $STATE/pip.log"
     echo "$BENCHSTACK_HARBOR_K8S_CLIENT" >"$k8s_stamp"
   fi
-  log "peers ready: docker $(docker version -f '{{.Server.Version}}'), registry $BENCHSTACK_REGISTRY, proxy $BENCHSTACK_PROXY, sshd 127.0.0.1:$BENCHSTACK_SSHD_PORT, harbor $HARBOR_VENV"
+  log "peers ready: docker $(docker version -f '{{.Server.Version}}'), registry $BENCHSTACK_REGISTRY, proxy $BENCHSTACK_PROXY, sshd 127.0.0.1:$BENCHSTACK_SSHD_PORT, harbor $HARBOR_VENV and $STATE/harbor-$BENCHSTACK_HARBOR_LATEST_VERSION"
 fi
 
 if $builds; then

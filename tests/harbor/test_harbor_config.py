@@ -144,3 +144,58 @@ def test_preflight_checks_cover_the_seed_fields() -> None:
                   "agents.0.kwargs.llm_call_kwargs", "agents.0.kwargs.model_info",
                   "environment.type", "datasets.0.path", "environment.extra_docker_compose"):
         assert field in paths, field
+
+
+def test_the_021_rendering_is_the_one_stacks_already_run() -> None:
+    """An in-place upgrade resumes the same job only if 0.21.0's config and name are the same
+    bytes as before the profiles (tests/e2e/test_upgrade.py): this name was the one then."""
+    plan = render_plan(SEED, TB21, model_name=MODEL, workspace="/ws", tasks_dir="/ws/tb/tasks",
+                       api_base=API, tools_dir="/ws/tools",
+                       proxy_url="http://host.docker.internal:27891")
+    assert plan.job_name == "tb21-fdad5c08a1" and plan.flags == ()
+
+
+LATEST = harbor_section(version="0.26.0", wheel_sha256=KNOWN_HARBOR_WHEELS["0.26.0"])
+
+
+def test_026_takes_the_endpoint_through_its_own_flags() -> None:
+    config = job_config(LATEST, jobs_dir="/ws/results", dataset_path="/ws/tb/tasks",
+                        dataset=TB21, model_name=MODEL, api_base=API)
+    (agent,) = config["agents"]
+    assert "api_base" not in agent["kwargs"] and "base_url" not in agent
+    # Everything else as 0.21.0 renders it.
+    seed = job_config(SEED, jobs_dir="/ws/results", dataset_path="/ws/tb/tasks", dataset=TB21,
+                      model_name=MODEL, api_base=API)
+    seed["agents"][0]["kwargs"].pop("api_base")
+    assert config == seed
+    plan = _plan()
+    latest = render_plan(LATEST, TB21, model_name=MODEL, workspace="/ws", tasks_dir="/ws/tasks",
+                         api_base=API, tools_dir="/ws/tools", proxy_url=None)
+    assert latest.flags == ("--base-url", API, "--api-key-name", "OPENAI_API_KEY",
+                            "--api-format", "openai_chat_completions")
+    assert latest.job_name != plan.job_name
+    # Another endpoint is another job, although the config file is the same text.
+    moved = render_plan(LATEST, TB21, model_name=MODEL, workspace="/ws", tasks_dir="/ws/tasks",
+                        api_base="http://127.0.0.1:31000/v1", tools_dir="/ws/tools",
+                        proxy_url=None)
+    assert moved.config_yaml == latest.config_yaml and moved.job_name != latest.job_name
+    # A model-free agent calls no endpoint: no flags.
+    oracle = harbor_section(version="0.26.0", wheel_sha256=KNOWN_HARBOR_WHEELS["0.26.0"],
+                            agent={"name": "oracle", "n_concurrent": 2})
+    assert render_plan(oracle, TB21, model_name=None, workspace="/ws", tasks_dir="/ws/tasks",
+                       api_base=None, tools_dir=None, proxy_url=None).flags == ()
+
+
+def test_026_preflight_checks_the_flags_fields_and_harbors_own_error_table() -> None:
+    checks = {".".join(map(str, c["path"])): c["expect"] for c in preflight_expectations(
+        LATEST, dataset_path="/d", dataset=TB21, model_name=MODEL, api_base=API,
+        compose_path="/c.yaml")}
+    assert checks["agents.0.base_url"] == API
+    assert checks["agents.0.model_api_key_name"] == "OPENAI_API_KEY"
+    assert checks["agents.0.model_api_format"] == "openai_chat_completions"
+    assert checks["agents.0.kwargs.api_base"] is None
+    assert checks["override_error_policy"] == {}
+    seed = {".".join(map(str, c["path"])) for c in preflight_expectations(
+        SEED, dataset_path="/d", dataset=TB21, model_name=MODEL, api_base=API,
+        compose_path="/c.yaml")}
+    assert not {"agents.0.base_url", "override_error_policy"} & seed

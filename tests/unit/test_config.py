@@ -8,8 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from components.config import ConfigError, load_stack_file, parse_stack_config, split_stack_file
+from components.config import (
+    KNOWN_HARBOR_WHEELS,
+    ConfigError,
+    load_stack_file,
+    parse_stack_config,
+    split_stack_file,
+)
+from contracts.harbor_profiles import PROFILES
 from tests.conftest import ROOT
+from tests.machine import setting
 
 STACK_FILES = sorted(ROOT.glob("Pulumi.*.yaml"))
 
@@ -224,7 +232,13 @@ INVALID = [
     ("total-tokens-below-context", a100, [("serving.max_total_tokens", 131072)],
      "benchstack:serving.max_total_tokens: 131072 is below"),
     ("harbor-version-vs-sha", local, [("harbor.version", "0.26.0")],
-     "benchstack:harbor.wheel_sha256: it is not the sha256 of the harbor 0.26.0 wheel"),
+     "benchstack:harbor.wheel_sha256: it is not the sha256 of the harbor 0.26.0 wheel "
+     "(it is 0.21.0's)"),
+    ("harbor-version-unknown", local, [("harbor.version", "0.23.0")],
+     "benchstack:harbor.version: Value error, Harbor '0.23.0' has no profile here; the known "
+     "versions are 0.21.0, 0.26.0"),
+    ("max-job-hours-zero", local, [("harbor.max_job_hours", 0)],
+     "benchstack:harbor.max_job_hours"),
     ("empty-model-name", a100, [("model.name", "")], "benchstack:model.name"),
     ("blank-model-name", a100, [("model.name", "  ")], "benchstack:model.name"),
     ("dataset-escapes", local, [("dataset.path", "../../etc")],
@@ -345,6 +359,10 @@ INVALID_K8S = [
      f"benchstack:{K8S}.quota.cpu"),
     ("a GPU worker with no docker section", [("hosts.0.roles", ["harbor", "gpu_worker"])],
      "benchstack:docker: missing; host 'local' runs the stack's containers (an SGLang worker)"),
+    ("a Harbor whose ack is not rehearsed",
+     [("harbor.version", "0.26.0"),
+      ("harbor.wheel_sha256", "b7c752c5b51ae2ee1fc2ea30621493c7dc0b5a3d0157295bed4552115027baee")],
+     "benchstack:harbor.version: trials on kubernetes are rehearsed with Harbor 0.21.0 only"),
 ]
 
 
@@ -368,3 +386,29 @@ def test_trials_on_docker_need_the_docker_section():
     # On a cluster the Harbor host runs no container of the stack: no docker section needed.
     cfg = parse_stack_config(local_k8s())
     assert cfg.docker is None and cfg.docker_hosts == []
+
+
+def test_each_version_is_a_profile_with_its_pin_and_its_sidecar():
+    """harbor.version picks the profile: its pinned wheel, and (unless given) the egress
+    sidecar tag that version looks up."""
+    values = local()
+    _set(values, "harbor.version", "0.26.0")
+    _set(values, "harbor.wheel_sha256", PROFILES["0.26.0"].wheel_sha256)
+    cfg = parse_stack_config(values)
+    assert cfg.harbor.profile is PROFILES["0.26.0"]
+    assert cfg.images.sidecar_image == PROFILES["0.26.0"].sidecar_image
+    assert parse_stack_config(local()).images.sidecar_image == PROFILES["0.21.0"].sidecar_image
+    _set(values, "images.sidecar_image", "mine:1")
+    assert parse_stack_config(values).images.sidecar_image == "mine:1"
+    assert KNOWN_HARBOR_WHEELS == {v: p.wheel_sha256 for v, p in PROFILES.items()}
+
+
+def test_the_setup_defaults_pin_the_same_wheels_as_the_profiles():
+    """The tests' own Harbor venvs (setup/defaults.env) are the profiles' wheels."""
+    assert setting("HARBOR_VERSION") == "0.21.0"
+    assert setting("HARBOR_WHEEL_SHA256") == PROFILES["0.21.0"].wheel_sha256
+    assert setting("HARBOR_LATEST_VERSION") == "0.26.0"
+    assert setting("HARBOR_LATEST_WHEEL_SHA256") == PROFILES["0.26.0"].wheel_sha256
+    for stack in STACK_FILES:
+        harbor = split_stack_file(stack)[0]["harbor"]
+        assert harbor["wheel_sha256"] == PROFILES[harbor["version"]].wheel_sha256, stack.name

@@ -72,7 +72,7 @@ class Job:
             "compose_path": self.compose, "job_name": self.name, "jobs_dir": self.jobs,
             "log_dir": self.logs, "openai_api_key": KEY, "launch_token": token,
             "start_timeout_s": 30, "nofile": 4096, "resolved_sha256": "", "k8s_watch": None,
-            **changes,
+            "harbor_flags": [], "harbor_version": "0.21.0", **changes,
         }, secret_inputs=("openai_api_key",), timeout=60)
 
     def stop(self) -> ScriptResult:
@@ -152,6 +152,38 @@ def test_launch_detach_record_then_leave_alone_stop_and_resume(tmp_path: Path) -
     assert job.gone(pid)
     again = job.stop()
     assert again.returncode == 0 and again.outputs["signalled_pid"] is None
+
+
+def argv_of(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/cmdline").read_text().rstrip("\0").split("\0")
+
+
+def test_the_versions_flags_go_to_harbor_run_and_never_to_its_resume(tmp_path: Path) -> None:
+    """0.26.0's endpoint flags are on `harbor run`'s command line (Harbor writes them into the
+    job's config.json); its resume reads them back from there, so they are not repeated."""
+    job = Job(tmp_path)
+    flags = ["--base-url", "http://127.0.0.1:30000/v1", "--api-key-name", "OPENAI_API_KEY",
+             "--api-format", "openai_chat_completions"]
+    log = Path(jobdir.job_log(job.logs, job.name))
+    launched = job.launch(harbor_flags=flags, harbor_version="0.26.0")
+    assert launched.returncode == 0, launched.stderr
+    try:
+        cmdline = argv_of(launched.outputs["pid"])
+        start = cmdline.index("--base-url")
+        assert cmdline[start:start + len(flags)] == flags
+        job.stop()
+        resumed = job.launch(token=job.status()["token"], harbor_flags=flags,
+                             harbor_version="0.26.0")
+        assert resumed.outputs["mode"] == "resume", resumed.stderr
+        argv = argv_of(resumed.outputs["pid"])
+        assert argv[-4:] == ["job", "resume", "-p", jobdir.job_dir(job.jobs, job.name)]
+        assert "--base-url" not in argv
+    finally:
+        job.stop()
+    assert "benchstack launch" in log.read_text()
+    unknown = job.launch(harbor_version="0.99.0")
+    assert unknown.reason == ("harbor_launch: harbor_version: no Harbor profile for '0.99.0'; "
+                              "known: 0.21.0, 0.26.0")
 
 
 def test_a_finished_job_is_left_alone(tmp_path: Path) -> None:

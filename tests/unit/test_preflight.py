@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from components.seam.code import module_closure
+from contracts.harbor_profiles import PROFILES
 from hostside import harbor_preflight as pf
 from tests.harbor.conftest import seam_step
 
@@ -83,6 +84,10 @@ def test_config_drift_ignores_what_harbor_ignores() -> None:
     assert pf.config_drift(old, RESOLVED) == []
     assert pf.config_drift({**old, "n_concurrent_trials": 1}, RESOLVED) == ["n_concurrent_trials"]
     assert pf.config_drift({"a": 1}, {"b": 2}) == ["a", "b"]
+    # Each version ignores its own fields: 0.26.0 the job's place, not its debug flag.
+    ignored = PROFILES["0.26.0"].resume_ignored
+    assert pf.config_drift({**RESOLVED, "jobs_dir": "/old"}, RESOLVED, ignored) == []
+    assert pf.config_drift(old, RESOLVED, ignored) == ["debug"]
 
 
 def test_harbors_wrapped_error_becomes_one_line() -> None:
@@ -97,6 +102,10 @@ def test_harbors_wrapped_error_becomes_one_line() -> None:
     )
     assert pf.harbor_reason("x" * 10 + "Error " + "y" * 1000, limit=20) == "Error " + "y" * 14
     assert pf.harbor_reason("nothing useful") == ""
+    # 0.26.0's --dry-run says why it failed on its own line, after its tables.
+    assert pf.harbor_reason("| table |\nDry run failed: [Errno 2] No such file or\n"
+                            "directory: '/data/tasks'\n") == (
+        "Dry run failed: [Errno 2] No such file or directory: '/data/tasks'")
 
 
 def test_check_raises_the_first_problem_and_counts_the_rest(
@@ -147,7 +156,8 @@ def job_inputs(tmp_path: Path, harbor: Path, expected: list[dict]) -> dict:
     compose.write_text(f"services:\n  main:\n    volumes:\n      - {tmp_path / 'tools'}:/t:ro\n")
     return {"harbor_bin": str(harbor), "job_config": str(config), "compose_path": str(compose),
             "job_name": "j1", "jobs_dir": str(tmp_path / "results"), "expected": expected,
-            "resolved_out": str(tmp_path / "logs" / "j1.resolved-config.json")}
+            "resolved_out": str(tmp_path / "logs" / "j1.resolved-config.json"),
+            "harbor_flags": [], "harbor_version": "0.21.0"}
 
 
 def run_step(inputs: dict):
@@ -166,7 +176,8 @@ printf '%s\\n' '{resolved}'
     assert proc.returncode == 0, proc.stderr
     saved = tmp_path / "logs" / "j1.resolved-config.json"
     assert proc.outputs == {"resolved_config": str(saved), "checked_fields": 1,
-                            "resolved_sha256": hashlib.sha256(saved.read_bytes()).hexdigest()}
+                            "resolved_sha256": hashlib.sha256(saved.read_bytes()).hexdigest(),
+                            "dry_run": None}
     assert json.loads(saved.read_text())["n_concurrent_trials"] == 3
     assert "1 fields match" in proc.stderr
 
@@ -188,9 +199,60 @@ exit 1
     proc = run_step(job_inputs(tmp_path, harbor, []))
     assert proc.returncode == 1
     assert proc.reason == (
-        f"harbor_preflight: harbor rejected {tmp_path / 'job.yaml'} (Error: n_concurrent "
-        "(30) cannot exceed n_concurrent_trials (25)): fix the job settings in the stack config"
+        f"harbor_preflight: harbor run --print-config rejected {tmp_path / 'job.yaml'} (Error: "
+        "n_concurrent (30) cannot exceed n_concurrent_trials (25)): fix the job settings in the "
+        "stack config"
     )
+
+
+# A 0.26.0 stand-in: print-config as before; --dry-run refuses an unknown agent kwarg the way
+# Harbor words it, else says how many trials it would run (stderr: its warnings).
+DRY_RUN_HARBOR = """
+flags="--base-url http://127.0.0.1:30000/v1 --api-key-name OPENAI_API_KEY"
+[[ "$*" == *"$flags"* && "$OPENAI_API_KEY" != "" ]] || { echo "flags or key missing: $*"; exit 9; }
+if [[ "$*" == *--print-config* ]]; then echo '{"n_concurrent_trials": 3}'; exit 0; fi
+[[ "$*" == *--dry-run* ]] || exit 7
+if grep -q bogus "$3"; then
+  printf "Dry run failed: agents[0]: Invalid kwargs for agent 'terminus-2':\n"
+  printf "  Unknown option 'bogus'.\n"
+  exit 1
+fi
+echo "Warning: Task hello: overrides apply only to the agent environment" >&2
+printf 'table\nDry run OK — 3 trial(s); nothing was run.\n'
+"""
+
+
+def test_a_version_with_a_dry_run_lets_harbor_check_the_job_too(tmp_path: Path) -> None:
+    harbor = fake_harbor(tmp_path, DRY_RUN_HARBOR)
+    inputs = {**job_inputs(tmp_path, harbor, [{"path": ["n_concurrent_trials"], "expect": 3}]),
+              "harbor_version": "0.26.0",
+              "harbor_flags": ["--base-url", "http://127.0.0.1:30000/v1",
+                               "--api-key-name", "OPENAI_API_KEY"]}
+    proc = run_step(inputs)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.outputs["dry_run"] == {
+        "trials": 3, "warnings": ["Task hello: overrides apply only to the agent environment"]}
+    assert "harbor --dry-run: OK, 3 trial(s); nothing run" in proc.stderr
+    # What print-config lets through, Harbor's dry run refuses, in its own words.
+    Path(inputs["resolved_out"]).unlink()
+    Path(inputs["job_config"]).write_text("agents: [{kwargs: {bogus: 1}}]\n")
+    proc = run_step(inputs)
+    assert proc.returncode == 1
+    assert proc.reason == (
+        f"harbor_preflight: harbor run --dry-run rejected {inputs['job_config']} (Dry run "
+        "failed: agents[0]: Invalid kwargs for agent 'terminus-2': Unknown option 'bogus'.): "
+        "fix the job settings in the stack config")
+    assert not Path(inputs["resolved_out"]).exists(), "a refused job's config was saved"
+    # 0.21.0 has no dry run: the same stand-in is asked for print-config only.
+    proc = run_step({**inputs, "harbor_version": "0.21.0"})
+    assert proc.returncode == 0 and proc.outputs["dry_run"] is None, proc.stderr
+
+
+def test_an_unknown_version_is_refused_naming_the_known_ones(tmp_path: Path) -> None:
+    harbor = fake_harbor(tmp_path, "exit 0\n")
+    proc = run_step({**job_inputs(tmp_path, harbor, []), "harbor_version": "0.99.0"})
+    assert proc.reason == ("harbor_preflight: harbor_version: no Harbor profile for '0.99.0'; "
+                           "known: 0.21.0, 0.26.0")
 
 
 def test_the_step_checks_its_files_before_running_harbor(tmp_path: Path) -> None:
