@@ -1,13 +1,18 @@
 """benchstack audit: turn a raw Harbor job directory into an explained score.
 
-The package reads a job directory (local path or s3:// URI), classifies every trial with the
-signature rules in `rules.yaml` and the detectors in `detectors/` (reading each agent's own logs
-through `agent_logs/`), lists for rerun only what it can prove was outside the model's control
-(`RULES.md`), applies the user's adjudications and renders reports. It imports nothing from
-`components/` except two contracts: the stack-output key names in `contracts/outputs.py` and
-Harbor's job-directory layout in `contracts/jobdir.py`.
+Four rooms, each importing only the ones before it (tests/audit/test_architecture.py):
+- `read/`: a job dir (local or s3://) and Harbor's files as models; every agent log read by log
+  family to one shape per trial (model calls, commands, how the run ended); the exception chain
+  and the layer its root cause arose in; whether the model was reached;
+- `judge/`: the signature registry, the rules of `rules.yaml`, the detectors, and the one rule
+  every verdict passes: no excuse without proof, under the ownership rule of `RULES.md`;
+- `score/`: raw and adjusted scores, attempts and pass@k, the merge with reruns, adjudications,
+  the leaderboard conformance, and whether the raw score can be quoted;
+- `output/`: the report of a job and its renderings (table, JSON, Markdown, HTML), the archive.
+It imports nothing of the rest of the project but two contracts: the stack-output key names in
+`contracts/outputs.py` and Harbor's job-directory layout in `contracts/jobdir.py`.
 """
 
 __all__ = ["__version__"]
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
