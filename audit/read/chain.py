@@ -38,7 +38,7 @@ _LINK = {
 _HEAD = "Traceback (most recent call last):"
 # `pkg.mod.SomeError: message` or `SomeError` alone, at the end of a traceback block.
 _RAISED = re.compile(r"^(?P<type>[A-Za-z_][\w.]*)(?::\s?(?P<message>.*))?$")
-_STDLIB = re.compile(
+STDLIB = re.compile(
     r"/lib/python3\.\d+/(?!site-packages/|dist-packages/)|/Python\.framework/|\\Lib\\(?!site-packages)"
 )
 _INSTALLED = re.compile(r"/(?:site|dist)-packages/(?P<pkg>[\w.-]+)")
@@ -169,7 +169,7 @@ def layer(path: str, agent: Agent) -> str:
             return "library"
         sub = path[installed.end() :].lstrip("/").split("/", 1)[0]
         return _HARBOR_LAYER.get(sub, "harbor")
-    if _STDLIB.search(path):
+    if STDLIB.search(path):
         return "stdlib"
     # Harbor run from a checkout: its innermost `harbor/<sub>/`.
     checkout = next(reversed(list(_HARBOR.finditer(path))), None)

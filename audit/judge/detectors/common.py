@@ -32,7 +32,7 @@ HARBOR_TIMEOUTS = {
 }
 
 _FRAME = re.compile(r'File "(?P<path>[^"]+)", line \d+, in (?P<func>\S+)')
-STDLIB = re.compile(r"/lib/python3\.\d+/(?!site-packages/)")
+STDLIB = C.STDLIB  # Python's own files (frames that act for whoever called them)
 # Who raised, in the words the detectors use, from the layer the chain's root cause arose in
 # (audit/read/chain.py: file paths and the configured agent, no list of libraries).
 _OWNER = {
