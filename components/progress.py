@@ -3,7 +3,11 @@
 Reads only the job directory (seed: "Monitor progress"): the job `result.json` for the planned
 trial count and the running/pending counters, and every trial's `result.json` for rewards and
 errors (the job file does not carry per-trial results). Shows trials done/total, rewards so far,
-errors by type, elapsed time and an estimate of the remaining time.
+errors by type, elapsed time and an estimate of the remaining time. The mean reward so far under
+both score conventions (contracts/harbor_profiles.py), labelled: `mean_reward` the
+leaderboard's (every finished trial, one without a reward as 0: Harbor 0.21.0's), and
+`mean_reward_valid` valid rewards only (Harbor 0.26.0's: a trial counts when its reward is
+valid, as its result.json says or, for 0.21.0, as 0.26.0's error-policy table would).
 
 - default: a live bar, refreshed until interrupted (Ctrl-C) or the job finishes;
 - `--once`: one snapshot and exit; `--json`: the snapshot as one JSON object on stdout;
@@ -33,7 +37,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
-from contracts import jobdir
+from contracts import harbor_profiles, jobdir
 
 
 @dataclass
@@ -47,7 +51,10 @@ class Snapshot:
     cancelled: int
     errored: int
     rewards: dict[str, int] = field(default_factory=dict)
+    # The leaderboard's convention: every finished trial, one without a reward as 0.
     mean_reward: float | None = None
+    # Valid rewards only (0.26.0's convention); None while no trial has one.
+    mean_reward_valid: float | None = None
     errors: dict[str, int] = field(default_factory=dict)
     started_at: str | None = None
     finished_at: str | None = None
@@ -90,6 +97,7 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
     rewards: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     reward_values: list[float] = []
+    valid_values: list[float] = []
     done = cancelled = 0
     for _, trial in jobdir.trial_results(job_dir):
         exception = (trial.get("exception_info") or {}).get("exception_type")
@@ -103,6 +111,8 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
         if isinstance(reward, int | float):
             rewards[_reward_key(reward)] += 1
             reward_values.append(float(reward))
+            if harbor_profiles.reward_valid(trial):
+                valid_values.append(float(reward))
         else:
             rewards["none"] += 1
             # Harbor's mean counts an ungraded trial as 0.
@@ -129,6 +139,7 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
         errored=sum(errors.values()),
         rewards=dict(sorted(rewards.items())),
         mean_reward=(sum(reward_values) / len(reward_values)) if reward_values else None,
+        mean_reward_valid=(sum(valid_values) / len(valid_values)) if valid_values else None,
         errors=dict(errors.most_common()),
         started_at=job.get("started_at"),
         finished_at=job.get(jobdir.FINISHED_AT),
@@ -161,11 +172,13 @@ def render(snap: Snapshot) -> Table:
     grid = Table.grid(padding=(0, 2))
     grid.add_row(bar)
     mean = "-" if snap.mean_reward is None else f"{snap.mean_reward:.3f}"
+    valid = "-" if snap.mean_reward_valid is None else f"{snap.mean_reward_valid:.3f}"
     state = "finished" if snap.finished else f"running {snap.running}, pending {snap.pending}"
     grid.add_row(
         f"{state} | elapsed {_duration(snap.elapsed_s)} | "
-        f"remaining ~{_duration(snap.eta_s)} | mean reward {mean}"
+        f"remaining ~{_duration(snap.eta_s)}"
     )
+    grid.add_row(f"mean     {mean} every trial | {valid} valid rewards only")
     rewards = ", ".join(f"{k}: {v}" for k, v in snap.rewards.items()) or "none yet"
     grid.add_row(f"rewards  {rewards}")
     errors = ", ".join(f"{k}: {v}" for k, v in snap.errors.items()) or "none"

@@ -180,7 +180,8 @@ class Job:
     def same_run(self) -> dict:
         return {"harbor_bin": self.harbor_bin, "job_config": self.plan.config_path,
                 "compose_path": self.plan.compose_path, "job_name": self.name,
-                "jobs_dir": str(self.jobs_dir)}
+                "jobs_dir": str(self.jobs_dir), "harbor_flags": list(self.plan.flags),
+                "harbor_version": self.harbor.version}
 
     def preflight(self, expected: str | None = None) -> ScriptResult:
         return seam_step("harbor_preflight", "create", {

@@ -65,7 +65,7 @@ def test_harbor_rejects_the_config(jobs: JobFactory, demo_dataset: Path) -> None
     # n_concurrent above n_concurrent_trials: Harbor's own validation refuses it.
     config.write_text(config.read_text().replace("n_concurrent: 20", "n_concurrent: 30"))
     result = job.preflight()
-    assert result.returncode != 0 and "harbor rejected" in result.reason
+    assert result.returncode != 0 and "harbor run --print-config rejected" in result.reason
     assert "cannot exceed n_concurrent_trials" in result.reason
 
 

@@ -28,7 +28,28 @@ def test_finished_job_with_pass_fail_and_timeout() -> None:
     assert out["rewards"] == {"0.0": 2, "1.0": 1}
     assert out["errors"] == {"AgentTimeoutError": 1} and out["errored"] == 1
     assert abs(out["mean_reward"] - 1 / 3) < 1e-9
+    # An agent timeout is still graded: its 0 is a valid reward under both conventions.
+    assert abs(out["mean_reward_valid"] - 1 / 3) < 1e-9
     assert out["eta_s"] == 0.0 and 0 < out["elapsed_s"] < 120
+
+
+def test_the_mean_under_both_conventions(tmp_path: Path) -> None:
+    """A graded trial whose reward 0.26.0's table calls invalid (the verifier ran after the
+    endpoint failed: InternalServerError) counts as 0 in the leaderboard's mean and not at all
+    in the valid-rewards one; a 0.26.0 result's own `reward_valid` is taken as it says."""
+    job = tmp_path / "job"
+    shutil.copytree(SAMPLE_JOBS / "oracle-dataset", job)
+    wrong = next(job.glob("hello-file-wrong__*")) / "result.json"
+    result = json.loads(wrong.read_text())
+    result["exception_info"] = {"exception_type": "InternalServerError",
+                                "exception_message": "Connection error.",
+                                "exception_traceback": "", "occurred_at": result["started_at"]}
+    wrong.write_text(json.dumps(result))
+    out = snap(job)
+    assert abs(out["mean_reward"] - 1 / 3) < 1e-9
+    assert out["mean_reward_valid"] == 0.5
+    wrong.write_text(json.dumps({**result, "exception_info": None, "reward_valid": False}))
+    assert snap(job)["mean_reward_valid"] == 0.5
 
 
 def test_attempts_and_ungraded_trials() -> None:
@@ -36,7 +57,8 @@ def test_attempts_and_ungraded_trials() -> None:
     assert out["total"] == 4 and out["done"] == 4 and sum(out["rewards"].values()) == 4
     timeout = snap(SAMPLE_JOBS / "oracle-verifier-timeout")
     assert timeout["rewards"] == {"none": 1} and timeout["errors"] == {"VerifierTimeoutError": 1}
-    assert timeout["mean_reward"] == 0.0, "Harbor's mean counts an ungraded trial as 0"
+    assert timeout["mean_reward"] == 0.0, "Harbor 0.21.0's mean counts an ungraded trial as 0"
+    assert timeout["mean_reward_valid"] is None, "no valid reward yet"
 
 
 def test_interrupted_job_counts_cancelled_trials_as_not_done(tmp_path: Path) -> None:
