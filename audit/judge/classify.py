@@ -9,16 +9,16 @@ The order is the seed's audit procedure made explicit:
 2. CancelledError / KeyboardInterrupt: cancelled (`harbor job resume` re-runs it);
 3. reward 1: passed, or agent_timeout when the agent timed out and the verifier still passed it
    (the reward stands);
-4. on Kubernetes, the cluster's own account of the trial's pod (audit/detectors/kubernetes.py:
+4. on Kubernetes, the cluster's own account of the trial's pod (audit/judge/detectors/kubernetes.py:
    a pod refused, never scheduled, without its image, evicted or deleted mid-trial), then the
    first-stage signature rules (rules.yaml: Harbor's environment and tmux errors), then the
-   built-in detectors (audit/detectors/: model endpoint, harness crash, container, commands
+   built-in detectors (audit/judge/detectors/: model endpoint, harness crash, container, commands
    past their cap, setup, network with endpoint ownership), then the last-stage rules (verifier
    timeouts, reward files);
 5. otherwise: AgentTimeoutError is agent_timeout (its reward stands), a graded 0 is the agent's
    error, and anything else is insufficient_evidence, with the exception named.
 
-Every verdict passes `admit()` (audit/verdict.py) on its way out: one that puts the trial up
+Every verdict passes `admit()` (audit/judge/verdict.py) on its way out: one that puts the trial up
 for rerun without proof of an outside cause becomes insufficient_evidence. Rules and detectors
 the caller switched off (`ctx.disabled`, the generalization benchmark) are skipped.
 """

@@ -63,9 +63,9 @@ class Rule(BaseModel):
     all: list[Condition] = Field(default_factory=list)
     none: list[Condition] = Field(default_factory=list)
     explanation: str = Field(min_length=10)
-    # `first`: tried before the built-in detectors (audit/detectors/); `last`: after them.
+    # `first`: tried before the built-in detectors (audit/judge/detectors/); `last`: after them.
     stage: Literal["first", "last"] = "first"
-    # What the matched lines prove for an infra rule (audit/verdict.py OUTSIDE_CAUSES): an
+    # What the matched lines prove for an infra rule (audit/judge/verdict.py OUTSIDE_CAUSES): an
     # infra verdict without it would be dropped to insufficient_evidence by admit().
     proof: str | None = None
     @model_validator(mode="after")

@@ -6,7 +6,7 @@ failure was outside the model's control. If it is wrong, the rerun may pass and 
 score rises for a failure that was the model's: the worst error the audit can make. So such a
 verdict must carry at least one `Proof`: a line quoted from a file of the trial or of its job
 (`where`, `quote`) of a kind that shows an OUTSIDE cause (`cause`, one of OUTSIDE_CAUSES).
-`admit()` enforces it in one place (audit/classify.py calls it on every verdict): a rerun
+`admit()` enforces it in one place (audit/judge/classify.py calls it on every verdict): a rerun
 verdict without such proof becomes `insufficient_evidence`, never stays `infra`, whatever
 detector or rule produced it. The rule is written down for people in audit/RULES.md.
 
@@ -31,7 +31,7 @@ CATEGORIES = (
     "cancelled",
     "insufficient_evidence",
 )
-# The verdicts that list a trial for rerun (audit/report.py `rerun`).
+# The verdicts that list a trial for rerun (audit/output/report.py `rerun`).
 RERUN_CATEGORIES = ("infra", "cancelled")
 
 PASS_REWARD = 1.0

@@ -42,7 +42,7 @@ SCORING_RULE = (
     "under rerun until a rerun or an adjudication settles them. Intervals are 95% Wilson "
     "score intervals over the trials counted."
 )
-# Score and its helpers live in audit/scores.py; importers of audit.output.report keep finding them.
+# Score and its helpers live in audit/score/scores.py; importers of audit.output.report keep finding them.
 __all__ = [
     "CI_LEVEL",
     "SCORING_RULE",
@@ -132,7 +132,7 @@ def build_report(
     """Read, classify and score a whole job. Raises ValueError only for unusable inputs.
 
     `dataset_tasks` and `official_dataset_commit` are what the leaderboard conformance compares
-    with; `provenance` is the run's manifest (audit/provenance.py), shown as it is."""
+    with; `provenance` is the run's manifest (audit/read/provenance.py), shown as it is."""
     layout.check_is_job()
     rules = rules if rules is not None else load_rules()
     problems: list[str] = []

@@ -314,7 +314,7 @@ class TrialEvidence:
         return metadata if isinstance(metadata, dict) else None
 
     def agent_logs(self) -> list[AgentLog]:
-        """Every agent log of the trial, in one shape (audit/agent_logs), read once."""
+        """Every agent log of the trial, in one shape (audit/read/logs), read once."""
         if self._logs is None:
             try:
                 self._logs = read_all(self)

@@ -1,6 +1,6 @@
 """The cluster's own account of a job's pods: what the stack's watcher wrote beside Harbor's files.
 
-During a job on Kubernetes the stack writes two files into the job dir (audit/layout.py):
+During a job on Kubernetes the stack writes two files into the job dir (audit/read/layout.py):
 `k8s-events.jsonl`, one core/v1 Event per line as the API's watch delivers it (a repeated event
 comes again with a higher count: the last delivery per `metadata.uid` is kept), and
 `k8s-pods.jsonl`, one `{"type": ADDED|MODIFIED|DELETED, "object": <Pod>}` per delivery.
@@ -14,7 +14,7 @@ without the label is matched by name. A separate verifier environment's pod
 `involvedObject.uid`, joined to the pods the watch delivered, or, for a pod the watch never
 delivered, by name.
 
-Only what the detectors need (audit/detectors/kubernetes.py) is kept of each line, with the
+Only what the detectors need (audit/judge/detectors/kubernetes.py) is kept of each line, with the
 line it came from, so a proof can name `../k8s-events.jsonl:N` and quote the cluster's words
 from there. Nothing here raises: a line that is not JSON of the expected shape is counted and
 skipped (a watcher stopped mid-write leaves a torn last line).

@@ -40,7 +40,7 @@ AGENT_SETUP_STDOUT = "agent/setup/stdout.txt"
 
 # What the stack writes beside Harbor's files while a job runs on Kubernetes (Harbor's `ack`
 # environment runs each trial as a pod): the cluster's own account of the trials' pods, as the
-# API's watch delivers it (audit/kubernetes.py reads them). Absent for a docker job or an older
+# API's watch delivers it (audit/read/kubernetes.py reads them). Absent for a docker job or an older
 # one: the audit then judges from Harbor's files alone.
 K8S_EVENTS = jobdir.K8S_EVENTS  # one core/v1 Event per line (a repeated event: last per uid)
 K8S_PODS = jobdir.K8S_PODS  # one {"type": ADDED|MODIFIED|DELETED, "object": <Pod>} per line

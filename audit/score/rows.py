@@ -18,7 +18,7 @@ class Tokens(_Out):
 
 
 class ProofOut(_Out):
-    """One quoted line that shows an outside cause (audit/verdict.py Proof)."""
+    """One quoted line that shows an outside cause (audit/judge/verdict.py Proof)."""
 
     cause: str
     where: str

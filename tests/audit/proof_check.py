@@ -2,7 +2,7 @@
 
 A proof's `where` is relative to the trial dir (`file:line`, `file step N`, `file <JSON path>`,
 `../<job file>`, `trial dir listing`); its `quote` is verbatim from that file, possibly cut
-with "..." (audit/verdict.py short()). JSON files are compared by their content: every string,
+with "..." (audit/judge/verdict.py short()). JSON files are compared by their content: every string,
 and every `key: value` of a scalar, as the audit quotes structural facts that way; result.json
 also as `exception_type: exception_message`, which is how Harbor prints the exception.
 """

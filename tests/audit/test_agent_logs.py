@@ -1,4 +1,4 @@
-"""The agent-log readers (audit/agent_logs/): each format read to the same shape, with places.
+"""The agent-log readers (audit/read/logs/): each format read to the same shape, with places.
 
 One trial per format as the agent writes it (tests/audit/agent_formats.py); what is checked is
 what detectors rely on: the order of calls and commands, the usage a reply carried (or that it

@@ -1,4 +1,4 @@
-"""The built-in detectors (audit/detectors/), each proved on a trial as Harbor writes it.
+"""The built-in detectors (audit/judge/detectors/), each proved on a trial as Harbor writes it.
 
 The network snippets in CASES are the former rules.yaml cases; what changed and why:
 - context overflow is the agent's failure (it let its prompt outgrow the served window), not

@@ -1,9 +1,9 @@
-"""Trials failed by the Kubernetes cluster they ran on (audit/detectors/kubernetes.py), judged on
+"""Trials failed by the Kubernetes cluster they ran on (audit/judge/detectors/kubernetes.py), judged on
 what the real cluster and Harbor 0.21.0's `ack` environment wrote (tests/audit/captures/k8s/,
 made by tests/audit/make_k8s_captures.py on the test cluster).
 
 Each case becomes a job dir in tmp: the captured job files and trial dir, and the two files the
-stack's watcher writes beside them (audit/layout.py K8S_EVENTS, K8S_PODS), made from the
+stack's watcher writes beside them (audit/read/layout.py K8S_EVENTS, K8S_PODS), made from the
 captured `kubectl get events -o json` (one event per line) and the pod's last watch delivery
 (`{"type", "object"}`). Per case: the verdict is infra with the cluster's words as its first
 evidence line, the pod and the reason named, and every proof is in the file it names. Without
@@ -124,7 +124,7 @@ def audit(job: Path, without_cluster: bool = False) -> TrialRow:
 
 
 def line(p) -> str:
-    """A proof as the evidence shows it (audit/verdict.py Proof.__str__)."""
+    """A proof as the evidence shows it (audit/judge/verdict.py Proof.__str__)."""
     return f"{p.where}: {p.quote} ({p.reading})"
 
 

@@ -1,6 +1,6 @@
 """The word filter in front of the network patterns drops no failure any pattern can match.
 
-audit/network.py reads only the lines of an output that hold one of its `_WORDS` (plain
+audit/judge/network.py reads only the lines of an output that hold one of its `_WORDS` (plain
 substring search; the combined pattern is too slow for megabytes of agent output). That is
 safe only if every string any pattern matches holds one of the words. Checked here on strings
 generated from each pattern itself (one per branch of every alternation, quantifiers at their

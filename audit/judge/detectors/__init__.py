@@ -1,14 +1,14 @@
 """Built-in detectors: failure families that need more than a pattern to be judged.
 
 Each detector reads one trial's evidence (plus a little of the job around it,
-audit/job_context.py) and returns a Classification or None. They run after the rules.yaml rules
+audit/judge/context.py) and returns a Classification or None. They run after the rules.yaml rules
 of the first stage (Harbor's own environment and tmux errors) and before the second stage
 (verifier timeouts, missing reward files), in the order of DETECTORS: the first that explains
 the trial wins. A verdict that puts the trial up for rerun carries its proof
-(audit/verdict.py); audit/classify.py drops any that does not.
+(audit/judge/verdict.py); audit/judge/classify.py drops any that does not.
 
 The detectors of CLUSTER run earlier, before the rules of the first stage: the Kubernetes
-cluster's own account of a trial's pod (audit/kubernetes.py) says more than Harbor's words for
+cluster's own account of a trial's pod (audit/read/kubernetes.py) says more than Harbor's words for
 the same failure (an environment start that timed out, a tmux session gone with its pod).
 
 Modules: `endpoint` (the model endpoint, wherever its failure surfaces; a served window set

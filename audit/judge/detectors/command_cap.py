@@ -10,7 +10,7 @@ timeout proves nothing by itself (issue #20). What decides is the command:
   returned: the container or the daemon hung. Infra, the command quoted as `environment_event`
   proof. So is an exec that never started or a container gone ("is not running", "No such
   container", "Cannot connect to the Docker daemon").
-- A command of the agent's own that waits by design (audit/commands.py: a blocking read, a
+- A command of the agent's own that waits by design (audit/judge/commands.py: a blocking read, a
   foreground server, `tail -f`, an interactive program, a `sleep`, a long install or build) or
   that is simply its own program running long: the agent's failure.
 - No way to tell which command it was: insufficient_evidence, never infra.

@@ -14,12 +14,12 @@ stream was cut before its end) from an endpoint shown to send usage.
 
 What is not the endpoint's doing stays the agent's: a request past the context window the
 agent was told or that it never managed (unless the server serves less than it was told:
-audit/context_window.py), a 4xx for a request the agent built, a server that could not parse
+audit/judge/context_window.py), a 4xx for a request the agent built, a server that could not parse
 what the model generated. What proves nothing either way is insufficient_evidence, never infra:
 a timeout alone, a 5xx whose body says the server could not parse what it was given (without
 naming the model's generation), and a 500 on one request that nothing else repeats: a server
 failing on one request may have failed on that request. A 500 excuses only when the endpoint
-failed other trials' requests within OUTAGE_WINDOW too (audit/model_endpoint.py).
+failed other trials' requests within OUTAGE_WINDOW too (audit/judge/model_endpoint.py).
 """
 
 from __future__ import annotations

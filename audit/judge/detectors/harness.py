@@ -1,7 +1,7 @@
 """The agent's own code raised (not Harbor, not the model client): its harness crashed.
 
 Run after the endpoint detector, which has already taken the crashes whose traceback shows the
-endpoint's answer behind them (audit/detectors/endpoint.py).
+endpoint's answer behind them (audit/judge/detectors/endpoint.py).
 """
 
 from __future__ import annotations

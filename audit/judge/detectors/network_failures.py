@@ -1,7 +1,7 @@
 """Network failures of the agent and the verifier, judged by who owns the failing endpoint.
 
 A failure excuses a trial only when its endpoint is outside the agent's control
-(audit/network.py): a package index, a code host, a model hub, the HTTP proxy. The verifier's
+(audit/judge/network.py): a package index, a code host, a model hub, the HTTP proxy. The verifier's
 downloads excuse a 0 only when no test reported (the tests never ran); the agent's only when
 they failed repeatedly and never recovered. Each failing line quoted is a proof of cause
 `network_outside`.
