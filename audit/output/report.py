@@ -42,7 +42,8 @@ SCORING_RULE = (
     "under rerun until a rerun or an adjudication settles them. Intervals are 95% Wilson "
     "score intervals over the trials counted."
 )
-# Score and its helpers live in audit/score/scores.py; importers of audit.output.report keep finding them.
+# Score and its helpers live in audit/score/scores.py; importers of audit.output.report keep
+# finding them.
 __all__ = [
     "CI_LEVEL",
     "SCORING_RULE",

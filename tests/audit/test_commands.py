@@ -1,4 +1,5 @@
-"""What a command does to its own duration (audit/judge/commands.py), read from the command itself."""
+"""What a command does to its own duration (audit/judge/commands.py), read from the command
+itself."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Trials failed by the Kubernetes cluster they ran on (audit/judge/detectors/kubernetes.py), judged on
-what the real cluster and Harbor 0.21.0's `ack` environment wrote (tests/audit/captures/k8s/,
-made by tests/audit/make_k8s_captures.py on the test cluster).
+"""Trials failed by the Kubernetes cluster they ran on (audit/judge/detectors/kubernetes.py),
+judged on what the real cluster and Harbor 0.21.0's `ack` environment wrote
+(tests/audit/captures/k8s/, made by tests/audit/make_k8s_captures.py on the test cluster).
 
 Each case becomes a job dir in tmp: the captured job files and trial dir, and the two files the
 stack's watcher writes beside them (audit/read/layout.py K8S_EVENTS, K8S_PODS), made from the

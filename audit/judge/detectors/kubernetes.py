@@ -3,8 +3,9 @@
 Harbor's Kubernetes environments (`ack`, `gke`) run each trial as a pod. When the cluster fails
 the pod, Harbor's own words say little: "Pod not ready after 300 seconds", or an
 AddTestsDirError once the pod is gone. The cluster says what happened, in the events and the pod
-versions the stack's watcher wrote beside Harbor's files (audit/read/kubernetes.py). One detector per
-failure kind, each infra only with the cluster's line quoted, the pod and the reason named:
+versions the stack's watcher wrote beside Harbor's files (audit/read/kubernetes.py). One
+detector per failure kind, each infra only with the cluster's line quoted, the pod and the
+reason named:
 
 - `k8s_quota_exceeded`: the API server refused the pod (HTTP 403 "exceeded quota"). No pod, no
   event: the refusal is in Harbor's exception, which is read without the watcher's files too;
