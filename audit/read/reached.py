@@ -9,9 +9,10 @@ Three records answer it, each where it was read:
 
 The answer:
 - `yes`: a reply, or output tokens;
-- `no`: calls were recorded and every one failed, or none was recorded, the counts are an
-  explicit zero and the chain's root cause arose in the model client (the run ended on its
-  first call);
+- `no`: calls were recorded and every one failed; or none was recorded and the agent never ran
+  (result.json has no agent execution: its setup or the environment failed first); or none was
+  recorded, the counts are an explicit zero and the chain's root cause arose in the model
+  client (the run ended on its first call);
 - `no model`: the agent asks no model (Harbor's oracle and nop);
 - `unknown`: nothing records it either way.
 """
@@ -107,6 +108,9 @@ def _read(ev: TrialEvidence) -> Reached:
         return said("yes")
     if calls and len(failed) == len(calls):
         return said("no")
+    span = result.agent_execution if result else None
+    if not calls and result is not None and not ev.result_missing and span is None:
+        return said("no")  # the agent never ran (its setup or the environment failed first)
     found = ev.origin()
     ended_on_first_call = found is not None and found.layer == "model_client"
     if not calls and tokens_in == 0 and tokens_out == 0 and ended_on_first_call:
