@@ -392,9 +392,11 @@ def _port_clashes(cfg: StackConfig) -> list[str]:
             if clash:
                 problems.append(clash)
     if cfg.router and harbor:
-        clash = bind(harbor, cfg.router.port, f"{ns}:router.port")
-        if clash:
-            problems.append(clash)
+        for port, key in ((cfg.router.port, "router.port"),
+                          (cfg.router.metrics_port, "router.metrics_port")):
+            clash = bind(harbor, port, f"{ns}:{key}")
+            if clash:
+                problems.append(clash)
     if cfg.proxy and harbor:
         for port, key in ((cfg.proxy.upstream_port, "proxy.upstream"),
                           (cfg.proxy.bridge_port, "proxy.bridge_port")):

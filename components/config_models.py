@@ -180,6 +180,38 @@ class ModelConfig(Model):
     stage_python: str | None = None
 
 
+class ServingRecordConfig(Model):
+    """`serving.record`: the serving plane's own record kept beside the job. A sampler started
+    with the launch reads the gateway's and every worker's metrics endpoint every `interval_s`
+    into the job dir (contracts/jobdir.py: SERVING_RECORD) while Harbor runs."""
+
+    enabled: bool = True
+    interval_s: float = Field(default=10, ge=1, le=600)
+    # The record's bound: past half of it the sampler reads at twice the interval, past three
+    # quarters at four times, past seven eighths at eight; at the bound it stops and says so.
+    max_mb: int = Field(default=256, ge=1)
+
+
+class SpeedCheckConfig(Model):
+    """`serving.speed_check`: a short load at the job's agent concurrency through the gateway
+    once the serving plane is ready, before the job launches. Its figures (decode tokens/s per
+    request, time to first token) go into the provenance manifest; a floor or ceiling set here
+    that the measurement misses stops `up` with both figures."""
+
+    enabled: bool = True
+    # Unset: measured and recorded, never refused.
+    min_decode_tokens_per_s: float | None = Field(default=None, gt=0)
+    max_time_to_first_token_s: float | None = Field(default=None, gt=0)
+    # Requests each of the agent-concurrency clients sends, one after the other.
+    rounds: int = Field(default=2, ge=1, le=20)
+    output_tokens: int = Field(default=256, ge=8, le=8192)
+    # The prompt's length in tokens; unset: the tasks' typical first prompt (the median
+    # instruction of the dataset inside the agent's prompt template, components/speed_check.py).
+    prompt_tokens: int | None = Field(default=None, ge=16)
+    # The whole load's bound: a check that cannot finish in it fails, saying so.
+    timeout_s: int = Field(default=600, ge=10)
+
+
 class ServingConfig(Model):
     image: str
     image_archive: str | None = None
@@ -211,6 +243,12 @@ class ServingConfig(Model):
     # CAP_SYS_RESOURCE, as on the rehearsal machines) needs its own hard limit or less.
     memlock: int = Field(default=-1, ge=-1)
     health_timeout_s: int = Field(default=1800, gt=0)
+    # SGLang's Prometheus metrics (`--enable-metrics`: running and queued requests, token usage,
+    # generation throughput, time to first token on the worker's own port): what the serving
+    # record beside the job reads, and the gateway's load signal. The seed ran without them.
+    enable_metrics: bool = True
+    record: ServingRecordConfig = ServingRecordConfig()
+    speed_check: SpeedCheckConfig = SpeedCheckConfig()
 
     @field_validator("user")
     @classmethod
@@ -221,7 +259,15 @@ class ServingConfig(Model):
         return value
 
 
+# The gateways a stack can run, each with the one version benchstack pins and proves: `smg`
+# (the Shepherd Model Gateway, sglang-router's successor) and `sglang-router` (the seed's exact
+# setup). The router container's image must carry it (checked at readiness, in the container).
+GATEWAY_VERSIONS = {"smg": "1.13.0", "sglang-router": "0.3.2"}
+Gateway = Literal["smg", "sglang-router"]
+
+
 class RouterConfig(Model):
+    implementation: Gateway = "smg"
     bind_host: str = "127.0.0.1"
     # How long each worker may take to answer /health from the router's host before the
     # router starts (they are already proven ready by their own probes).
@@ -236,11 +282,46 @@ class RouterConfig(Model):
     # The router container's open-files limit (the seed: 65536); at most the Docker engine's own
     # hard limit where it may not raise it.
     nofile: int = Field(default=65536, ge=1024)
+    # The gateway's Prometheus listener (both gateways default to 0.0.0.0:29000, every
+    # interface): bound on purpose where the sampler on the Harbor host reads it, never on all.
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(default=29000, ge=1, le=65535)
+    # smg's worker overload protection (on by default in smg: a worker with >= 8 waiting
+    # requests or >= 80% KV use is left out of routing). Off here, on a measurement
+    # (benchmarks/bench_gateway.py, README "The gateway"): an agent's turns share a long, growing
+    # prefix cached on one worker, and moving a turn off it re-prefills the whole context
+    # elsewhere, which cost more than the queue it avoided at the job's concurrency; and with
+    # dp_aware over HTTP smg 1.13.0 fetches no worker loads at all, so it would act on nothing.
+    worker_overload_protection: bool = False
 
     @field_validator("bind_host")
     @classmethod
     def _bind_ip(cls, value: str) -> str:
         return _ip(value)
+
+    @field_validator("metrics_host")
+    @classmethod
+    def _metrics_ip(cls, value: str) -> str:
+        if ipaddress.ip_address(value).is_unspecified:
+            raise ValueError(f"{value} is every interface; bind the metrics listener to the "
+                             "address the Harbor host reads it on (127.0.0.1 by default)")
+        return value
+
+    @model_validator(mode="after")
+    def _gateway_features(self) -> RouterConfig:
+        if self.worker_overload_protection and self.implementation != "smg":
+            raise ValueError(f"worker_overload_protection: {self.implementation} "
+                             f"{GATEWAY_VERSIONS[self.implementation]} has none (smg only)")
+        return self
+
+    @property
+    def version(self) -> str:
+        """The pinned version of the gateway this router runs."""
+        return GATEWAY_VERSIONS[self.implementation]
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.metrics_host}:{self.metrics_port}/metrics"
 
 
 class AgentConfig(Model):

@@ -1,14 +1,20 @@
-"""Router: the SGLang router in front of every worker, ready when a real completion answers.
+"""Router: the gateway in front of every worker, ready when a real completion answers.
 
-The seed's "Launch the SGLang router on Worker B": `sglang_router.launch_router` in the SGLang
-image with its flags (worker URLs, dp-aware, cache_aware, balance thresholds), on 127.0.0.1 of
-the Harbor host by default, nofile 65536, stopped with a 180 s grace so in-flight agent requests
-can finish (the seed's stop order: the router first, then the workers; Pulumi gets it from the
+The seed's "Launch the SGLang router on Worker B", with the gateway `router.implementation`
+names: `smg` (the Shepherd Model Gateway, `python3 -m smg launch`, the default) or the seed's
+own `sglang-router` (`python3 -m sglang_router.launch_router`), each pinned to one version
+that the image must carry (config_models.GATEWAY_VERSIONS, read in the container at
+readiness). Both take the seed's flags (worker URLs, dp-aware, cache_aware, balance
+thresholds); both serve Prometheus metrics, bound here to `router.metrics_host:metrics_port`
+(127.0.0.1:29000) instead of their default of every interface; smg's worker overload
+protection is as `router.worker_overload_protection` decides. On 127.0.0.1 of the Harbor host
+by default, nofile 65536, stopped with a 180 s grace so in-flight agent requests can finish
+(the seed's stop order: the router first, then the workers; Pulumi gets it from the
 dependency on the workers' URLs).
 
 Children: reach (every worker's /health from this host, before the router starts) -> image ->
-container -> ready (/health, /v1/models lists the served model, every worker registered, and
-"Reply with exactly READY." answered through the router).
+container -> ready (the gateway's version in the container, /health, /v1/models lists the
+served model, every worker registered, and "Reply with exactly READY." answered through it).
 """
 
 from __future__ import annotations
@@ -64,10 +70,21 @@ class RouterArgs:
         return None if self.router.image else self.serving.image_archive
 
 
+# How each gateway is started in the container (`python3 -m`: no console script on PATH needed).
+GATEWAY_COMMANDS = {
+    "smg": ["python3", "-m", "smg", "launch"],
+    "sglang-router": ["python3", "-m", "sglang_router.launch_router"],
+}
+# The Python distribution that carries each gateway (its version is read in the container).
+GATEWAY_PACKAGES = {"smg": "smg", "sglang-router": "sglang-router"}
+
+
 def router_argv(router: RouterConfig, worker_urls: Sequence[str]) -> list[str]:
-    """The container command: the seed's launch_router flags."""
+    """The container command: the seed's launch_router flags, for either gateway (smg reads
+    them as sglang-router did), the metrics listener where the stack binds it, and smg's
+    overload protection as the config decides it."""
     argv = [
-        "python3", "-m", "sglang_router.launch_router",
+        *GATEWAY_COMMANDS[router.implementation],
         "--host", router.bind_host,
         "--port", str(router.port),
         "--worker-urls", *worker_urls,
@@ -78,8 +95,17 @@ def router_argv(router: RouterConfig, worker_urls: Sequence[str]) -> list[str]:
         "--policy", router.policy,
         "--balance-abs-threshold", str(router.balance_abs_threshold),
         "--balance-rel-threshold", format(router.balance_rel_threshold, "g"),
+        "--prometheus-host", router.metrics_host,
+        "--prometheus-port", str(router.metrics_port),
     ]
+    if router.implementation == "smg" and not router.worker_overload_protection:
+        argv.append("--disable-worker-overload-protection")
     return argv
+
+
+def gateway_pin(router: RouterConfig) -> dict[str, str]:
+    """What the readiness probe holds the running gateway to: its package and pinned version."""
+    return {"package": GATEWAY_PACKAGES[router.implementation], "version": router.version}
 
 
 class Router(pulumi.ComponentResource):
@@ -169,6 +195,7 @@ class Router(pulumi.ComponentResource):
                 "interval_s": 2,
                 "dp_size": args.serving.dp_size if args.router.dp_aware else None,
                 "container": args.container_name,
+                "gateway": gateway_pin(args.router),
             }
         )
         ready = readiness_check(

@@ -98,6 +98,8 @@ def serve_argv(args: SGLangWorkerArgs) -> list[str]:
     # The seed leaves it out: SGLang sizes the KV pool from free GPU memory.
     if args.serving.max_total_tokens is not None:
         argv += ["--max-total-tokens", str(args.serving.max_total_tokens)]
+    if args.serving.enable_metrics:
+        argv.append("--enable-metrics")
     argv += list(args.serving.extra_server_args)
     return argv
 
@@ -111,6 +113,7 @@ def expected_server_info(args: SGLangWorkerArgs) -> dict:
         "context_length": args.serving.context_length,
         "max_running_requests": args.serving.max_running_requests,
         "mem_fraction_static": args.serving.mem_fraction_static,
+        "enable_metrics": args.serving.enable_metrics,
     }
     optional = {
         "max_mamba_cache_size": args.serving.max_mamba_cache_size,

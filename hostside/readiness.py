@@ -41,6 +41,7 @@ WORKER_FIELDS = (
     "reasoning_parser",
     "tool_call_parser",
     "max_total_tokens",
+    "enable_metrics",
 )
 READY_PROMPT = "Reply with exactly READY."
 # connect is short (a dead host should fail fast and be retried by the loop); read is long
@@ -343,6 +344,40 @@ def wait_registered(
         time.sleep(interval_s)
 
 
+# Read in the gateway's container: the version of the distribution that runs there.
+VERSION_OF = "import importlib.metadata as m, sys; print(m.version(sys.argv[1]))"
+
+
+def gateway_version(container: str, package: str) -> str:
+    """The version of `package` installed in `container` (`docker exec`, its own python3)."""
+    try:
+        proc = subprocess.run(
+            ["docker", "exec", container, "python3", "-c", VERSION_OF, package],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ProbeError(f"cannot read {package}'s version in container {container}: "
+                         f"{describe(exc)}") from None
+    if proc.returncode != 0:
+        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+        raise ProbeError(f"container {container} has no {package} ({last[:200]}): its image "
+                         "does not carry the gateway router.implementation names")
+    return proc.stdout.strip()
+
+
+def check_gateway(container: str | None, pin: Mapping[str, str] | None) -> str | None:
+    """The running gateway is the pinned one; its version (None: nothing to check)."""
+    if not pin or not container:
+        return None
+    got = gateway_version(container, pin["package"])
+    if got != pin["version"]:
+        raise ProbeError(f"container {container} runs {pin['package']} {got}, the stack pins "
+                         f"{pin['version']}: use an image with {pin['package']}=="
+                         f"{pin['version']} (router.image) or the implementation it carries")
+    log(f"{pin['package']} {got} in container {container}, as pinned")
+    return got
+
+
 def check_router(
     url: str,
     model: str,
@@ -353,6 +388,7 @@ def check_router(
     worker_timeout_s: float,
     dp_size: int | None = None,
     container: str | None = None,
+    gateway: Mapping[str, str] | None = None,
 ) -> dict:
     """Workers reachable from here, router /health, /v1/models lists `model`, every worker
     registered, and a real chat completion.
@@ -368,6 +404,7 @@ def check_router(
     with make_client() as http:
         wait_healthy(http, url, timeout_s, interval_s=interval_s, what="router",
                      container=container)
+        version = check_gateway(container, gateway)
         listing = get_json(http, f"{url}/v1/models")
         data = listing.get("data") if isinstance(listing, dict) else None
         models = [str(m.get("id")) for m in data or [] if isinstance(m, dict)]
@@ -390,6 +427,7 @@ def check_router(
             "reply": reply,
             "reply_is_ready": reply.rstrip(".").strip().upper() == "READY",
             "latency_ms": round(latency_ms, 1),
+            "gateway": {**gateway, "running": version} if gateway else None,
         }
 
 
@@ -416,6 +454,7 @@ def run_spec(spec: Mapping[str, Any]) -> dict:
             worker_timeout_s=float(spec["worker_timeout_s"]),
             dp_size=int(spec["dp_size"]) if spec.get("dp_size") else None,
             container=str(spec["container"]) if spec.get("container") else None,
+            gateway=spec.get("gateway"),
         )
     if mode == "reach":
         return check_reach([str(u) for u in spec.get("worker_urls") or []], timeout_s,

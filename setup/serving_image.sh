@@ -2,13 +2,14 @@
 # Builds the stand-in SGLang serving image (the local rehearsal and the tests only, never the
 # product: the stand-in itself is tests/standins/, packed in as data) and
 # pushes it to the loopback registry the local stack pulls from, as
-# $BENCHSTACK_REGISTRY/benchstack/sglang-standin:<sglang-router version>.
+# $BENCHSTACK_REGISTRY/benchstack/sglang-standin:<sglang-router version> (the tag it always had).
 #
-# In it: a Debian bookworm minbase rootfs with python3 (3.11); the real sglang-router with its
-# dependencies, installed on this host by a Python 3.11 and copied in (nothing is fetched at
-# build time); the stand-in worker at /opt/benchstack-standin/; the `sglang` shim on PATH. So
-# the SGLangWorker's `sglang serve ...` and the Router's `python3 -m sglang_router.launch_router
-# ...` both run in it, as uid 1000:1000 (everything is world-readable).
+# In it: a Debian bookworm minbase rootfs with python3 (3.11); both gateways a Router can run,
+# the real sglang-router 0.3.2 and smg 1.13.0 (router.implementation), with their dependencies,
+# installed on this host by a Python 3.11 and copied in (nothing is fetched at build time); the
+# stand-in worker at /opt/benchstack-standin/; the `sglang` shim on PATH. So the SGLangWorker's
+# `sglang serve ...` and the Router's `python3 -m smg launch ...` or `python3 -m
+# sglang_router.launch_router ...` all run in it, as uid 1000:1000 (everything world-readable).
 #
 # Idempotent, cached by the hash of its inputs (this script, with the versions in it; the
 # stand-in; the shim): the image carries the hash as a label and the stamp file keeps it, so a
@@ -21,6 +22,7 @@
 set -euo pipefail
 
 ROUTER_VERSION=0.3.2
+SMG_VERSION=1.13.0
 SUITE=bookworm
 IMAGE=benchstack/sglang-standin:$ROUTER_VERSION
 BASE=benchstack/sglang-standin-base:$SUITE
@@ -53,7 +55,7 @@ mkdir -p "$CACHE"
 
 previous=$(docker image inspect -f '{{.Id}}' "$IMAGE" 2>/dev/null || true)
 if [[ "$(label_of "$IMAGE")" != "$want" ]]; then
-  log "building $IMAGE (inputs $want): bookworm + python3, sglang-router $ROUTER_VERSION, the stand-in"
+  log "building $IMAGE (inputs $want): bookworm + python3, sglang-router $ROUTER_VERSION, smg $SMG_VERSION, the stand-in"
 
   # --- the rootfs: debootstrap minbase with python3, once per machine ---------------------
   rootfs_tar=$CACHE/$SUITE-minbase-python3.tar
@@ -71,15 +73,15 @@ if [[ "$(label_of "$IMAGE")" != "$want" ]]; then
     docker import "$rootfs_tar" "$BASE" >/dev/null || die "docker import $rootfs_tar failed"
   fi
 
-  # --- sglang-router and its dependencies for bookworm's Python 3.11, once per version ------
-  site=$CACHE/router-$ROUTER_VERSION-py311
+  # --- both gateways and their dependencies for bookworm's Python 3.11, once per version pair -
+  site=$CACHE/gateways-router$ROUTER_VERSION-smg$SMG_VERSION-py311
   if [[ ! -f "$site/.complete" ]]; then
     "$PYTHON" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null \
       || die "$PYTHON is not a Python 3.11 (bookworm's python3 is 3.11): set BENCHSTACK_PYTHON"
     rm -rf "$site"
     timeout 900 "$PYTHON" -m pip install -q --no-compile --only-binary=:all: --target "$site/lib" \
-      "sglang-router==$ROUTER_VERSION" >"$CACHE/pip.log" 2>&1 \
-      || die "pip install sglang-router==$ROUTER_VERSION failed; see $CACHE/pip.log"
+      "sglang-router==$ROUTER_VERSION" "smg==$SMG_VERSION" >"$CACHE/pip.log" 2>&1 \
+      || die "pip install sglang-router==$ROUTER_VERSION smg==$SMG_VERSION failed; see $CACHE/pip.log"
     rm -rf "$site/lib/bin"  # console scripts with this host's interpreter in their shebang
     "$PYTHON" -m pip list --format=freeze --path "$site/lib" >"$site/freeze.txt" 2>/dev/null
     touch "$site/.complete"
@@ -102,16 +104,17 @@ RUN python3 -m compileall -q /opt/benchstack-standin/site
 COPY sglang_worker.py /opt/benchstack-standin/
 COPY sglang /usr/local/bin/sglang
 ENV PYTHONPATH=/opt/benchstack-standin/site PYTHONDONTWRITEBYTECODE=1
-LABEL benchstack.inputs=$want sglang-router.version=$ROUTER_VERSION
+LABEL benchstack.inputs=$want sglang-router.version=$ROUTER_VERSION smg.version=$SMG_VERSION
 DOCKERFILE
   # The classic builder (no buildx here); no network: everything is in the context.
   DOCKER_BUILDKIT=0 timeout 900 docker build --network none -t "$IMAGE" "$ctx" \
     >"$CACHE/build.log" 2>&1 || die "docker build $IMAGE failed; see $CACHE/build.log"
   docker run --rm --network none --user 1000:1000 -e HOME=/tmp "$IMAGE" bash -c '
     python3 -c "import sys; sys.exit(sys.version_info[:2] != (3, 11))" &&
-    python3 -m sglang_router.launch_router --help >/dev/null && sglang serve --help >/dev/null' \
+    python3 -m sglang_router.launch_router --help >/dev/null &&
+    python3 -m smg launch --help >/dev/null && sglang serve --help >/dev/null' \
     >"$CACHE/smoke.log" 2>&1 \
-    || die "$IMAGE does not run the router or the sglang shim as uid 1000; see $CACHE/smoke.log"
+    || die "$IMAGE does not run both gateways and the sglang shim as uid 1000; see $CACHE/smoke.log"
 fi
 
 if [[ "$pushed" != "$want" ]]; then

@@ -97,6 +97,8 @@ class Standin:
 class Processes:
     tmp_path: Path
     procs: list[subprocess.Popen] = field(default_factory=list)
+    # The config of the last gateway started (its metrics URL, for the serving record's tests).
+    last_router: RouterConfig | None = None
 
     def standin(self, *args: str, host: str = "127.0.0.1", port: int | None = None) -> Standin:
         port = port or free_port(host)
@@ -111,12 +113,17 @@ class Processes:
         wait_listening(host, port, proc)
         return Standin(host, port, proc, log)
 
-    def router(self, worker_urls: list[str], *extra: str) -> str:
-        """The real sglang-router, launched with the argv the Router component declares (the
-        seed's flags), on a loopback port; returns its URL."""
+    def router(self, worker_urls: list[str], *extra: str, implementation: str = "smg",
+               **router: Any) -> str:
+        """The real gateway (smg by default, or the seed's sglang-router), launched with the
+        argv the Router component declares (the seed's flags, the metrics listener on a free
+        loopback port), on a loopback port; returns its URL."""
         port = free_port()
-        argv = router_argv(RouterConfig(port=port), worker_urls)
-        if argv[:3] != ["python3", "-m", "sglang_router.launch_router"]:
+        cfg = RouterConfig(port=port, implementation=implementation,  # type: ignore[arg-type]
+                           metrics_port=free_port(), **router)
+        self.last_router = cfg
+        argv = router_argv(cfg, worker_urls)
+        if argv[:2] != ["python3", "-m"]:
             raise AssertionError(f"unexpected router command {argv[:3]}")
         log = (self.tmp_path / f"router-{port}.log").open("w")
         proc = subprocess.Popen(

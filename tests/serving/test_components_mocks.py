@@ -250,7 +250,8 @@ def test_worker_container_flag_by_flag(stack_name, host_name, ip, tp, dp) -> Non
     container = rec.named(f"{name}-container")
     inputs = container.inputs
     assert inputs["name"] == f"benchstack-sglang-{host_name}"
-    assert inputs["command"] == seed_argv(ip, tp, dp)
+    # The seed's flags, and SGLang's metrics for the serving record (serving.enable_metrics).
+    assert inputs["command"] == [*seed_argv(ip, tp, dp), "--enable-metrics"]
     assert "--max-total-tokens" not in inputs["command"]
     assert_seed_run_options(inputs, cfg)
     # The image by id, never the tag string.
@@ -290,6 +291,7 @@ def test_worker_options_order_and_readiness_spec() -> None:
         "served_model_name": "Qwen/Qwen3.8-27B", "tp_size": 4, "dp_size": 2,
         "context_length": 262144, "max_running_requests": 5, "max_mamba_cache_size": 25,
         "mem_fraction_static": 0.9, "reasoning_parser": "qwen3", "tool_call_parser": "qwen3_coder",
+        "enable_metrics": True,
     }
     # The probe runs readiness.py from the host code: its digest is in the command.
     assert "python3 -m hostside serving_probe create" in ready["create"]
@@ -325,7 +327,7 @@ def test_max_total_tokens_only_when_configured() -> None:
     rec = declare(lambda: [SGLangWorker("w", worker_args(cfg, "worker-a",
                                                           max_total_tokens=300000)).url])
     command = rec.named("w-container").inputs["command"]
-    assert command[-2:] == ["--max-total-tokens", "300000"]
+    assert command[-3:] == ["--max-total-tokens", "300000", "--enable-metrics"]
     spec = step_inputs(rec.named("w-ready").inputs["create"])["spec"]
     assert spec["expect"]["max_total_tokens"] == 300000
 
@@ -431,6 +433,15 @@ def test_bad_worker_settings_are_rejected_at_load(edit, key) -> None:
         parse_stack_config(values)
 
 
+# a100 is the seed's run: its own gateway; h100 takes the default, smg (the same flags, with
+# smg's overload protection off as router.worker_overload_protection decides).
+GATEWAY_ARGV = {
+    "a100": (["python3", "-m", "sglang_router.launch_router"], [], "sglang-router", "0.3.2"),
+    "h100": (["python3", "-m", "smg", "launch"], ["--disable-worker-overload-protection"], "smg",
+             "1.13.0"),
+}
+
+
 @pytest.mark.parametrize("stack_name", ["a100", "h100"])
 def test_router_container_flag_by_flag(stack_name) -> None:
     cfg = stack(stack_name)
@@ -444,12 +455,17 @@ def test_router_container_flag_by_flag(stack_name) -> None:
 
     rec = declare(build)
     inputs = rec.named("router-container").inputs
+    launcher, tail, package, version = GATEWAY_ARGV[stack_name]
+    assert cfg.router.implementation == package
     assert inputs["command"] == [
-        "python3", "-m", "sglang_router.launch_router",
+        *launcher,
         "--host", "127.0.0.1", "--port", "30000",
         "--worker-urls", *urls,
         "--dp-aware", "--policy", "cache_aware",
         "--balance-abs-threshold", "1", "--balance-rel-threshold", "1.2",
+        # Bound on purpose: both gateways' own default is every interface.
+        "--prometheus-host", "127.0.0.1", "--prometheus-port", "29000",
+        *tail,
     ]
     assert inputs["name"] == "benchstack-sglang-router"
     assert inputs["networkMode"] == "host"
@@ -481,6 +497,8 @@ def test_router_container_flag_by_flag(stack_name) -> None:
     assert ready["timeout_s"] == cfg.router.health_timeout_s
     assert ready["dp_size"] == cfg.serving.dp_size
     assert ready["container"] == "benchstack-sglang-router"
+    # The running gateway is held to its pin, read in the container.
+    assert ready["gateway"] == {"package": package, "version": version}
     harbor = cfg.harbor_host
     assert rec.named("router-docker").inputs["host"] == f"ssh://{harbor.user}@{harbor.address}"
 

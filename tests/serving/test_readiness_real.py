@@ -131,10 +131,14 @@ def test_nothing_listening_names_the_connection_error() -> None:
     assert "ConnectError" in result.reason
 
 
-def test_router_healthy_path_through_the_real_router(processes: Processes) -> None:
+@pytest.mark.parametrize("implementation", ["smg", "sglang-router"])
+def test_router_healthy_path_through_the_real_router(processes: Processes,
+                                                     implementation: str) -> None:
+    """Both gateways, each as the Router component starts it: health, the model list, every
+    DP rank of every worker registered, and a real completion through it."""
     a = processes.standin(host="127.0.0.1")
     b = processes.standin(host="127.0.0.2")
-    router = processes.router([a.url, b.url])
+    router = processes.router([a.url, b.url], implementation=implementation)
     spec = {"mode": "router", "url": router, "model": MODEL, "worker_urls": [a.url, b.url],
             "timeout_s": 60, "interval_s": 0.5, "worker_timeout_s": 30, "dp_size": 2}
     result = run_probe(spec)
@@ -162,7 +166,8 @@ def test_router_without_the_expected_dp_ranks_fails_naming_the_worker(
                         "worker_urls": [a.url, b.url], "timeout_s": 5, "interval_s": 0.5,
                         "worker_timeout_s": 30, "dp_size": 2})
     assert result.returncode == 1
-    assert f"{b.url} registered for DP rank(s) ['0'], want 0..1" in result.reason
+    # smg registers a dp-1 worker under its plain URL (sglang-router 0.3.2 as `url@0`).
+    assert f"{b.url} registered for DP rank(s) [''], want 0..1" in result.reason
     assert f"{a.url} registered" not in result.reason
 
 

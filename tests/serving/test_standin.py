@@ -6,8 +6,10 @@ episode selection, the request log and the demo checkpoint need no peer (the fas
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import threading
+import time
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -201,10 +203,75 @@ def test_unknown_flags_are_ignored_with_a_warning(capsys: pytest.CaptureFixture[
     args = standin.parse_args(["--port", "1", "--enable-metrics", "--chunked-prefill-size",
                                "8192", "--max-running", "3", "--tp-size", "2"])
     assert args.tp_size == 2 and args.max_running_requests == 5  # no abbreviation taken
-    assert args.ignored_flags == ["--enable-metrics", "--chunked-prefill-size", "8192",
-                                  "--max-running", "3"]
+    assert args.enable_metrics is True
+    assert args.ignored_flags == ["--chunked-prefill-size", "8192", "--max-running", "3"]
     err = capsys.readouterr().err
-    assert "ignoring flags the stand-in does not implement: --enable-metrics" in err
+    assert "ignoring flags the stand-in does not implement: --chunked-prefill-size" in err
+
+
+def metric_values(text: str) -> dict[str, float]:
+    """`name{labels}` -> value of every sample line of a Prometheus exposition."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+def total(values: dict[str, float], name: str) -> float:
+    return sum(v for k, v in values.items() if k.split("{")[0] == name)
+
+
+def test_metrics_are_sglangs_names_under_load(processes: Processes) -> None:
+    """With --enable-metrics the stand-in serves what SGLang serves with it: the scheduler's
+    gauges per DP rank (running, queued, token usage, throughput) and the tokenizer's counters
+    and time-to-first-token histogram, moving as requests run and wait."""
+    worker = processes.standin("--enable-metrics", "--dp-size", "1",
+                               "--max-running-requests", "1", "--decode-tokens-per-s", "40",
+                               "--max-total-tokens", "10000")
+    quiet = metric_values(httpx.get(f"{worker.url}/metrics", timeout=5).text)
+    assert total(quiet, "sglang:num_running_reqs") == 0
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "x " * 400}],
+            "max_tokens": 40, "ignore_eos": True}
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(httpx.post, f"{worker.url}/v1/chat/completions", json=body,
+                               timeout=30) for _ in range(3)]
+        time.sleep(0.5)
+        busy = metric_values(httpx.get(f"{worker.url}/metrics", timeout=5).text)
+        replies = [f.result() for f in futures]
+    # One slot: one request runs, two wait in the queue; the running one holds its tokens.
+    assert total(busy, "sglang:num_running_reqs") == 1
+    assert total(busy, "sglang:num_queue_reqs") == 2
+    assert 0 < total(busy, "sglang:token_usage") < 1
+    assert total(busy, "sglang:gen_throughput") > 0
+    assert [r.json()["usage"]["completion_tokens"] for r in replies] == [40, 40, 40]
+    done = metric_values(httpx.get(f"{worker.url}/metrics", timeout=5).text)
+    assert total(done, "sglang:num_requests_total") == 3
+    assert total(done, "sglang:generation_tokens_total") == 120
+    assert total(done, "sglang:time_to_first_token_seconds_count") == 3
+    # The queued ones waited for the first to finish (40 tokens at 40/s): a longer TTFT.
+    assert total(done, "sglang:time_to_first_token_seconds_sum") > 1.0
+    # The same conversation again: its prompt is in the rank's cache now.
+    assert total(done, "sglang:cached_tokens_total") > 0
+    assert httpx.get(f"{processes.standin().url}/metrics", timeout=5).status_code == 404
+
+
+def test_a_stream_comes_token_by_token_at_the_decode_speed(processes: Processes) -> None:
+    worker = processes.standin("--decode-tokens-per-s", "50")
+    arrivals = []
+    began = time.monotonic()
+    with httpx.stream("POST", f"{worker.url}/v1/chat/completions", timeout=30,
+                      json={"model": MODEL, "stream": True, "max_tokens": 25, "ignore_eos": True,
+                            "messages": [{"role": "user", "content": "go"}]}) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                arrivals.append((time.monotonic() - began, json.loads(line[6:])))
+    contents = [a[1]["choices"][0]["delta"].get("content") for a in arrivals]
+    assert len([c for c in contents if c]) == 25
+    assert arrivals[-1][1]["usage"]["completion_tokens"] == 25
+    # 24 tokens after the first at 50/s: about half a second between first and last.
+    assert 0.4 < arrivals[-2][0] - arrivals[0][0] < 2.0
 
 
 @pytest.fixture

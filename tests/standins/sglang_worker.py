@@ -9,10 +9,15 @@ SGLang itself needs GPUs; this speaks the same endpoints on a loopback port so t
                                               asks /server_info first, then /get_server_info
 - GET  /model_info, /get_model_info          model path and type
 - GET  /v1/models                            the served model name
-- GET  /get_load, /metrics                   what the router polls for load
+- GET  /get_load                             what a router polls for load
+- GET  /metrics                              with --enable-metrics, SGLang's Prometheus metrics
+                                              under their real names (sglang:num_running_reqs,
+                                              num_queue_reqs, token_usage, gen_throughput,
+                                              time_to_first_token_seconds, ...; see "Serving"
+                                              below), which smg also polls for load; 404 without
 - POST /v1/chat/completions                  an OpenAI chat.completion with usage (the content:
                                               see "Replies" below); stream=true is answered as
-                                              server-sent events
+                                              server-sent events, one chunk per token
 - POST /generate                             SGLang's native API, same replies
 - POST /flush_cache                          200
 
@@ -27,6 +32,13 @@ Replies, first rule that applies:
    last reply repeats). Stateless, so any worker or DP rank behind a router can take any turn.
 4. "READY".
 
+Serving, as a GPU server behaves under load (for the metrics, the speed check and the gateway
+benchmarks): each DP rank runs at most --max-running-requests requests at once, the others
+wait in its queue; a request's prompt tokens not already cached on its rank (the same
+conversation's earlier prompt, per rank, evicted oldest first past --max-total-tokens) take
+--prefill-tokens-per-s, then its tokens come at --decode-tokens-per-s each (0: at once). The
+reply's tokens are its words; with SGLang's `ignore_eos` a request gets `max_tokens` of them.
+
 Every request is one JSON line on stdout (so `docker logs` shows it): path, model, the sampling
 parameters, the DP rank the router pinned, this worker's host:port, the episode and turn, a
 timestamp; with --request-log FILE also appended to FILE with the whole body. Progress and
@@ -38,17 +50,20 @@ shim, as the local stack's CPU "model"). Standard library only, so it runs from 
     python tests/standins/sglang_worker.py --host 127.0.0.1 --port 30001 \
         [--model-path DIR] [--tp-size 4 --dp-size 2 ...] [--never-healthy] \
         [--healthy-after 2.5] [--replies FILE] [--latency-ms 50] [--request-log FILE]
+        [--enable-metrics] [--decode-tokens-per-s 30] [--prefill-tokens-per-s 5000]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import signal
 import sys
 import threading
 import time
 import uuid
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -102,6 +117,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--request-log", type=Path, default=None, help="append every request as a JSON line"
     )
+    parser.add_argument("--enable-metrics", action="store_true",
+                        help="serve SGLang's Prometheus metrics on /metrics")
+    parser.add_argument("--decode-tokens-per-s", type=float, default=0.0,
+                        help="each request's decode speed (0: its tokens at once)")
+    parser.add_argument("--prefill-tokens-per-s", type=float, default=0.0,
+                        help="prefill speed for prompt tokens not cached (0: at once)")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         warn(f"warning: ignoring flags the stand-in does not implement: {' '.join(unknown)}")
@@ -257,6 +278,160 @@ def request_record(worker: str, method: str, path: str, body: dict | None,
     return record
 
 
+# SGLang's TTFT buckets (seconds) and its e2e latency buckets, as its /metrics shows them.
+TTFT_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
+                5.0, 7.5, 10.0, 15.0, 20.0, 25.0, 30.0)
+E2E_BUCKETS = (0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0)
+# The window gen_throughput is measured over, as SGLang's scheduler logs it.
+THROUGHPUT_WINDOW_S = 5.0
+
+
+class Histogram:
+    def __init__(self, buckets: tuple[float, ...]) -> None:
+        self.buckets = buckets
+        self.counts = [0] * len(buckets)
+        self.total = 0
+        self.sum = 0.0
+
+    def observe(self, value: float) -> None:
+        self.total += 1
+        self.sum += value
+        for i, bound in enumerate(self.buckets):
+            if value <= bound:
+                self.counts[i] += 1
+
+    def lines(self, name: str, labels: str) -> list[str]:
+        out = [f"# TYPE {name} histogram"]
+        for bound, count in zip(self.buckets, self.counts, strict=True):
+            out.append(f'{name}_bucket{{le="{bound}",{labels}}} {float(count)}')
+        out.append(f'{name}_bucket{{le="+Inf",{labels}}} {float(self.total)}')
+        out.append(f"{name}_sum{{{labels}}} {self.sum}")
+        out.append(f"{name}_count{{{labels}}} {float(self.total)}")
+        return out
+
+
+class Rank:
+    """One DP rank's scheduler: its running slots, its queue, its prefix cache."""
+
+    def __init__(self, slots: int, capacity: int) -> None:
+        self.slots = slots
+        self.capacity = capacity
+        self.running = 0
+        self.waiting = 0
+        self.running_tokens = 0
+        # conversation -> tokens of its last prompt kept in the cache (oldest first).
+        self.cache: OrderedDict[str, int] = OrderedDict()
+
+
+class Engine:
+    """How the stand-in serves under load (the module's "Serving"), and what it counts for
+    /metrics: the scheduler gauges per DP rank, the tokenizer's counters and histograms."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        capacity = args.max_total_tokens or 1_000_000
+        self.ranks = [Rank(args.max_running_requests, capacity) for _ in range(args.dp_size)]
+        self.cond = threading.Condition()
+        self.next_rank = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+        self.cached_tokens = 0
+        self.requests = 0
+        self.aborted = 0
+        self.generated: deque[tuple[float, int]] = deque()
+        self.ttft = Histogram(TTFT_BUCKETS)
+        self.e2e = Histogram(E2E_BUCKETS)
+
+    def rank_of(self, body: dict) -> int:
+        rank = body.get("data_parallel_rank")
+        if isinstance(rank, int) and 0 <= rank < len(self.ranks):
+            return rank
+        with self.cond:
+            self.next_rank = (self.next_rank + 1) % len(self.ranks)
+            return self.next_rank
+
+    def admit(self, rank: int, conversation: str, prompt: int) -> int:
+        """Wait for a running slot on `rank`; the prompt tokens already cached there."""
+        state = self.ranks[rank]
+        with self.cond:
+            state.waiting += 1
+            while state.running >= state.slots:
+                self.cond.wait()
+            state.waiting -= 1
+            state.running += 1
+            state.running_tokens += prompt
+            cached = min(state.cache.pop(conversation, 0), prompt)
+            state.cache[conversation] = prompt
+            while sum(state.cache.values()) > state.capacity and len(state.cache) > 1:
+                state.cache.popitem(last=False)
+            self.prompt_tokens += prompt
+            self.cached_tokens += cached
+            return cached
+
+    def produced(self, tokens: int) -> None:
+        with self.cond:
+            self.generation_tokens += tokens
+            self.generated.append((time.monotonic(), tokens))
+
+    def release(self, rank: int, prompt: int, ttft: float, total: float) -> None:
+        state = self.ranks[rank]
+        with self.cond:
+            state.running -= 1
+            state.running_tokens -= prompt
+            self.requests += 1
+            self.ttft.observe(ttft)
+            self.e2e.observe(total)
+            self.cond.notify_all()
+
+    def throughput(self) -> float:
+        now = time.monotonic()
+        while self.generated and self.generated[0][0] < now - THROUGHPUT_WINDOW_S:
+            self.generated.popleft()
+        return sum(n for _, n in self.generated) / THROUGHPUT_WINDOW_S
+
+    def metrics(self) -> str:
+        """The exposition SGLang serves with --enable-metrics, for these counts."""
+        model = self.args.served_model_name
+        base = f'model_name="{model}"'
+        out: list[str] = []
+        with self.cond:
+            gauges = {
+                "sglang:num_running_reqs": [r.running for r in self.ranks],
+                "sglang:num_queue_reqs": [r.waiting for r in self.ranks],
+                "sglang:num_used_tokens": [r.running_tokens for r in self.ranks],
+                "sglang:token_usage": [round(r.running_tokens / r.capacity, 4)
+                                       for r in self.ranks],
+                "sglang:gen_throughput": [self.throughput() / len(self.ranks)] * len(self.ranks),
+                "sglang:cache_hit_rate": [self.cached_tokens / max(1, self.prompt_tokens)]
+                * len(self.ranks),
+                "sglang:max_total_num_tokens": [r.capacity for r in self.ranks],
+            }
+            for name, values in gauges.items():
+                out.append(f"# TYPE {name} gauge")
+                for rank, value in enumerate(values):
+                    labels = (f'{base},engine_type="unified",tp_rank="0",pp_rank="0",'
+                              f'dp_rank="{rank}"')
+                    out.append(f"{name}{{{labels}}} {float(value)}")
+            counters = {
+                "sglang:prompt_tokens_total": self.prompt_tokens,
+                "sglang:generation_tokens_total": self.generation_tokens,
+                "sglang:cached_tokens_total": self.cached_tokens,
+                "sglang:num_requests_total": self.requests,
+                "sglang:num_aborted_requests_total": self.aborted,
+            }
+            for name, value in counters.items():
+                out += [f"# TYPE {name} counter", f"{name}{{{base}}} {float(value)}"]
+            out += self.ttft.lines("sglang:time_to_first_token_seconds", base)
+            out += self.e2e.lines("sglang:e2e_request_latency_seconds", base)
+        return "\n".join(out) + "\n"
+
+
+def conversation_of(messages: object) -> str:
+    """What the prefix cache keys a conversation by: its first two messages."""
+    head = messages[:2] if isinstance(messages, list) else messages
+    return hashlib.sha256(json.dumps(head, sort_keys=True).encode()).hexdigest()[:16]
+
+
 class Worker:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -271,6 +446,7 @@ class Worker:
         self.log_lock = threading.Lock()
         self.running = 0
         self.running_lock = threading.Lock()
+        self.engine = Engine(args)
 
     def choose(self, messages: object) -> Choice:
         """The reply to a conversation (the rules in the module docstring, in order)."""
@@ -306,6 +482,7 @@ class Worker:
             "reasoning_parser": a.reasoning_parser,
             "tool_call_parser": a.tool_call_parser,
             "max_total_tokens": a.max_total_tokens,
+            "enable_metrics": a.enable_metrics,
             "load_balance_method": "round_robin",
             "disaggregation_mode": "null",
             "is_embedding": False,
@@ -330,6 +507,29 @@ def count_tokens(messages: object) -> int:
     # A rough whitespace count: enough for usage fields that must be present and positive.
     text = json.dumps(messages)
     return max(1, len(text.split()))
+
+
+def reply_tokens(content: str, body: dict) -> list[str]:
+    """The reply's tokens (its words); with SGLang's `ignore_eos`, `max_tokens` of them."""
+    words = content.split() or [content]
+    limit = body.get("max_tokens") or body.get("max_completion_tokens")
+    if body.get("ignore_eos") and isinstance(limit, int) and limit > 0:
+        return (words + ["tok"] * limit)[:limit]
+    return words
+
+
+def pace(tokens: list[str], per_s: float, engine: Engine):
+    """Yield each token when the decode speed says it is generated (all at once at 0)."""
+    for token in tokens:
+        if per_s:
+            time.sleep(1 / per_s)
+        engine.produced(1)
+        yield token
+
+
+def usage_of(prompt_tokens: int, completion_tokens: int) -> dict:
+    return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens}
 
 
 def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
@@ -433,8 +633,9 @@ def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
                     running = worker.running
                 self._send(200, [{"dp_rank": r, "num_reqs": running, "num_waiting_reqs": 0,
                                   "num_tokens": 0} for r in range(worker.args.dp_size)])
-            elif path == "/metrics":
-                self._write(200, "text/plain", b"# stand-in worker: no metrics\n")
+            elif path == "/metrics" and worker.args.enable_metrics:
+                self._write(200, "text/plain; version=0.0.4",
+                            worker.engine.metrics().encode())
             else:
                 self._send(404, {"error": f"no route {path}"})
 
@@ -462,75 +663,95 @@ def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
                 self._send(400, {"error": f"data_parallel_rank {rank} out of range "
                                           f"(dp_size {worker.args.dp_size})"})
                 return
+            messages = body.get("messages")
+            if path == "/generate":
+                messages = [{"role": "user", "content": str(body.get("text") or "")}]
+            engine, args = worker.engine, worker.args
+            on_rank = engine.rank_of(body)
+            prompt_tokens = count_tokens(messages if messages is not None else [])
+            began = time.monotonic()
             with worker.running_lock:
                 worker.running += 1
+            cached = engine.admit(on_rank, conversation_of(messages), prompt_tokens)
             try:
-                if worker.args.latency_ms:
-                    time.sleep(worker.args.latency_ms / 1000)
-                messages = body.get("messages")
-                if path == "/generate":
-                    messages = [{"role": "user", "content": str(body.get("text") or "")}]
+                if args.latency_ms:
+                    time.sleep(args.latency_ms / 1000)
+                if args.prefill_tokens_per_s:
+                    time.sleep((prompt_tokens - cached) / args.prefill_tokens_per_s)
                 self.choice = worker.choose(messages)
-                content = self.choice.content
+                tokens = reply_tokens(self.choice.content, body)
+                first = time.monotonic() - began
+                if body.get("stream") and path != "/generate":
+                    self._stream(body, tokens, prompt_tokens, engine)
+                else:
+                    engine.produced(1)
+                    list(pace(tokens[1:], args.decode_tokens_per_s, engine))
+                    self._answer(path, body, tokens, prompt_tokens)
             finally:
                 with worker.running_lock:
                     worker.running -= 1
+                engine.release(on_rank, prompt_tokens, first if "first" in locals() else 0.0,
+                               time.monotonic() - began)
+
+        def _answer(self, path: str, body: dict, tokens: list[str], prompt_tokens: int) -> None:
+            content = " ".join(tokens) if body.get("ignore_eos") else self.choice.content
             if path == "/generate":
                 self._send(200, {"text": content, "meta_info": {"finish_reason": {"type": "stop"},
-                                 "prompt_tokens": count_tokens(body.get("text")),
-                                 "completion_tokens": max(1, len(content.split()))}})
-                return
-            prompt_tokens = count_tokens(body.get("messages", []))
-            completion_tokens = max(1, len(content.split()))
-            created = int(time.time())
-            completion_id = f"chatcmpl-{uuid.uuid4().hex[:24]}"
-            model = body.get("model") or worker.args.served_model_name
-            usage = {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            }
-            if body.get("stream"):
-                self._stream(completion_id, created, model, content, usage)
+                                 "prompt_tokens": prompt_tokens,
+                                 "completion_tokens": len(tokens)}})
                 return
             self._send(
                 200,
                 {
-                    "id": completion_id,
+                    "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
                     "object": "chat.completion",
-                    "created": created,
-                    "model": model,
+                    "created": int(time.time()),
+                    "model": body.get("model") or worker.args.served_model_name,
                     "choices": [
                         {
                             "index": 0,
                             "message": {"role": "assistant", "content": content},
-                            "finish_reason": "stop",
+                            "finish_reason": "length" if body.get("ignore_eos") else "stop",
                             "logprobs": None,
                         }
                     ],
-                    "usage": usage,
+                    "usage": usage_of(prompt_tokens, len(tokens)),
                 },
             )
 
-        def _stream(self, cid: str, created: int, model: str, content: str, usage: dict) -> None:
-            def chunk(delta: dict, finish: str | None, with_usage: bool = False) -> bytes:
-                event = {
-                    "id": cid,
-                    "object": "chat.completion.chunk",
-                    "created": created,
-                    "model": model,
-                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-                }
-                if with_usage:
-                    event["usage"] = usage
-                return f"data: {json.dumps(event)}\n\n".encode()
+        def _stream(self, body: dict, tokens: list[str], prompt_tokens: int,
+                    engine: Engine) -> None:
+            """Server-sent events, one chunk a token as it is generated (chunked encoding)."""
+            cid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+            model = body.get("model") or worker.args.served_model_name
 
-            parts = [
-                chunk({"role": "assistant", "content": content}, None),
-                chunk({}, "stop", with_usage=True),
-                b"data: [DONE]\n\n",
-            ]
-            self._write(200, "text/event-stream", b"".join(parts))
+            def event(delta: dict, finish: str | None, usage: dict | None = None) -> bytes:
+                value = {"id": cid, "object": "chat.completion.chunk", "created": created,
+                         "model": model,
+                         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                if usage is not None:
+                    value["usage"] = usage
+                return f"data: {json.dumps(value)}\n\n".encode()
+
+            def send(data: bytes) -> None:
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            self.status = 200
+            self._log()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            send(event({"role": "assistant", "content": tokens[0]}, None))
+            engine.produced(1)
+            for token in pace(tokens[1:], worker.args.decode_tokens_per_s, engine):
+                send(event({"content": " " + token}, None))
+            finish = "length" if body.get("ignore_eos") else "stop"
+            send(event({}, finish, usage_of(prompt_tokens, len(tokens))))
+            send(b"data: [DONE]\n\n")
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
 
     return Handler
 
