@@ -412,13 +412,38 @@ def _install(src: str, dst: str, mode: int) -> None:
     os.chmod(dst, mode)
 
 
+def _runs(argv: list[str]) -> bool:
+    try:
+        return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, timeout=120).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def pip_of(python: str, scratch: str) -> list[str]:
+    """A pip to download with: `python -m pip`, or, where that python has no pip (a server with
+    only Debian's `python3`, as the seed installs it), the pip of a throwaway venv of it in
+    `scratch` (ensurepip, from python3-venv)."""
+    if _runs([python, "-m", "pip", "--version"]):
+        return [python, "-m", "pip"]
+    venv = os.path.join(scratch, "pip-venv")
+    log(MODULE, f"{python} has no pip: downloading with the pip of a venv of it")
+    if _runs([python, "-m", "venv", venv]):
+        pip = [os.path.join(venv, "bin", "python"), "-m", "pip"]
+        if _runs([*pip, "--version"]):
+            return pip
+    raise HostError(f"{python} has no pip and makes no venv with one: install python3-pip or "
+                    "python3-venv on this host")
+
+
 def fetch_wheel(inputs: Inputs, host: Sources, scratch: str) -> str:
     wheel = inputs.asciinema_wheel
     if wheel is None:
-        log(MODULE, f"downloading {ASCIINEMA} with {host.python} -m pip")
+        log(MODULE, f"downloading {ASCIINEMA} with {host.python}'s pip")
         target = os.path.join(scratch, "wheel")
+        pip = pip_of(host.python, scratch)
         try:
-            proc = subprocess.run([host.python, "-m", "pip", "download", "-q", "--no-deps",
+            proc = subprocess.run([*pip, "download", "-q", "--no-deps",
                                    "--only-binary=:all:", "-d", target, ASCIINEMA],
                                   stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, timeout=300)
@@ -427,8 +452,8 @@ def fetch_wheel(inputs: Inputs, host: Sources, scratch: str) -> str:
             why = "no answer within 300s"
         found = glob.glob(os.path.join(target, "asciinema-2.4.0-*.whl"))
         if why or not found:
-            raise HostError(f"pip download of {ASCIINEMA} failed ({why or 'no wheel'}): give a "
-                            "local wheel in asciinema_wheel")
+            raise HostError(f"pip download of {ASCIINEMA} failed ({why or 'no wheel'}): check "
+                            "the host's pip index and proxy settings")
         wheel = found[0]
     if not os.path.isfile(wheel):
         raise HostError(f"asciinema_wheel={wheel} does not exist: give the path of "
