@@ -77,7 +77,8 @@ def test_audit_of_a_real_harbor_job(tmp_path, harbor_bin, canary_image):
     got = {t.task: (t.category, t.signature) for t in report.trials}
     assert got == {
         "hello-file": ("passed", None),
-        "hello-file-wrong": ("agent_error", "graded_fail"),
+        # The oracle's own reference solution failing is no model failure (audit/RULES.md).
+        "hello-file-wrong": ("insufficient_evidence", "oracle_solution_failed"),
         "hello-file-slow": ("agent_timeout", "agent_timeout"),
         "hello-absent-image": ("infra", "image_pull_failed"),
     }, json.dumps([t.model_dump() for t in report.trials], indent=1)[:4000]

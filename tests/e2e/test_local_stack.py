@@ -31,7 +31,7 @@ from tests.engine.test_cli import ProcessWatch
 pytestmark = pytest.mark.real
 
 PY = sys.executable
-# What the oracle gets on the demo tasks: the expected category of every task.
+# What Terminus-2 (through the stand-in model) gets on the demo tasks: each task's category.
 EXPECTED = {
     "hello-file": "passed",
     "hello-file-wrong": "agent_error",
@@ -71,9 +71,12 @@ def audit_json(*args: str, env: dict | None = None, cwd: Path = ROOT,
     return json.loads(out.read_text() if out else proc.stdout)
 
 
-def assert_demo_scores(report: dict) -> None:
+def assert_demo_scores(report: dict, *, oracle: bool = False) -> None:
+    """The demo tasks' expected categories; run by the oracle (the local-k8s stack), the
+    reference solution of hello-file-wrong failing is no model failure (audit/RULES.md)."""
     categories = {t["task"]: t["category"] for t in report["trials"]}
-    assert categories == EXPECTED
+    assert categories == (EXPECTED | {"hello-file-wrong": "insufficient_evidence"} if oracle
+                          else EXPECTED)
     raw = report["raw"]
     assert (raw["passed"], raw["total"], raw["score"]) == (1, 3, 33.33)
     assert raw["ci_low"] < 33.33 < raw["ci_high"]
