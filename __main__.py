@@ -60,6 +60,20 @@ def local_path(cfg: StackConfig, path: str) -> str:
     return path if PurePosixPath(path).is_absolute() else str(PROJECT_DIR / path)
 
 
+def serving_record(cfg: StackConfig, worker_urls: list[str]) -> dict | None:
+    """What the sampler beside the job reads (hostside/serving_sampler.py): the gateway's
+    metrics listener and, with SGLang's metrics on, each worker's /metrics, from the Harbor
+    host (where the router reaches the workers too)."""
+    if cfg.serving is None or cfg.router is None or not cfg.serving.record.enabled:
+        return None
+    record = cfg.serving.record
+    targets = [{"source": "gateway", "url": cfg.router.metrics_url}]
+    if cfg.serving.enable_metrics:
+        targets += [{"source": "worker", "url": f"{url}/metrics"} for url in worker_urls]
+    return {"targets": targets, "interval_s": record.interval_s,
+            "max_bytes": record.max_mb * 1024 * 1024}
+
+
 @dataclass(frozen=True)
 class Trials:
     """Where the trials run, as the job and the stack outputs see it."""
@@ -257,6 +271,7 @@ def main() -> None:
         tools_dir=trials.tools_dir,
         proxy_url=trials.proxy_url,
         api_key=secrets.api_key,
+        serving_record=serving_record(cfg, [w.args.url for w in workers]),
     )
     job = HarborJob(
         "job",

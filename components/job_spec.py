@@ -143,6 +143,9 @@ class JobSpec:
     api_key: pulumi.Input[str] = "EMPTY"
     tools_dir: pulumi.Input[str] | None = None
     proxy_url: pulumi.Input[str] | None = None
+    # The serving plane's record kept beside the job (hostside/serving_sampler.py's spec: the
+    # gateway's and workers' metrics URLs, the interval, the bound); None: none kept.
+    serving_record: dict | None = None
 
     def __post_init__(self) -> None:
         """What only the wiring can get wrong (the sections themselves are checked as config)."""
@@ -293,6 +296,7 @@ def declare_job_steps(
             "nofile": harbor.nofile,
             "resolved_sha256": preflight.outputs.apply(lambda o: o.get("resolved_sha256", "")),
             "k8s_watch": spec.k8s_watch,
+            "serving_record": spec.serving_record,
         },
         # The launch's delete is the stop.
         delete=harbor_launch.delete,

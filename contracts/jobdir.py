@@ -211,6 +211,23 @@ def k8s_watch_pid(job_dir_path: str) -> str:
     return f"{job_dir_path.rstrip('/')}.k8s-watch.pid"
 
 
+# --- the serving plane's own record ---------------------------------------------------------
+# What the stack's sampler (hostside/serving_sampler.py) writes beside Harbor's files while a job
+# runs, read by the audit: one JSON line per read of the gateway's or a worker's metrics
+# endpoint (its values, or why it could not be read), and a line each time the sampler starts.
+SERVING_RECORD = "serving-metrics.jsonl"
+
+
+def serving_sampler_pid(job_dir_path: str) -> str:
+    """The sampler's PID file, beside the job dir (never inside: Harbor owns that)."""
+    return f"{job_dir_path.rstrip('/')}.serving-sampler.pid"
+
+
+def serving_sampler_log(logs: str, job_name: str) -> str:
+    """The sampler's own log (what it could not do), beside the job's log."""
+    return f"{logs}/{job_name}.serving-sampler.log"
+
+
 # --- the Harbor process --------------------------------------------------------------------------
 
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from contracts import harbor_profiles, jobdir
 
-from . import k8s_watch
+from . import k8s_watch, serving_sampler
 from .harbor import compose_flags, harbor_env
 from .step import HostError, emit, log, verb
 
@@ -71,6 +71,10 @@ class Inputs:
     harbor_flags: list[str]
     # Its profile's resume command (contracts/harbor_profiles.py).
     harbor_version: str
+    # The serving plane's record: {"targets": [{"source", "url"}], "interval_s", "max_bytes"};
+    # a sampler beside Harbor reads the gateway's and the workers' metrics into the job dir
+    # while it runs (serving_sampler.py). None: no record (no serving plane, or turned off).
+    serving_record: dict | None
 
 
 @dataclass(frozen=True)
@@ -129,6 +133,18 @@ def watch_cluster(inputs: Inputs, job_dir: Path, pid: int) -> None:
         f"and pod states go to {job_dir}")
 
 
+def record_serving(inputs: Inputs, job_dir: Path, pid: int) -> None:
+    """The serving plane's own record (metrics of the gateway and workers), kept while Harbor
+    runs; a resume starts it again, appending."""
+    if not inputs.serving_record:
+        return
+    sampler = serving_sampler.start(
+        str(job_dir), pid, inputs.serving_record,
+        jobdir.serving_sampler_log(inputs.log_dir, inputs.job_name))
+    log(NAME, f"sampling the serving plane every {inputs.serving_record['interval_s']}s "
+        f"(PID {sampler}) into {job_dir / jobdir.SERVING_RECORD}")
+
+
 @verb(Inputs)
 def create(inputs: Inputs) -> None:
     for key in ("harbor_bin", "job_config", "job_name", "jobs_dir", "log_dir"):
@@ -161,6 +177,7 @@ def create(inputs: Inputs) -> None:
     if pid is not None:
         log(NAME, f"Harbor is already running job {name} (PID {pid})")
         watch_cluster(inputs, job_dir, pid)
+        record_serving(inputs, job_dir, pid)
         token_file.write_text(inputs.launch_token + "\n")
         done(pid, "running")
         return
@@ -200,6 +217,7 @@ def create(inputs: Inputs) -> None:
     pid_file.write_text(f"{harbor.pid}\n")
     token_file.write_text(inputs.launch_token + "\n")
     watch_cluster(inputs, job_dir, harbor.pid)
+    record_serving(inputs, job_dir, harbor.pid)
 
     deadline = time.monotonic() + inputs.start_timeout_s
     while not jobdir.started_since(job_dir, launched_at):
@@ -301,6 +319,9 @@ def delete(inputs: StopInputs) -> None:
     else:
         log(step, f"no running Harbor process for job {name}")
 
+    sampler = serving_sampler.stop(str(job_dir))
+    if sampler is not None:
+        log(step, f"stopped the serving sampler (PID {sampler}) after its last read")
     containers = networks = 0
     if job_dir.is_dir() and shutil.which("docker"):
         containers, networks = remove_leftovers(job_dir)

@@ -43,7 +43,6 @@ import http.client
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -55,8 +54,10 @@ from urllib.parse import quote
 
 from contracts import jobdir
 
+from .beside import alive, recorded, spawn
+from .beside import stop as stop_watcher
 from .k8s_kubeconfig import ApiError, Client, load
-from .step import HostError, child_env
+from .step import HostError
 
 EVENTS_FILE = jobdir.K8S_EVENTS
 PODS_FILE = jobdir.K8S_PODS
@@ -80,65 +81,12 @@ def say(message: str) -> None:
     print(f"{stamp} k8s_watch: {message}", flush=True)
 
 
-# --- processes ---------------------------------------------------------------------------------
-
-
-def alive(pid: int) -> bool:
-    """`pid` is a live process (a zombie is not)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    # The state follows the command name, which is in parentheses and may hold anything.
-    return stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] not in (b"Z", b"X", b"")
-
-
-def arguments(pid: int) -> list[str]:
-    """A process's argv ([] when it is gone)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return []
-    return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+# --- processes (beside.py: spawned detached, recorded beside the job dir) ----------------------
 
 
 def watcher_of(job_dir: str) -> tuple[int, int] | None:
-    """(PID, until_pid) of the live watcher recorded for `job_dir`: a recorded PID that the
-    kernel gave to another process since is not one."""
-    path = pid_file(job_dir)
-    try:
-        text = Path(path).read_text().strip()
-    except OSError:
-        return None
-    if not text.isdigit() or not alive(int(text)):
-        return None
-    argv = arguments(int(text))
-    try:
-        at = argv.index(MODULE)
-    except ValueError:
-        return None
-    rest = argv[at + 1:]
-    if len(rest) != 5 or rest[0] != "run" or rest[3] != os.path.abspath(job_dir) \
-            or not rest[4].isdigit():
-        return None
-    return int(text), int(rest[4])
-
-
-def stop_watcher(pid: int, wait_s: float = 15) -> None:
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        return
-    deadline = time.monotonic() + wait_s
-    while alive(pid) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    if alive(pid):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
+    """(PID, until_pid) of the live watcher recorded for `job_dir`."""
+    return recorded(pid_file(job_dir), MODULE, job_dir)
 
 
 def start(kubeconfig_path: str, namespace: str, job_dir: str, until_pid: int,
@@ -151,29 +99,8 @@ def start(kubeconfig_path: str, namespace: str, job_dir: str, until_pid: int,
         if watched == until_pid:
             return pid
         stop_watcher(pid)
-    package_root = str(Path(__file__).resolve().parent.parent)
-    argv = [sys.executable or "python3", "-m", MODULE, "run", os.path.abspath(kubeconfig_path),
-            namespace, job_dir, str(until_pid)]
-    try:
-        Path(log_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(job_dir).parent.mkdir(parents=True, exist_ok=True)
-        with open(log_path, "ab") as out:
-            proc = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                start_new_session=True, close_fds=True, cwd="/",
-                env=child_env({"PYTHONPATH": package_root}),
-            )
-        Path(pid_file(job_dir)).write_text(f"{proc.pid}\n")
-    except OSError as exc:
-        raise HostError(f"cannot start the k8s watcher for {job_dir} "
-                        f"({exc.strerror or exc}; log {log_path})") from None
-    # Not waited for here: it outlives the caller (a zombie only while a long-lived caller
-    # such as a test lives; `alive` does not count it).
-    _spawned.append(proc)
-    return proc.pid
-
-
-_spawned: list[subprocess.Popen] = []
+    return spawn(MODULE, [os.path.abspath(kubeconfig_path), namespace, job_dir, str(until_pid)],
+                 pid_file(job_dir), log_path, f"k8s watcher for {job_dir}")
 
 
 # --- what is written ---------------------------------------------------------------------------

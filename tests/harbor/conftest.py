@@ -193,7 +193,7 @@ class Job:
         return seam_step("harbor_launch", "create", {
             **self.same_run(), "log_dir": str(self.log_dir), "openai_api_key": API_KEY,
             "launch_token": token, "start_timeout_s": 180, "nofile": NOFILE,
-            "resolved_sha256": "", "k8s_watch": None, **changes,
+            "resolved_sha256": "", "k8s_watch": None, "serving_record": None, **changes,
         }, secret_inputs=("openai_api_key",))
 
     def status(self) -> dict:

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from contracts import jobdir
-from hostside import harbor_launch
+from hostside import beside, harbor_launch
 from tests.conftest import ScriptResult
 from tests.harbor.conftest import probe, seam_step
 
@@ -72,7 +72,7 @@ class Job:
             "compose_path": self.compose, "job_name": self.name, "jobs_dir": self.jobs,
             "log_dir": self.logs, "openai_api_key": KEY, "launch_token": token,
             "start_timeout_s": 30, "nofile": 4096, "resolved_sha256": "", "k8s_watch": None,
-            "harbor_flags": [], "harbor_version": "0.21.0", **changes,
+            "serving_record": None, "harbor_flags": [], "harbor_version": "0.21.0", **changes,
         }, secret_inputs=("openai_api_key",), timeout=60)
 
     def stop(self) -> ScriptResult:
@@ -228,3 +228,59 @@ def test_the_stop_waits_a_wave_per_concurrent_trials() -> None:
     assert harbor_launch.stop_bound(25, 25, 30) == 30
     assert harbor_launch.stop_bound(26, 25, 30) == 60
     assert harbor_launch.stop_bound(100, 10, 60) == 300
+
+
+def record_lines(job_dir: str) -> list[dict]:
+    path = Path(job_dir, jobdir.SERVING_RECORD)
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_the_serving_sampler_starts_with_the_launch_ends_with_the_job_and_resumes(
+        tmp_path: Path) -> None:
+    """The serving record is kept while Harbor runs: a sampler beside it (its PID file beside
+    the job dir) reads the endpoints into the job dir, is reused by a launch that finds Harbor
+    running, stops with the stop, and starts again with the resume, appending."""
+    job = Job(tmp_path)
+    dead = "http://127.0.0.1:9/metrics"  # discard port: nothing listens, a read fails fast
+    spec = {"targets": [{"source": "worker", "url": dead}], "interval_s": 1,
+            "max_bytes": 1_000_000}
+    launched = job.launch(serving_record=spec)
+    assert launched.returncode == 0, launched.stderr
+    job_dir = launched.outputs["job_dir"]
+    pid_file = Path(jobdir.serving_sampler_pid(job_dir))
+    try:
+        sampler = jobdir.recorded_pid(pid_file)
+        assert sampler and Path(f"/proc/{sampler}").exists()
+        assert argv_of(sampler)[-2:] == [json.dumps(spec, sort_keys=True),
+                                         str(launched.outputs["pid"])]
+        assert job.launch(serving_record=spec).outputs["mode"] == "running"
+        assert jobdir.recorded_pid(pid_file) == sampler, "a running job's sampler is reused"
+        deadline = time.monotonic() + 20
+        while len([x for x in record_lines(job_dir) if x.get("source")]) < 2:
+            assert time.monotonic() < deadline, record_lines(job_dir)
+            time.sleep(0.2)
+        first = record_lines(job_dir)
+        assert first[0]["kind"] == "start" and first[0]["targets"] == spec["targets"]
+        read = first[1]
+        assert (read["source"], read["url"], read["ok"]) == ("worker", dead, False)
+        assert "Connection refused" in read["error"]
+
+        stopped = job.stop()
+        # Gone with Harbor: it ends by itself when Harbor does, and the stop makes sure.
+        assert stopped.returncode == 0, stopped.stderr
+        assert not beside.alive(sampler)
+        count = len(record_lines(job_dir))
+        time.sleep(1.5)
+        assert len(record_lines(job_dir)) == count, "the sampler outlived the stop"
+
+        resumed = job.launch(token=job.status()["token"], serving_record=spec)
+        assert resumed.outputs["mode"] == "resume", resumed.stderr
+        second = jobdir.recorded_pid(pid_file)
+        assert second != sampler and argv_of(second)[-1] == str(resumed.outputs["pid"])
+        deadline = time.monotonic() + 20
+        while [x.get("kind") for x in record_lines(job_dir)].count("start") < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert record_lines(job_dir)[:count] == first + record_lines(job_dir)[len(first):count]
+    finally:
+        job.stop()
