@@ -35,6 +35,7 @@ from components.router import Router, RouterArgs
 from components.runtime import leave_quietly_when_interrupted
 from components.seam.host import Host
 from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
+from components.speed_check import SpeedCheck, SpeedCheckArgs
 from components.tool_bundle import ToolBundle, ToolBundleArgs
 from components.trial_namespace import TrialNamespace, TrialNamespaceArgs, kubeconfig_json
 from contracts import jobdir
@@ -246,6 +247,23 @@ def main() -> None:
                 depends_on=[*workers, *[d for n, d in daemons.items() if n == harbor_cfg.name]]),
         )
 
+    # The serving plane measured at the job's agent concurrency before the job launches.
+    speed: SpeedCheck | None = None
+    if router and cfg.model and cfg.serving and cfg.needs_model and cfg.serving.speed_check.enabled:
+        speed = SpeedCheck(
+            "speed",
+            SpeedCheckArgs(
+                host=harbor_host,
+                check=cfg.serving.speed_check,
+                router_url=router.router_url,
+                model=cfg.model.name,
+                concurrency=cfg.harbor.agent.n_concurrent,
+                tasks_dir=manifest_dir,
+                ready=[router.container_id, *[w.container_id for w in workers]],
+            ),
+            opts=pulumi.ResourceOptions(depends_on=[router]),
+        )
+
     # --- the Harbor host's plane: where the trials run ------------------------------------
     k8s = cfg.harbor.kubernetes
     if k8s is None:
@@ -277,7 +295,7 @@ def main() -> None:
         "job",
         HarborJobArgs(spec=spec, cluster=trials.cluster),
         opts=pulumi.ResourceOptions(
-            depends_on=[d for d in (router, *trials.resources) if d is not None]
+            depends_on=[d for d in (router, speed, *trials.resources) if d is not None]
         ),
     )
 
@@ -301,6 +319,7 @@ def main() -> None:
             workers=workers,
             router=router,
             rerun=rerun,
+            speed=speed,
         ),
         opts=pulumi.ResourceOptions(depends_on=[job] + ([rerun] if rerun else [])),
     )

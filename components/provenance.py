@@ -4,7 +4,8 @@ One JSON beside the job's log (where: contracts/jobdir.py; schema
 `benchstack.provenance/1` from contracts/outputs.py): the Harbor wheel's version and sha256,
 the dataset's repository, commit and task count, every task image's digest, the SGLang image
 id, the model's name and path, each worker's reported server config, the router's flags, the
-stack name, the reruns, and, read on the Harbor host (hostside/provenance.py), the config
+serving plane's speed measured before launch, the stack name, the reruns, and, read on the
+Harbor host (hostside/provenance.py), the config
 Harbor resolved for the job and the compose override. The audit
 shows it in its report and archives it next to the reports (`python -m audit --stack`).
 
@@ -26,6 +27,7 @@ from components.harbor_rerun import HarborRerun
 from components.router import Router
 from components.seam.step import content_hash, host_step
 from components.sglang_worker import SGLangWorker
+from components.speed_check import SpeedCheck
 from contracts import jobdir
 from contracts import outputs as keys
 from hostside import provenance
@@ -42,11 +44,14 @@ class ProvenanceArgs:
     workers: Sequence[SGLangWorker] = ()
     router: Router | None = None
     rerun: HarborRerun | None = None
+    # The serving plane's speed measured before launch (its figures are recorded).
+    speed: SpeedCheck | None = None
 
 
 def facts(
     args: ProvenanceArgs, *, job_name: str, job_dir: str, dataset_path: str,
     image_digests: dict, workers: list, router_args: list | None, reruns: list,
+    speed: dict | None = None,
 ) -> dict:
     """The program's part of the manifest (the host adds the resolved config and override)."""
     harbor, model = args.job.spec.harbor, args.model
@@ -65,6 +70,7 @@ def facts(
             "model_path": model.path,
             "workers": workers,
             "router_args": router_args,
+            "speed_check": speed,
         },
         "job": {"name": job_name, "dir": job_dir},
         "reruns": reruns,
@@ -107,11 +113,12 @@ class Provenance(pulumi.ComponentResource):
             pulumi.Output.all(*worker_facts),
             args.router.router_args if args.router else None,
             rerun_facts,
+            args.speed.figures if args.speed else None,
         ).apply(
             lambda v: facts(
                 args, job_name=v[0], job_dir=v[1], dataset_path=v[2], image_digests=v[3],
                 workers=list(v[4]), router_args=v[5],
-                reruns=list(v[6]),
+                reruns=list(v[6]), speed=v[7],
             )
         )
         facts_json = program_part.apply(lambda f: json.dumps(f, sort_keys=True))

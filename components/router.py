@@ -114,6 +114,7 @@ class Router(pulumi.ComponentResource):
     router_url: pulumi.Output[str]
     router_args: pulumi.Output[list[str]]
     worker_urls: pulumi.Output[list[str]]
+    container_id: pulumi.Output[str]
 
     def __init__(
         self, name: str, args: RouterArgs, opts: pulumi.ResourceOptions | None = None
@@ -218,5 +219,7 @@ class Router(pulumi.ComponentResource):
             lambda values: values[0]
         )
         self.router_args = worker_urls.apply(lambda urls: router_argv(args.router, urls))
+        self.container_id = container.id
         self.register_outputs({"router_url": self.router_url, "worker_urls": self.worker_urls,
-                               "router_args": self.router_args})
+                               "router_args": self.router_args,
+                               "container_id": self.container_id})
