@@ -15,7 +15,7 @@ import pulumi
 
 from components.seam import code
 from components.seam.host import Host
-from components.seam.ssh import parse_outputs, run_here, ssh_command
+from components.seam.ssh import parse_outputs, reached, run_here, ssh_command
 
 INCLUDE = "# benchstack:include "
 
@@ -65,7 +65,10 @@ def probe_host(host: Host, probe: str, env: pulumi.Input[dict]) -> pulumi.Output
 
     def command_text(env_values: dict) -> str:
         text = render(probe, env_values)
-        return text if host.is_local else ssh_command(host, text, with_key=key is not None)
+        return text if host.is_local else ssh_command(host, text, with_key=key is not None,
+                                                      report_failure=True)
 
     text = pulumi.Output.from_input(env).apply(command_text)
-    return run_here(text, stdin=key).apply(parse_outputs)
+    # A host ssh cannot reach (or whose key it refuses) fails the program with one line naming
+    # it, not with the probe's whole command.
+    return run_here(text, stdin=key).apply(lambda out: parse_outputs(reached(host, out)))

@@ -36,8 +36,16 @@ def parse_outputs(stdout: str) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+# The last stdout line of a command made with `ssh_command(..., report_failure=True)` when ssh
+# itself failed (exit 255: the host unreachable, its host key refused, the login refused) and
+# nothing ran on the host: this mark, then ssh's own words. `reached` turns it into one error
+# naming the host.
+SSH_FAILED = "benchstack-ssh-failed"
+
+
 def ssh_command(
-    host: Host, remote_command: str, *, with_key: bool, input_command: str | None = None
+    host: Host, remote_command: str, *, with_key: bool, input_command: str | None = None,
+    report_failure: bool = False,
 ) -> str:
     """A bash command that runs `remote_command` on `host` with the local ssh client; with
     `input_command`, that local command's output is the remote command's standard input.
@@ -46,6 +54,11 @@ def ssh_command(
     argument, which `ps` shows) and lives in a private temp file for the call. The key is
     written with its final newline: `pulumi config set --secret ... < key` stores it without
     one, and OpenSSH then refuses the file ("error in libcrypto").
+
+    With `report_failure`, a failure of ssh itself is not the command's failure: it prints
+    SSH_FAILED and ssh's words as its last stdout line (its stderr still shows them) and exits 0,
+    so that the caller can say which host and why (`reached`) instead of the engine printing
+    the whole command.
     """
     no_stdin = [] if input_command else ["-n"]
     ssh = " ".join(shlex.quote(o) for o in ["ssh", *no_stdin, *host.ssh_options(),
@@ -53,12 +66,57 @@ def ssh_command(
     target = shlex.quote(host.ssh_target)
     remote = shlex.quote(remote_command)
     pipe = f"{input_command} | " if input_command else ""
+    identity = ' -i "$key"' if with_key else ""
+    call = f"{pipe}{ssh}{identity} {target} {remote}"
+    cleanup = []
+    if report_failure:
+        cleanup.append('"${err:-}"')
+        call = (f'err=$(mktemp); rc=0; {call} 2>"$err" || rc=$?; cat "$err" >&2; '
+                f'if [ "$rc" -eq 255 ]; then printf \'%s %s\\n\' {SSH_FAILED} '
+                '"$(tr -s \'\\r\\n\' \'||\' <"$err")"; rc=0; fi; exit "$rc"')
+    if with_key:
+        cleanup.insert(0, '"$key"')
+    if not cleanup:
+        return f"set -euo pipefail; {call}"
+    trap = f"trap 'rm -f {' '.join(cleanup)}' EXIT; "
     if not with_key:
-        return f"set -euo pipefail; {pipe}{ssh} {target} {remote}"
+        return f"set -euo pipefail; {trap}{call}"
     return (
-        "set -euo pipefail; key=$(mktemp); trap 'rm -f \"$key\"' EXIT; chmod 600 \"$key\"; "
-        f"printf '%s\\n' \"$(cat)\" >\"$key\"; {pipe}{ssh} -i \"$key\" {target} {remote}"
+        f"set -euo pipefail; key=$(mktemp); {trap}chmod 600 \"$key\"; "
+        f"printf '%s\\n' \"$(cat)\" >\"$key\"; {call}"
     )
+
+
+def reached(host: Host, stdout: str) -> str:
+    """The stdout of a `report_failure` command, once it is known that ssh reached `host`; when
+    ssh itself failed, a RunError naming the host and the reason (one line under the CLI)."""
+    lines = [line for line in (stdout or "").splitlines() if line.strip()]
+    if not lines or not lines[-1].startswith(SSH_FAILED):
+        return stdout
+    said = [part.strip() for part in lines[-1][len(SSH_FAILED):].split("|") if part.strip()]
+    raise pulumi.RunError(ssh_failure(host, said))
+
+
+def ssh_failure(host: Host, said: list[str]) -> str:
+    """Why ssh could not reach `host`, from ssh's own lines, with what to do about it."""
+    where = f"host {host.name} ({host.ssh_target} port {host.port})"
+    text = " ".join(said)
+    last = said[-1] if said else "ssh exited with 255"
+    if "REMOTE HOST IDENTIFICATION HAS CHANGED" in text or "Host key verification failed" in text:
+        if host.host_key:
+            return (f"{where}: refused: its SSH host key is not the one pinned in "
+                    "benchstack:hosts[].host_key (nothing ran on it); if the host was "
+                    "reinstalled, pin its new key (`ssh-keyscan -p "
+                    f"{host.port} -t ed25519 {host.address}`)")
+        return (f"{where}: refused: its SSH host key is not the one accepted at the first "
+                f"contact and recorded in {host.known_hosts} (nothing ran on it); if the host "
+                f"was reinstalled, remove the old key (`ssh-keygen -R {host.known_hosts_name} "
+                f"-f {host.known_hosts}`) and run again, otherwise something else answers at "
+                f"{host.address}")
+    if "Permission denied" in text:
+        return (f"{where}: the SSH login was refused ({last}): check benchstack:sshPrivateKey "
+                f"and the authorized keys of {host.user or 'the user'} there")
+    return f"{where}: not reachable over SSH ({last})"
 
 
 def here_command(
