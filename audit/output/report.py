@@ -26,13 +26,14 @@ from audit.score.adjudications import Adjudication
 from audit.score.attempts import Attempts, attempts_of
 from audit.score.conformance import Conformance
 from audit.score.conformance import check as check_conformance
+from audit.score.harbor_policy import PolicySummary, compare, read_policy, summarize
 from audit.score.merge import Merge
 from audit.score.quotable import Quotable
 from audit.score.quotable import judge as judge_quotable
 from audit.score.rows import JobInfo, ProofOut, Tokens, TrialRow
 from audit.score.scores import CI_LEVEL, AdjustedScore, Score, minus_reference, pct
 from audit.score.scores import Out as _Out
-from contracts import jobdir
+from contracts import harbor_profiles, jobdir
 
 SCORING_RULE = (
     "raw = trials with reward 1 / all trials (Harbor 0.21's denominator: a trial without a "
@@ -67,13 +68,19 @@ class Reference(_Out):
 
 
 class Denominators(_Out):
-    """The score under both Harbor rules, and which one the job's own result.json used."""
+    """The score under both conventions (contracts/harbor_profiles.py), each labelled, pass@k
+    under both, and which one the job's own result.json used."""
 
-    harbor_0_21: Score  # every trial counts; a trial without a reward is 0
-    harbor_0_26: Score  # only trials with a valid reward count
+    harbor_0_21: Score  # the leaderboard's: every trial counts; a trial without a reward is 0
+    harbor_0_26: Score  # valid rewards only (Harbor 0.26's reward_valid, or its table's)
     job_reported_mean: float | None
     job_used: str | None  # "0.21", "0.26", or None when the job's result.json cannot tell
     job_used_reason: str
+    # Added with the 0.26.0 profile: each convention's words, and pass@k ({"k": percent}) under
+    # each (the audit's estimator, k = 1 .. the fewest attempts of any task counted).
+    labels: dict[str, str] = {}
+    pass_at_k_0_21: dict[str, float] = {}
+    pass_at_k_0_26: dict[str, float] = {}
 
 
 
@@ -118,6 +125,9 @@ class Report(_Out):
     quotable: Quotable | None = None
     # One line of meaning per signature seen (audit/judge/signatures.py).
     signature_meanings: dict[str, str] = {}
+    # Harbor 0.26's error policy beside the audit's verdicts: where they agree, where they
+    # differ and why (audit/score/harbor_policy.py).
+    harbor_policy: PolicySummary | None = None
 
 
 def build_report(
@@ -232,7 +242,7 @@ def build_report(
             inside_raw_ci=raw.contains(reference_score),
             inside_adjusted_ci=adjusted.contains(reference_score),
         ),
-        denominators=_denominators(rows, raw, job_result),
+        denominators=_denominators(rows, raw, job_result, attempts),
         categories=categories,
         signatures=signatures,
         rerun=rerun,
@@ -255,6 +265,7 @@ def build_report(
         model_reached=_reached_counts(rows),
         quotable=judge_quotable(raw, adjusted, categories, missing),
         signature_meanings={s: meaning(s) for s in signatures},
+        harbor_policy=summarize([(r.trial, r.harbor_policy) for r in rows if r.harbor_policy]),
     )
 
 
@@ -265,10 +276,20 @@ def _reached_counts(rows: list[TrialRow]) -> dict[str, int]:
     return counts
 
 
-def _denominators(rows: list[TrialRow], raw: Score, job_result: JobResult | None) -> Denominators:
-    valid = [r for r in rows if r.reward is not None and r.reward_valid is not False]
+def _counts_for_harbor(row: TrialRow) -> bool:
+    """Harbor 0.26 counts the trial: its own reward_valid, or its table's verdict on it."""
+    if row.harbor_policy is not None:
+        return row.harbor_policy.reward_valid
+    return row.reward is not None and row.reward_valid is not False
+
+
+def _denominators(rows: list[TrialRow], raw: Score, job_result: JobResult | None,
+                  attempts: Attempts) -> Denominators:
+    valid = [r for r in rows if _counts_for_harbor(r)]
     passed_valid = sum(1 for r in valid if r.reward is not None and r.reward >= PASS_REWARD)
     v026 = Score.of(passed_valid, len(valid))
+    valid_attempts = attempts_of(
+        [(r.task, r.reward is not None and r.reward >= PASS_REWARD) for r in valid])
     means = job_result.reported_means() if job_result else []
     mean = means[0] if len(means) == 1 else None
     used, why = None, "the job's result.json reports no single mean to compare with"
@@ -296,6 +317,10 @@ def _denominators(rows: list[TrialRow], raw: Score, job_result: JobResult | None
         job_reported_mean=mean,
         job_used=used,
         job_used_reason=why,
+        labels={"harbor_0_21": harbor_profiles.CONVENTIONS[harbor_profiles.ALL_TRIALS],
+                "harbor_0_26": harbor_profiles.CONVENTIONS[harbor_profiles.VALID_REWARDS]},
+        pass_at_k_0_21=attempts.pass_at_k,
+        pass_at_k_0_26=valid_attempts.pass_at_k,
     )
 
 
@@ -331,6 +356,13 @@ def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
         endpoint=c.endpoint,
         reward_valid=result.reward_valid if result else None,
         exception_policy=_policy(info.policy) if info else None,
+        harbor_policy=compare(
+            read_policy(reward=result.reward if result else None,
+                        reward_valid=result.reward_valid if result else None,
+                        exception=info.exception_type if info else None,
+                        policy=info.policy if info else None),
+            category=c.category, explanation=c.explanation,
+            proof="; ".join(f"{p.cause}: {p.quote}" for p in c.proof[:1])),
         problems=list(ev.problems),
         adjudication=None,
         counted_as="pass" if result and (result.reward or 0) >= PASS_REWARD else "fail",

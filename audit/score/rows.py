@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from audit.score.harbor_policy import HarborPolicy
 from audit.score.scores import AdjustedScore, Score
 from audit.score.scores import Out as _Out
 
@@ -55,6 +56,9 @@ class TrialRow(_Out):
     model_reached_detail: str = ""
     # The registered meaning of the signature (audit/judge/signatures.py).
     meaning: str = ""
+    # Harbor 0.26's error policy for this trial, beside the audit's verdict
+    # (audit/score/harbor_policy.py): from a 0.26 result.json, or what 0.26's table would say.
+    harbor_policy: HarborPolicy | None = None
 
 
 class JobInfo(_Out):

@@ -14,6 +14,7 @@ from audit.output.render.text import (
     headline,
     interval,
     pass_at_k,
+    policy_detail,
     reward,
     score,
     trial_reached,
@@ -283,6 +284,8 @@ def _trials(report: Report) -> str:
                 f"<br><b>Adjudicated {escape(t.adjudication['decision'])}:</b> "
                 f"{escape(t.adjudication['reason'])}"
             )
+        if t.harbor_policy is not None and (t.category != "passed" or t.harbor_policy.differs):
+            details += f"<br><i>{escape(policy_detail(t))}</i>"
         if t.evidence:
             details += '<div class="ev">' + escape("\n".join(t.evidence)) + "</div>"
         rows.append(

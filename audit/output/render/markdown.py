@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from audit.output.render.text import headline, merge_headline, reward, trial_reached
+from audit.output.render.text import (
+    headline,
+    merge_headline,
+    policy_cell,
+    policy_detail,
+    reward,
+    trial_reached,
+)
 from audit.output.report import Report
 from audit.read import provenance as prov
 from audit.score.merge import Merge
@@ -50,19 +57,21 @@ def render(report: Report) -> str:
     if rows:
         out += [
             "| task | trial | reward | exception | category | signature | model reached "
-            "| counted as |",
-            "|---|---|---|---|---|---|---|---|",
+            "| counted as | Harbor 0.26 |",
+            "|---|---|---|---|---|---|---|---|---|",
         ]
         for t in rows:
             out.append(
                 f"| {_cell(t.task)} | {_cell(t.trial)} | {reward(t.reward)} | "
                 f"{t.exception or ''} | {t.category} | {t.signature or ''} | "
-                f"{t.model_reached} | {t.counted_as} |"
+                f"{t.model_reached} | {t.counted_as} | {policy_cell(t)} |"
             )
         out.append("")
         for t in rows:
             out += [f"### {t.trial}", "", f"*{t.category}* / `{t.signature}`: {t.explanation}", ""]
             out += [f"Model reached: {_cell(trial_reached(t.model_reached_detail))}", ""]
+            if t.harbor_policy is not None:
+                out += [_cell(policy_detail(t)), ""]
             if t.adjudication:
                 adj = t.adjudication
                 out += [f"**Adjudicated {adj['decision']}:** {adj['reason']}", ""]

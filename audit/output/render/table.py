@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from audit.output.render.text import headline, merge_headline, reward
+from audit.output.render.text import headline, merge_headline, policy_cell, reward
 from audit.output.report import Report
 from audit.read import provenance as prov
 from audit.score.merge import Merge
@@ -70,7 +70,7 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
     if rows:
         trials = Table(title="Trials that did not pass cleanly")
         cols = ("task", "reward", "exception", "category", "signature", "model reached",
-                "counted", "evidence")
+                "counted", "Harbor 0.26", "evidence")
         for col in cols:
             trials.add_column(col, overflow="fold")
         for t in rows:
@@ -82,6 +82,7 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
                 t.signature or "",
                 t.model_reached,
                 t.counted_as,
+                policy_cell(t),
                 escape(t.evidence[0]) if t.evidence else "",
             )
         console.print(trials)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from audit.output.report import Report, Score
+from audit.output.report import Report, Score, TrialRow
 from audit.score.attempts import Attempts
 from audit.score.conformance import line as conformance_line
 from audit.score.merge import Merge, MergedTask
@@ -71,14 +71,19 @@ def headline(report: Report) -> list[tuple[str, str]]:
             else f"raw: {_yes_no(ref.inside_raw_ci)}, adjusted: {_yes_no(ref.inside_adjusted_ci)}",
         ),
         (
-            "score, Harbor 0.21 rule",
-            f"{score(den.harbor_0_21)} (every trial counts, no reward = 0)",
+            "score, leaderboard convention",
+            f"{score(den.harbor_0_21)} (every trial counts, no reward = 0; Harbor 0.21's)",
         ),
         (
-            "score, Harbor 0.26 rule",
-            f"{score(den.harbor_0_26)} (only trials with a valid reward count)",
+            "score, valid rewards only",
+            f"{score(den.harbor_0_26)} (trials whose reward is not valid are left out; "
+            "Harbor 0.26's)",
         ),
-        ("rule the job's result.json used", f"{den.job_used or 'unknown'} ({den.job_used_reason})"),
+        (
+            "convention the job used",
+            f"{den.job_used or 'unknown'} ({den.job_used_reason})",
+        ),
+        ("Harbor 0.26 error policy", policy_line(report)),
         ("model reached (trials)", reached(report.model_reached)),
         *quotable_lines(report),
         ("input tokens", f"{report.tokens.input:,}"),
@@ -86,7 +91,8 @@ def headline(report: Report) -> list[tuple[str, str]]:
         ("output tokens", f"{report.tokens.output:,}"),
         ("rerun", " ".join(report.rerun_args) if report.rerun else "none"),
         ("attempts per task", attempts_per_task(report.attempts)),
-        ("pass@k", pass_at_k(report.attempts)),
+        ("pass@k, leaderboard", pass_at_k(report.attempts)),
+        ("pass@k, valid only", at_k(den.pass_at_k_0_26)),
         (
             "leaderboard conformance",
             conformance_line(report.conformance) if report.conformance else "not checked",
@@ -128,11 +134,43 @@ def attempts_per_task(a: Attempts) -> str:
     return f"{span} over {len(a.per_task)} tasks{config}"
 
 
-def pass_at_k(a: Attempts) -> str:
-    if not a.pass_at_k:
+def at_k(values: dict[str, float]) -> str:
+    if not values:
         return "n/a (no trials)"
-    text = ", ".join(f"pass@{k} = {v:.2f}" for k, v in a.pass_at_k.items())
-    return f"{text} ({a.note})" if a.note else text
+    return ", ".join(f"pass@{k} = {v:.2f}" for k, v in values.items())
+
+
+def pass_at_k(a: Attempts) -> str:
+    text = at_k(a.pass_at_k)
+    return f"{text} ({a.note})" if a.pass_at_k and a.note else text
+
+
+def policy_line(report: Report) -> str:
+    """Harbor 0.26's error policy beside the audit's verdicts, in one line."""
+    p = report.harbor_policy
+    if p is None:
+        return "not read"
+    return (f"from {p.source}: agrees with the audit on whether {p.agree} trials count, differs "
+            f"on {p.differ}" + (f" ({', '.join(sorted(p.differences))})" if p.differ else "")
+            + "; Harbor's table never overrides the proof rule")
+
+
+def policy_cell(t: TrialRow) -> str:
+    """A trial's Harbor 0.26 verdict, short: does its score count the trial, and is that the
+    audit's view too."""
+    p = t.harbor_policy
+    if p is None:
+        return ""
+    return ("counts" if p.reward_valid else "leaves out") + (" (differs)" if p.differs else "")
+
+
+def policy_detail(t: TrialRow) -> str:
+    """A trial's Harbor 0.26 verdict in full, and why the audit's differs."""
+    p = t.harbor_policy
+    if p is None:
+        return ""
+    verdict = "counts it" if p.reward_valid else "leaves it out"
+    return f"Harbor 0.26 ({p.source}) {verdict}." + (f" Differs: {p.differs}" if p.differs else "")
 
 
 def merge_headline(m: Merge) -> list[tuple[str, str]]:
