@@ -377,8 +377,10 @@ def create(inputs: Inputs) -> None:
     stop(bridge.files, bridge.supervisor)
     taken = listeners(inputs.bridge_port, processes=True)
     if taken:
-        fields = taken[0].split()
-        who = " ".join(fields[3:4] + fields[5:6])
+        address = taken[0].split()[3]
+        # ss names the process as users:(("NAME",pid=N,fd=M)); NAME may hold spaces.
+        user = re.search(r'users:\(\("(.*?)",pid=(\d+)', taken[0])
+        who = f"{address} by {user.group(1)}, pid {user.group(2)}" if user else address
         raise HostError(f"port {inputs.bridge_port} is already taken ({who}): stop that listener "
                         "or choose another proxy.bridge_port")
 

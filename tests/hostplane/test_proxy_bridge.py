@@ -276,7 +276,9 @@ def test_bridge_port_already_taken(bridge: Bridge) -> None:
         res = bridge.create()
         assert res.returncode != 0
         assert res.reason.startswith(f"proxy_bridge: port {bridge.port} is already taken (")
-        assert "python" in res.reason and "choose another proxy.bridge_port" in res.reason
+        assert f"{bridge.gateway}:{bridge.port} by " in res.reason
+        assert f", pid {os.getpid()})" in res.reason
+        assert "choose another proxy.bridge_port" in res.reason
         assert [pid for _, pid in listeners(bridge.port)] == [os.getpid()]
         assert not bridge.state.exists() or not list(bridge.state.glob("*.pid*"))
     finally:
