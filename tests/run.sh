@@ -11,7 +11,7 @@
 #             then the cluster's binaries, then the Kubernetes provider (the whole engine)
 #   lint      ruff, mypy, shellcheck
 #   unit      every test with no peer
-#   real      the real tests that need neither the engine nor the cluster
+#   real      the real tests that need neither the engine nor the cluster (two at a time)
 #   engine    those that need the engine's core (the CLI with the command and Docker providers)
 #   cluster   those that need the one-node cluster but not the engine
 #   k8s       those that need the Kubernetes provider (the whole engine), with or without the
@@ -80,7 +80,10 @@ builds >"$BUILDS/builds.log" 2>&1 &
 builds_pid=$!
 stage lint make --no-print-directory lint
 stage unit "$PY" -m pytest -q -m "not real" -n auto --dist loadfile
-stage real "$PY" -m pytest -q -m "real and not engine and not cluster and not k8s_provider"
+# Two workers, each taking whole files: these tests share the Docker engine but never restart
+# it (the host-plane tests restart an engine of their own), and most of their time is waiting.
+stage real "$PY" -m pytest -q -m "real and not engine and not cluster and not k8s_provider" \
+  -n 2 --dist loadfile
 stage engine after core -m "engine and not cluster and not k8s_provider"
 stage cluster after cluster -m "cluster and not engine and not k8s_provider"
 stage k8s after engine -m "k8s_provider or (engine and cluster)"
