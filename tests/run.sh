@@ -4,11 +4,12 @@
 #
 # On a fresh machine the Go builds (the Pulumi engine, the cluster's binaries: about 35 minutes
 # on 2 cores) are most of the run, and most real tests need neither: the builds start in the
-# background (niced) as soon as the peers are up, and the stages that need them wait for them:
+# background (niced) as soon as the Debian packages are in, and the stages that need them wait:
 #
-#   peers     tests/env/setup.sh --peers (no Go build)
-#   builds    in the background: the engine's CLI and its command and Docker providers ("core"),
+#   packages  the Debian packages (tests/env/setup.sh --packages)
+#   builds    in the background from here: the engine's CLI, command and Docker providers ("core"),
 #             then the cluster's binaries, then the Kubernetes provider (the whole engine)
+#   peers     tests/env/setup.sh --peers (no Go build)
 #   lint      ruff, mypy, shellcheck
 #   unit      every test with no peer
 #   real      the real tests that need neither the engine nor the cluster (two at a time)
@@ -71,13 +72,16 @@ builds() {
 }
 
 run_start=$SECONDS
-stage peers bash tests/env/setup.sh --peers
-if [[ " ${failed[*]} " == *" peers "* ]]; then
-  printf '\n%s\n' "${TIMES[@]}" >&2
-  exit 1
-fi
+# The Debian packages first (the builds need some), then the builds start beside the rest.
+stage packages bash tests/env/setup.sh --packages
 builds >"$BUILDS/builds.log" 2>&1 &
 builds_pid=$!
+stage peers bash tests/env/setup.sh --peers
+if [[ " ${failed[*]} " == *" packages "* || " ${failed[*]} " == *" peers "* ]]; then
+  printf '\n%s\n' "${TIMES[@]}" >&2
+  kill "$builds_pid" 2>/dev/null
+  exit 1
+fi
 stage lint make --no-print-directory lint
 stage unit "$PY" -m pytest -q -m "not real" -n auto --dist loadfile
 # Two workers, each taking whole files: these tests share the Docker engine but never restart

@@ -8,18 +8,20 @@
 #   setup.sh --peers    everything but the Go builds: what the tests without the Pulumi engine
 #                       or the cluster need (tests/run.sh starts the builds beside those tests)
 #   setup.sh --builds   only the Go builds: the Pulumi engine, then the cluster's binaries
+#   setup.sh --packages only the Debian packages (what the builds need too)
 #
 # Defaults: setup/defaults.env. Idempotent: a second run only checks that each peer answers.
 set -euo pipefail
 # shellcheck source=setup/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../setup/lib.sh"
 
-peers=true builds=true
+packages_only=false peers=true builds=true
 case "${1:-}" in
   "") ;;
+  --packages) packages_only=true builds=false ;;
   --peers) builds=false ;;
   --builds) peers=false ;;
-  *) die "usage: tests/env/setup.sh [--peers | --builds]" ;;
+  *) die "usage: tests/env/setup.sh [--packages | --peers | --builds]" ;;
 esac
 load_defaults
 STATE=$BENCHSTACK_TEST_STATE
@@ -34,6 +36,7 @@ if $peers; then
     curl procps psmisc openssh-client openssh-server shellcheck bash-static busybox-static \
     python3-venv etcd-server containerd runc containernetworking-plugins iptables conntrack \
     openssl gcc libc6-dev
+  $packages_only && exit 0
   bash "$ROOT/tests/env/venv.sh"
   check_harbor_python
   ensure_compose
