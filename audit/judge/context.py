@@ -17,7 +17,7 @@ from audit.judge.job_state import JobRun
 from audit.judge.verdict import Proof
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
-from audit.read.models import JobConfig, model_endpoints, proxy_configured
+from audit.read.models import JobConfig, model_endpoints
 
 # Other trials searched for a model call that carried usage before concluding the endpoint
 # never sends it: enough for any job, bounded for huge ones.
@@ -27,7 +27,6 @@ _USAGE_SCAN = 50
 @dataclass
 class JobContext:
     phase_medians: dict[str, float] = field(default_factory=dict)
-    proxy_configured: bool = False
     model_hosts: set[str] = field(default_factory=set)
     told: tuple[Window, ...] = ()
     job_run: JobRun = field(default_factory=lambda: JobRun(None))
@@ -62,7 +61,6 @@ class JobContext:
         told += told_in_text(job_log, f"../{L.JOB_LOG}")
         return cls(
             medians,
-            proxy_configured(config),
             hosts,
             tuple(told),
             job_run or JobRun(None),

@@ -9,8 +9,9 @@ result.json, UTC with `Z` elsewhere), so they are kept as strings and parsed by 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_validator
 
 
 class _Tolerant(BaseModel):
@@ -30,11 +31,29 @@ class VerifierResult(_Tolerant):
     rewards: dict[str, float | None] | None = None
 
 
+class AgentTimings(_Tolerant):
+    """What an agent records of its model calls' times in `agent_result.metadata` (Terminus-2:
+    each answered call's duration, in order, and how many episodes it began). Typed loosely:
+    another agent's metadata of another shape must not make the result.json corrupt."""
+
+    n_episodes: Any = None
+    api_request_times_msec: Any = None
+
+
 class AgentResult(_Tolerant):
     n_input_tokens: int | None = None
     n_cache_tokens: int | None = None
     n_output_tokens: int | None = None
     cost_usd: float | None = None
+    metadata: AgentTimings | None = None
+
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _timings_only(cls, value: object) -> object:
+        # Only the timings are kept (a metadata may hold every message of the chat).
+        if not isinstance(value, dict):
+            return None
+        return {k: value[k] for k in ("n_episodes", "api_request_times_msec") if k in value}
 
 
 class AgentInfo(_Tolerant):
@@ -229,10 +248,9 @@ class JobConfig(_Tolerant):
     tasks: list[dict] | None = None
 
 
-# Where a config tells an agent its model endpoint, and the proxy variables execs inherit.
+# Where a config tells an agent its model endpoint.
 _ENDPOINT_KEYS = ("api_base", "base_url", "openai_api_base", "api_url", "endpoint")
 _ENDPOINT_ENV = ("OPENAI_BASE_URL", "OPENAI_API_BASE", "ANTHROPIC_BASE_URL", "LLM_BASE_URL")
-_PROXY_ENV = ("http_proxy", "https_proxy", "all_proxy")
 
 
 def model_endpoints(config: JobConfig | None) -> list[str]:
@@ -246,17 +264,6 @@ def model_endpoints(config: JobConfig | None) -> list[str]:
             if key.upper() in _ENDPOINT_ENV and isinstance(value, str) and value:
                 out.append(value)
     return out
-
-
-def proxy_configured(config: JobConfig | None) -> bool:
-    """A proxy variable with a value in the environment or an agent's env."""
-    envs = [config.environment.env if config and config.environment else None]
-    envs += [a.env for a in (config.agents if config else None) or []]
-    return any(
-        key.lower() in _PROXY_ENV and isinstance(value, str) and value.strip()
-        for env in envs
-        for key, value in (env or {}).items()
-    )
 
 
 def parse_time(value: str | None) -> datetime | None:
