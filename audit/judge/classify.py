@@ -30,6 +30,7 @@ import re
 from audit.judge import model_endpoint as ME
 from audit.judge.detectors import CLUSTER, DETECTORS, JobContext
 from audit.judge.detectors.endpoint import failing_when_stopped
+from audit.judge.detectors.serving import corroborate
 from audit.judge.job_state import trial_left_mid_phase
 from audit.judge.rules import CompiledRule, Match
 from audit.judge.verdict import (
@@ -57,7 +58,9 @@ _STOPPED = ("CancelledError", "KeyboardInterrupt")
 def classify(
     ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext | None = None
 ) -> Classification:
-    return admit(_classify(ev, rules, ctx or JobContext()))
+    ctx = ctx or JobContext()
+    # An endpoint's verdict quotes the serving plane's own record beside the trial's words.
+    return admit(corroborate(ev, ctx, _classify(ev, rules, ctx)))
 
 
 def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> Classification:

@@ -136,6 +136,15 @@ _ENTRIES: list[tuple[str, str, str]] = [
     ("k8s_image_pull_failed", "infra", "the kubelet could not pull the task image"),
     ("k8s_pod_evicted", "infra", "the trial's pod was evicted while it ran"),
     ("k8s_pod_deleted", "infra", "the trial's pod was deleted while it ran"),
+    # --- the serving plane's own record (serving-metrics.jsonl beside the job) ----------------
+    ("serving_worker_down", "infra", "the serving plane's record shows a worker unhealthy, "
+     "removed or not answering while the trial waited on the model"),
+    ("serving_circuit_open", "infra", "the serving plane's record shows the gateway's circuit "
+     "breaker open for a worker while the trial waited on the model"),
+    ("serving_no_workers", "infra", "the serving plane's record shows requests failing with no "
+     "worker available while the trial waited on the model"),
+    ("serving_5xx_burst", "infra", "the serving plane's record shows a burst of 5xx answers "
+     "while the trial waited on the model"),
     # --- the agent's setup --------------------------------------------------------------------
     ("tool_install_failed", "infra", "Harbor could not install or start tmux/asciinema for the "
      "agent"),

@@ -45,6 +45,7 @@ OutsideCause = Literal[
     "serving_config",
     "setup_failed",
     "job_stopped",
+    "serving_record",
 ]
 # What each kind of proof must show; a proof of another kind excuses nothing.
 OUTSIDE_CAUSES: dict[str, str] = {
@@ -62,6 +63,9 @@ OUTSIDE_CAUSES: dict[str, str] = {
     "asked anything",
     "job_stopped": "the job was stopped from outside while the trial ran (a signal Harbor "
     "recorded, a job that never finished, a trial left mid-phase)",
+    "serving_record": "the serving plane's own record beside the job shows it failing while "
+    "the trial's model calls waited (a worker unhealthy, removed or not answering, a circuit "
+    "breaker open, requests failing with no worker, a burst of 5xx), the read quoted",
 }
 
 

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ValidationError
 
 from audit.judge.classify import CATEGORIES, PASS_REWARD, Classification, classify
 from audit.judge.context import JobContext
+from audit.judge.detectors.serving import record_for
 from audit.judge.job_state import read_job_run
 from audit.judge.rules import CompiledRule, load_rules
 from audit.judge.signatures import meaning
@@ -22,6 +23,7 @@ from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
 from audit.read.models import PHASES, JobConfig, JobResult, parse_time
 from audit.read.reached import model_reached
+from audit.read.timing import trial_time
 from audit.score.adjudications import Adjudication
 from audit.score.attempts import Attempts, attempts_of
 from audit.score.conformance import Conformance
@@ -33,6 +35,7 @@ from audit.score.quotable import judge as judge_quotable
 from audit.score.rows import JobInfo, ProofOut, Tokens, TrialRow
 from audit.score.scores import CI_LEVEL, AdjustedScore, Score, minus_reference, pct
 from audit.score.scores import Out as _Out
+from audit.score.time_split import ServingOut, annotate_timeouts, serving_out, time_split
 from contracts import harbor_profiles, jobdir
 
 SCORING_RULE = (
@@ -125,6 +128,9 @@ class Report(_Out):
     quotable: Quotable | None = None
     # One line of meaning per signature seen (audit/judge/signatures.py).
     signature_meanings: dict[str, str] = {}
+    # The serving plane's own record over the job (audit/read/serving.py): the HTML
+    # timeline, and the plane's failures with the reads that show them.
+    serving: ServingOut | None = None
     # Harbor 0.26's error policy beside the audit's verdicts: where they agree, where they
     # differ and why (audit/score/harbor_policy.py).
     harbor_policy: PolicySummary | None = None
@@ -232,6 +238,9 @@ def build_report(
         if missing
         else "",
     )
+    # What the serving plane did while each timed-out agent ran (its own record).
+    record = record_for(layout, ctx)
+    annotate_timeouts(rows, record)
     return Report(
         job=_job_info(layout, job_result, job_config, rows, planned),
         raw=raw,
@@ -265,6 +274,7 @@ def build_report(
         model_reached=_reached_counts(rows),
         quotable=judge_quotable(raw, adjusted, categories, missing),
         signature_meanings={s: meaning(s) for s in signatures},
+        serving=serving_out(record),
         harbor_policy=summarize([(r.trial, r.harbor_policy) for r in rows if r.harbor_policy]),
     )
 
@@ -376,6 +386,7 @@ def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
         model_reached=reached.answer,
         model_reached_detail=reached.line(),
         meaning=meaning(c.signature),
+        time=time_split(trial_time(result, lambda: ev.json(L.AGENT_TRAJECTORY))),
         tokens=Tokens(
             input=(agent.n_input_tokens or 0) if agent else 0,
             cache=(agent.n_cache_tokens or 0) if agent else 0,

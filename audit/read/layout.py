@@ -44,6 +44,10 @@ AGENT_SETUP_STDOUT = "agent/setup/stdout.txt"
 # one: the audit then judges from Harbor's files alone.
 K8S_EVENTS = jobdir.K8S_EVENTS  # one core/v1 Event per line (a repeated event: last per uid)
 K8S_PODS = jobdir.K8S_PODS  # one {"type": ADDED|MODIFIED|DELETED, "object": <Pod>} per line
+# The serving plane's own record, kept beside every job with a serving plane: the gateway's and
+# the workers' metrics read every few seconds (audit/read/serving.py reads it). Absent for a
+# job without one, or an older one: the audit then judges from the trials' own words alone.
+SERVING_RECORD = jobdir.SERVING_RECORD
 
 # Harbor names trial dirs `<task name cut to 32 chars>__<short id>`.
 TRIAL_DIR = re.compile(r"^(?P<task>.+)__(?P<id>[A-Za-z0-9]+)$")

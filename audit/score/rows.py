@@ -10,6 +10,7 @@ from typing import Protocol
 from audit.score.harbor_policy import HarborPolicy
 from audit.score.scores import AdjustedScore, Score
 from audit.score.scores import Out as _Out
+from audit.score.time_split import TimeSplit
 
 
 class Tokens(_Out):
@@ -56,6 +57,9 @@ class TrialRow(_Out):
     model_reached_detail: str = ""
     # The registered meaning of the signature (audit/judge/signatures.py).
     meaning: str = ""
+    # Where the trial's time went: setup, waiting on the model, running commands,
+    # verification (audit/score/time_split.py).
+    time: TimeSplit | None = None
     # Harbor 0.26's error policy for this trial, beside the audit's verdict
     # (audit/score/harbor_policy.py): from a 0.26 result.json, or what 0.26's table would say.
     harbor_policy: HarborPolicy | None = None

@@ -16,8 +16,9 @@ short), `harness` (the agent's own code crashed), `environment` (container kille
 emulation), `command_cap` (a command that never returned: the agent's wait or a hung
 container), `setup` (failures before the model ran), `network_failures` (downloads, judged by
 who owns the endpoint), `kubernetes` (the cluster refused, never scheduled, could not pull,
-evicted or deleted the trial's pod). Each detector names where its knowledge came from
-(audit/learned.py).
+evicted or deleted the trial's pod), `serving` (the serving plane's own record: a worker down, a
+circuit open, no worker, a burst of 5xx while the trial waited on the model). Each detector
+names where its knowledge came from (audit/learned.py).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from audit.judge.detectors import (
     harness,
     kubernetes,
     network_failures,
+    serving,
     setup,
 )
 from audit.judge.verdict import Classification
@@ -52,6 +54,8 @@ class Detector:
 DETECTORS: list[Detector] = [
     Detector(endpoint.model_endpoint, "model_endpoint"),
     Detector(endpoint.endpoint_in_agent_log, "endpoint_in_agent_log"),
+    # The serving plane's own record: what the trial's words alone could not prove.
+    Detector(serving.serving_record, "serving_record"),
     # Before the harness crash: a crash on the per-command cap is judged by its command.
     Detector(command_cap.command_cap, "command_cap"),
     Detector(harness.agent_harness_crash, "agent_harness_crash"),

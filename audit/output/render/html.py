@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
+import audit.output.render.time_plane as time_plane
 from audit.output.render.text import (
     attempts_per_task,
     duration,
@@ -86,6 +87,8 @@ def render(report: Report) -> str:
         _signatures(report),
         "<h2>Time per phase, per trial</h2>",
         _phase_chart(report),
+        "<h2>Time per trial</h2>",
+        time_plane.html(report.trials, report.serving, COLORS),
         "<h2>Tokens per task</h2>",
         _token_chart(report),
         "<h2>Adjudications</h2>",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import audit.output.render.time_plane as time_plane
 from audit.output.render.text import (
     headline,
     merge_headline,
@@ -52,6 +53,7 @@ def render(report: Report) -> str:
     else:
         out.append("No trial was classified infra.")
 
+    out += ["", *time_plane.markdown(report.trials)]
     out += ["", "## Trials that did not pass cleanly", ""]
     rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
     if rows:

@@ -8,6 +8,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+import audit.output.render.time_plane as time_plane
 from audit.output.render.text import headline, merge_headline, policy_cell, reward
 from audit.output.report import Report
 from audit.read import provenance as prov
@@ -86,6 +87,7 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
                 escape(t.evidence[0]) if t.evidence else "",
             )
         console.print(trials)
+    _time(console, report)
     if report.merge:
         _merge(console, report.merge)
     if report.provenance is not None:
@@ -101,6 +103,20 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
     for problem in report.problems:
         console.print(f"[yellow]evidence problem:[/] {escape(problem)}", highlight=False)
     return buf.getvalue()
+
+
+def _time(console: Console, report: Report) -> None:
+    """Time per trial, and what each agent timeout waited on."""
+    if not report.trials:
+        return
+    times = Table(title="Time per trial")
+    for col in time_plane.HEADER:
+        times.add_column(col, overflow="fold")
+    for t in report.trials:
+        times.add_row(*(escape(c) for c in time_plane.cells(t)))
+    console.print(times)
+    for line in time_plane.timeout_lines(report.trials):
+        console.print(f"agent timeout: {escape(line)}", highlight=False)
 
 
 def _merge(console: Console, m: Merge) -> None:
