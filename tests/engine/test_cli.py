@@ -35,7 +35,7 @@ from tests.graph.program import stack_config
 
 pytestmark = pytest.mark.real
 
-STACKS = ["local", "a100", "h100"]
+STACKS = ["local", "a100", "h100", "h100-tb4"]
 
 
 def version_tuple(text: str) -> tuple[int, ...]:
@@ -125,8 +125,16 @@ def test_config_reaches_the_program_as_the_cli_encodes_it(
          "benchstack:harbor.reruns: task 'hello-fiel' is not a task of the dataset"),
         (("--path", "benchstack:dataset.manifest_path", "/nonexistent/tasks"),
          "benchstack:dataset.manifest_path: /nonexistent/tasks: dataset directory does not exist"),
+        (("--path", "benchstack:harbor.version", "0.23.0"),
+         "benchstack:harbor.version: Value error, Harbor '0.23.0' has no profile here; the known "
+         "versions are 0.21.0, 0.26.0"),
+        # The demo tasks' timeouts against a job that may hold a trial for 3.6 s.
+        (("--path", "benchstack:harbor.max_job_hours", "0.001"),
+         "benchstack:harbor.max_job_hours: 0.001 h, but a trial of hello-file, hello-file-slow, "
+         "hello-file-wrong can take up to"),
     ],
-    ids=["out-of-range", "unknown-key", "not-an-object", "rerun-task", "manifest"],
+    ids=["out-of-range", "unknown-key", "not-an-object", "rerun-task", "manifest",
+         "harbor-version", "max-job-hours"],
 )
 def test_rejected_config_is_one_clean_message(
     engine: Engine, project: Path, args: tuple[str, ...], named: str
