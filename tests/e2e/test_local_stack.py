@@ -22,7 +22,9 @@ import boto3
 import pytest
 
 from components.config import split_stack_file
+from contracts import jobdir
 from contracts import outputs as keys
+from tests.audit.proof_check import quoted_in_file
 from tests.conftest import CANARY_IMAGE, ROOT, docker
 from tests.e2e.conftest import DAEMON_JSON, LocalStack, daemon_pools, docker0_address
 from tests.engine.conftest import changed, steps
@@ -132,6 +134,53 @@ def host_snapshot(workspace: Path) -> dict:
     }
 
 
+def listeners(port: int) -> list[str]:
+    """The local addresses something listens on at `port`."""
+    out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
+    return sorted({line.split()[3] for line in out.stdout.splitlines() if line.strip()})
+
+
+def record_of(job_dir: str) -> list[dict]:
+    """The serving record the sampler kept beside the job."""
+    path = Path(job_dir) / jobdir.SERVING_RECORD
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def sampler_gone(job_dir: str, timeout: float = 30) -> bool:
+    deadline = time.monotonic() + timeout
+    pid = jobdir.recorded_pid(Path(jobdir.serving_sampler_pid(job_dir)))
+    while pid is not None and Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return pid is not None and not Path(f"/proc/{pid}").exists()
+
+
+def assert_serving_record(job_dir: str, report: dict) -> None:
+    """The job dir holds the serving plane's own record: the gateway's reads (smg's names, one
+    health series per DP rank) and the worker's (SGLang's names); the sampler ended with the job;
+    every trial's time is split, and the timeout's says what the plane did meanwhile."""
+    assert sampler_gone(job_dir), "the sampler outlived its job"
+    record = record_of(job_dir)
+    starts = [x for x in record if x.get("kind") == "start"]
+    assert starts and starts[0]["targets"] == [
+        {"source": "gateway", "url": "http://127.0.0.1:29000/metrics"},
+        {"source": "worker", "url": "http://127.0.0.1:30001/metrics"}]
+    gateway = [x for x in record if x.get("source") == "gateway" and x["ok"]]
+    worker = [x for x in record if x.get("source") == "worker" and x["ok"]]
+    assert gateway and worker
+    health = {k for x in gateway for k in x["values"] if k.startswith("smg_worker_health{")}
+    assert health == {'smg_worker_health{worker="http://127.0.0.1:30001@0"}',
+                      'smg_worker_health{worker="http://127.0.0.1:30001@1"}'}
+    names = {k.split("{")[0] for x in worker for k in x["values"]}
+    assert {"sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
+            "sglang:gen_throughput", "sglang:time_to_first_token_seconds_count"} <= names
+    assert max(x["values"].get('sglang:num_requests_total{model_name="benchstack/stand-in"}', 0)
+               for x in worker) >= 6
+    times = {t["task"]: t["time"] for t in report["trials"]}
+    assert all(times[task]["model_s"] is not None for task in EXPECTED), times
+    assert times["hello-file-slow"]["serving"].startswith("queue max "), times
+    assert report["serving"]["reads"] == len([x for x in record if x.get("source")])
+
+
 def bridge_listening(port: int = 27891) -> bool:
     out = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True)
     return bool(out.stdout.strip())
@@ -179,11 +228,17 @@ def assert_serving_plane_as_declared(local: LocalStack) -> None:
     assert worker["HostConfig"]["Binds"] == [f"{local.project}/demo/model:/models/model:ro"]
     assert {u["Name"]: u["Hard"] for u in worker["HostConfig"]["Ulimits"]} == {
         "memlock": 8388608, "stack": 67108864}
+    assert cmd[-1] == "--enable-metrics"  # SGLang's metrics, for the serving record
     rcmd = router["Config"]["Cmd"]
-    assert rcmd[:3] == ["python3", "-m", "sglang_router.launch_router"]
+    # The default gateway: smg, with its metrics listener bound where the sampler reads it and
+    # its overload protection off, as router.worker_overload_protection decides.
+    assert rcmd[:4] == ["python3", "-m", "smg", "launch"]
     assert rcmd[rcmd.index("--worker-urls") + 1] == "http://127.0.0.1:30001"
-    assert "--dp-aware" in rcmd
+    assert "--dp-aware" in rcmd and "--disable-worker-overload-protection" in rcmd
+    assert rcmd[rcmd.index("--prometheus-host") + 1:rcmd.index("--prometheus-host") + 4] == [
+        "127.0.0.1", "--prometheus-port", "29000"]
     assert router["HostConfig"]["Ulimits"] == [{"Name": "nofile", "Soft": 16384, "Hard": 16384}]
+    assert listeners(29000) == ["127.0.0.1:29000"], "the gateway's metrics on every interface"
 
 
 def test_preview_of_a_fresh_stack_shows_the_plan_and_changes_nothing(local: LocalStack):
@@ -249,6 +304,14 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     report = audit_json("--stack", "local", "--project", str(local.project),
                         env=local.engine.env, cwd=elsewhere)
     assert_demo_scores(report)
+    assert_serving_record(outputs[keys.JOB_DIR], report)
+    page = subprocess.run([PY, "-m", "audit", outputs[keys.JOB_DIR], "--format", "html"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT).stdout
+    assert "The serving plane, with the trials" in page and "<polyline" in page
+    # The speed check ran at the job's agent concurrency before launch; its figures are kept.
+    speed = json.loads(Path(outputs[keys.PROVENANCE_PATH]).read_text())["serving"]["speed_check"]
+    assert (speed["concurrency"], speed["requests"], speed["errors"]) == (3, 6, 0), speed
+    assert speed["decode_tokens_per_s"] > 0 and speed["time_to_first_token_s"] > 0
 
     # Archive to S3, then audit the archived copy.
     job_dir = outputs[keys.JOB_DIR]
@@ -290,6 +353,20 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     assert changed(local.up()) == serving_change
     assert inspect(WORKER)["Config"]["Cmd"][inspect(WORKER)["Config"]["Cmd"].index(
         "--max-running-requests") + 1] == "3"
+    local.preview("--expect-no-changes")
+
+    # The seed's own gateway, sglang-router 0.3.2, proven the same way (its version in the
+    # container, health, every DP rank registered, the model list, a real completion), then
+    # back to smg: the router is replaced, neither the workers nor the job.
+    for gateway, launcher in (("sglang-router", ["python3", "-m", "sglang_router.launch_router"]),
+                              ("smg", ["python3", "-m", "smg", "launch"])):
+        local.config("--path", "benchstack:router.implementation", gateway)
+        swap = changed(local.up())
+        assert {"router-container", "router-ready"} <= swap.keys(), swap
+        assert not {"local-sglang-container", "job-launch"} & swap.keys(), swap
+        assert inspect(ROUTER)["Config"]["Cmd"][:len(launcher)] == launcher
+        assert inspect(ROUTER)["State"]["Running"]
+        assert listeners(29000) == ["127.0.0.1:29000"]
     local.preview("--expect-no-changes")
 
     # --- an upgrade of benchstack edits host code: exactly the steps that run it re-run in place
@@ -352,6 +429,11 @@ def test_local_stack_sigterm_then_resume(local: LocalStack):
     assert local.outputs()[keys.JOB_DIR] == outputs[keys.JOB_DIR]
     wait_for_job(outputs)
     assert_demo_scores(audit_json(outputs[keys.JOB_DIR]))
+    # The serving record survived the resume: the sampler started again beside the resumed
+    # Harbor and appended to the same record, then ended with it.
+    assert sampler_gone(outputs[keys.JOB_DIR])
+    starts = [x for x in record_of(outputs[keys.JOB_DIR]) if x.get("kind") == "start"]
+    assert len(starts) == 2 and starts[0]["until_pid"] != starts[1]["until_pid"], starts
     local.preview("--expect-no-changes")
     local.destroy()
     assert leftovers(outputs[keys.JOB_NAME]) == {"containers": [], "networks": [], "processes": []}
@@ -504,9 +586,21 @@ def test_serving_faults_a_wrong_tp_size_is_refused_and_a_dead_worker_is_infra(lo
     assert "local-sglang-container" in kept and "local-sglang-ready" not in kept
     assert not {"router-container", "job-launch"} & kept, "the job started on a wrong server"
 
+    # A serving plane too slow for the job stops `up` at the speed check, with both figures,
+    # before Harbor starts.
+    local.config("benchstack:serving", json.dumps(
+        {**serving, "speed_check": {"min_decode_tokens_per_s": 1e12}}))
+    slow = local.cli("up", "--yes")
+    assert slow.returncode != 0
+    assert "the serving plane is too slow for the job: decode " in slow.output, slow.output[-3000:]
+    assert ("below the required 1e+12 (benchstack:serving.speed_check.min_decode_tokens_per_s)"
+            in slow.output)
+    kept = {r["urn"].rsplit("::", 1)[-1] for r in local.resources()}
+    assert "router-ready" in kept and not {"speed-measure", "job-launch"} & kept
+
     local.config("benchstack:serving", json.dumps(serving))
     fixed = changed(local.up())
-    assert fixed["local-sglang-container"] == "replace" and fixed["job-launch"] == "create"
+    assert fixed["speed-measure"] == "create" and fixed["job-launch"] == "create"
     outputs = local.outputs()
 
     # The worker goes away as the trials start, before Terminus-2's first turn: every call of
@@ -519,6 +613,12 @@ def test_serving_faults_a_wrong_tp_size_is_refused_and_a_dead_worker_is_infra(lo
     for task in ("hello-file", "hello-file-wrong"):
         assert trials[task]["category"] == "infra", trials[task]
         assert task in report["rerun"]
+        # The serving plane's own record says so too, the read quoted where it is.
+        plane = [p for p in trials[task]["proof"] if p["cause"] == "serving_record"]
+        assert plane, trials[task]
+        assert plane[0]["where"].startswith(f"../{jobdir.SERVING_RECORD}:")
+        assert quoted_in_file(Path(outputs[keys.JOB_DIR]), trials[task]["trial"],
+                              plane[0]["where"], plane[0]["quote"]), plane
         # The router's own words: its circuit open on the dead worker, or the upstream refused.
         evidence = json.dumps(trials[task])
         assert any(words in evidence for words in (

@@ -1,8 +1,14 @@
 """An old stack upgrades in place: the local stack brought up by the release before the three-
 package layout (hostside/ and contracts/ out of components/, the typed seam, one name per value)
-is updated by this tree's `up` without replacing a resource: the host code is copied again and
-the steps whose command changed run their idempotent create again; the running job goes on.
-The preview's diff is written to the test's output (`pytest -s` shows it).
+is updated by this tree's `up`: the host code is copied again and the steps whose command
+changed run their idempotent create again; the job's dir, log and results are the same.
+
+What this tree changed in the serving plane is replaced, and only that: the gateway (smg by
+default, its metrics listener bound to loopback) and the worker (SGLang's metrics on) are new
+containers, proven ready again, and the speed check before launch is new. A replaced worker cuts
+the model calls in flight, so the old job is let finish first (an operator upgrades between
+jobs); the finished job is left alone. The preview's diff is written to the test's output
+(`pytest -s` shows it).
 """
 
 from __future__ import annotations
@@ -25,6 +31,12 @@ pytestmark = pytest.mark.real
 
 # The last commit with the old layout (components/hostside, components/host.py).
 PREVIOUS_RELEASE = "7fa2f99"
+# What this tree replaces or adds in a stack of that release: the serving plane's containers
+# (new flags), their readiness (a new container is proven again), the provenance (its facts
+# changed), and the speed check it did not have.
+REPLACED = {"local-sglang-container", "local-sglang-ready", "router-container", "router-ready",
+            "provenance-write"}
+ADDED = {"speed", "speed-measure"}
 
 
 def checkout(commit: str, dest: Path) -> Path:
@@ -61,6 +73,7 @@ def test_a_stack_of_the_previous_release_upgrades_in_place(
         old.config("--path", "benchstack:proxy.check_url", target_url)
         old.up()
         before = old.outputs()
+        wait_for_job(before)
         urns = {r["urn"] for r in old.resources()}
 
         # The new tree takes over the state and the stack file (as `git pull` would).
@@ -75,27 +88,31 @@ def test_a_stack_of_the_previous_release_upgrades_in_place(
         plan = steps(new.preview())
         ops = {name: op for name, op in plan.items() if op not in ("same", "read")
                and not name.startswith("benchstack-")}
-        assert not [n for n, op in ops.items() if op != "update"], ops
+        assert {n for n, op in ops.items() if op == "replace"} == REPLACED, ops
+        assert {n for n, op in ops.items() if op == "create"} == ADDED, ops
+        assert not [n for n, op in ops.items() if op not in ("update", "replace", "create")], ops
+        updated = {n for n, op in ops.items() if op == "update"}
         # The host code and every step whose command names it; nothing else.
         assert "local-code-copy" in ops and "job-launch" in ops, ops
         assert all(n.endswith(("-code-copy", "-apply", "-build", "-socat", "-install",
                                "-dataset", "-configs", "-preflight", "-launch", "-pull",
                                "-ready", "-write", "-check", "-stage", "-image-load"))
-                   for n in ops), ops
+                   for n in updated), ops
 
         done = steps(new.up())
         assert {n: op for n, op in done.items() if op not in ("same", "read")
                 and not n.startswith("benchstack-")} == ops
         after = new.outputs()
         assert after[keys.JOB_DIR] == before[keys.JOB_DIR]
-        assert {r["urn"] for r in new.resources()} == urns, "a resource was added or dropped"
+        added = {r["urn"] for r in new.resources()} - urns
+        assert {u.rsplit("::", 1)[-1] for u in added} == ADDED, added
+        assert urns <= {r["urn"] for r in new.resources()}, "a resource was dropped"
         shipped = workspace / ".benchstack" / "code"
         assert (shipped / "hostside" / "harbor_launch.py").is_file()
         assert (shipped / "contracts" / "jobdir.py").is_file()
         assert not (shipped / "components").exists(), "the old layout's code is still there"
         new.preview("--expect-no-changes")
 
-        wait_for_job(after)
         assert_demo_scores(audit_json(after[keys.JOB_DIR]))
         new.destroy()
         assert leftovers(after[keys.JOB_NAME]) == {"containers": [], "networks": [],

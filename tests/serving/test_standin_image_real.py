@@ -113,7 +113,7 @@ def stack(docker_engine: None) -> Iterator[Stack]:
             wait_answering(f"{args.url}/health", name)
 
         router_port = free_port()
-        router = RouterConfig(port=router_port)
+        router = RouterConfig(port=router_port, metrics_port=free_port())
         name = f"benchstack-test-standin-{tag}-router"
         names.append(name)
         docker("run", "-d", "--name", name, "--network", "host", "--user", "1000:1000",
@@ -153,9 +153,12 @@ def test_workers_report_their_flags(stack: Stack) -> None:
         probe = run_probe({"mode": "worker", "url": args.url, "expect": expect, "timeout_s": 10,
                            "interval_s": 0.2})
         assert probe.returncode == 0, probe.stderr
+        # --enable-metrics: SGLang's metrics on the worker's own port, as the sampler reads them.
+        metrics = httpx.get(f"{args.url}/metrics", timeout=5)
+        assert metrics.status_code == 200 and "sglang:num_queue_reqs{" in metrics.text
     for name in stack.names[:2]:
         _, stderr = stack.logs(name)
-        assert "ignoring flags the stand-in does not implement: --enable-metrics" in stderr
+        assert "ignoring flags the stand-in does not implement" not in stderr
         assert "scripted episodes: 2 from /models/model/standin-episodes.json" in stderr
 
 
@@ -215,9 +218,9 @@ def test_scripted_terminus_turns_through_the_router(stack: Stack) -> None:
         assert record["model"] == MODEL
         assert record["data_parallel_rank"] in (0, 1)
         sampling = record["sampling"]
-        # The router re-encodes the body: max_tokens arrives as max_completion_tokens.
-        assert sampling["max_completion_tokens"] == SAMPLING["max_tokens"]
-        assert "max_tokens" not in sampling
+        # smg passes max_tokens on as it is (sglang-router 0.3.2 sent max_completion_tokens).
+        assert sampling["max_tokens"] == SAMPLING["max_tokens"]
+        assert "max_completion_tokens" not in sampling
         assert (sampling["temperature"], sampling["top_p"], sampling["top_k"]) == (0.5, 0.75, 20)
         assert record["time"].endswith("+00:00") and record["t"] > 0
 
