@@ -185,7 +185,9 @@ def main() -> int:
             workers.append(f"http://{host}:{port}")
             wait_health(workers[-1], procs[-1])
         router_port = free_port("127.0.0.1")
-        argv = router_argv(RouterConfig(port=router_port), workers)
+        # The seed's router: what this benchmark has measured since it was written.
+        argv = router_argv(RouterConfig(port=router_port, implementation="sglang-router",
+                                        metrics_port=free_port("127.0.0.1")), workers)
         procs.append(subprocess.Popen(
             [sys.executable, *argv[1:], "--log-level", "warn"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
