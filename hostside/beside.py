@@ -14,7 +14,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from .step import HostError, child_env
@@ -76,6 +78,19 @@ def recorded(pid_path: str, module: str, job_dir: str) -> tuple[int, int] | None
             or not rest[-1].isdigit():
         return None
     return int(text), int(rest[-1])
+
+
+def stop_on_signals(say: Callable[[str], None], last: str) -> threading.Event:
+    """An event SIGTERM and SIGINT set (saying so), for the process's own loop to end on after
+    `last` (its last read or list)."""
+    stopping = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        say(f"signal {signum}: {last}, then exit")
+        stopping.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    return stopping
 
 
 _spawned: list[subprocess.Popen] = []

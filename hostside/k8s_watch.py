@@ -42,19 +42,17 @@ from __future__ import annotations
 import http.client
 import json
 import os
-import signal
 import sys
 import threading
 import time
 from collections.abc import Iterable
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 from contracts import jobdir
 
-from .beside import alive, recorded, spawn
+from .beside import alive, recorded, spawn, stop_on_signals
 from .beside import stop as stop_watcher
 from .k8s_kubeconfig import ApiError, Client, load
 from .step import HostError
@@ -323,13 +321,7 @@ class Resource:
 
 def run(kubeconfig_path: str, namespace: str, job_dir: str, until_pid: int) -> int:
     say(f"watching namespace {namespace} for {job_dir} while PID {until_pid} lives")
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        say(f"signal {signum}: a last list, then exit")
-        stop.set()
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stop = stop_on_signals(say, "a last list")
     try:
         client = Client(load(kubeconfig_path))
     except HostError as exc:

@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
-import threading
 import time
 import urllib.error
 import urllib.request
@@ -228,13 +226,7 @@ def run(job_dir: str, spec: dict, until_pid: int) -> int:
     targets = list(spec["targets"])
     interval = float(spec["interval_s"])
     record = Record(job_dir, int(spec["max_bytes"]))
-    stopping = threading.Event()
-
-    def on_signal(signum: int, frame: Any) -> None:
-        say(f"signal {signum}: a last read, then exit")
-        stopping.set()
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+    stopping = beside.stop_on_signals(say, "a last read")
     say(f"reading {len(targets)} endpoints every {interval:g}s into {job_dir} while PID "
         f"{until_pid} lives")
     record.put({"t": round(time.time(), 3), "kind": "start", "interval_s": interval,

@@ -51,7 +51,8 @@ class TrialTime:
         return min(1.0, self.model_s / self.agent_s)
 
 
-def _epoch(value: str | None) -> float | None:
+def epoch(value: str | None) -> float | None:
+    """An aware timestamp as epoch seconds (None: absent, naive or not a time)."""
     at = parse_time(value)
     return at.timestamp() if at is not None and at.tzinfo is not None else None
 
@@ -80,7 +81,7 @@ def step_times(trajectory: object) -> list[float]:
     for step in steps:
         if not isinstance(step, dict):
             continue
-        at = _epoch(step.get("timestamp")) if isinstance(step.get("timestamp"), str) else None
+        at = epoch(step.get("timestamp")) if isinstance(step.get("timestamp"), str) else None
         if at is None:
             continue
         if not out or step.get("source") == "agent":
@@ -96,8 +97,8 @@ def trial_time(result: TrialResult | None, trajectory: object = None,
     if result is None:
         return None
     agent = result.agent_execution
-    start = _epoch(agent.started_at) if agent else None
-    end = _epoch(agent.finished_at) if agent else None
+    start = epoch(agent.started_at) if agent else None
+    end = epoch(agent.finished_at) if agent else None
     agent_s = agent.seconds() if agent else None
     base: dict[str, Any] = {"setup_s": _span(result, "environment_setup", "agent_setup"),
                             "verification_s": _span(result, "verifier"), "agent_s": agent_s,

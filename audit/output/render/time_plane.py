@@ -10,10 +10,10 @@ workers, failed requests, workers down) with each trial's window beneath it.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from html import escape
 
 from audit.output.render.text import duration
+from audit.read.timing import clock, epoch
 from audit.score.rows import TrialRow
 from audit.score.time_split import ServingOut
 
@@ -60,20 +60,6 @@ def markdown(trials: list[TrialRow]) -> list[str]:
     return out
 
 
-def _clock(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%H:%M:%SZ")
-
-
-def _epoch(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        at = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return at.timestamp() if at.tzinfo else None
-
-
 def html(trials: list[TrialRow], serving: ServingOut | None, colors: dict[str, str]) -> str:
     """The time table and, with a serving record, the timeline with the trials beneath."""
     head = "".join(f"<th>{escape(h)}</th>" for h in HEADER)
@@ -96,7 +82,7 @@ def timeline(trials: list[TrialRow], serving: ServingOut | None,
         return ('<p class="note">No serving record beside the job (a job without a serving '
                 "plane, or one run before the stack kept it).</p>")
     windows = [(t, a, b) for t in trials
-               if (a := _epoch(t.started_at)) is not None and (b := _epoch(t.finished_at))
+               if (a := epoch(t.started_at)) is not None and (b := epoch(t.finished_at))
                is not None]
     points = serving.points
     t0 = min([points[0]["t"], *[a for _, a, _ in windows]])
@@ -119,7 +105,7 @@ def timeline(trials: list[TrialRow], serving: ServingOut | None,
             out.append(f'<rect x="{x(p["t"]):.1f}" y="10" width="'
                        f'{max(1.0, width * serving.interval_s / span):.1f}" '
                        f'height="{plot_h - 10}" fill="#ffcdd2"><title>a worker down at '
-                       f'{_clock(p["t"])}</title></rect>')
+                       f'{clock(p["t"])}</title></rect>')
     for key, color in (("running", "#1565c0"), ("queued", "#ef6c00")):
         path = " ".join(f"{x(p['t']):.1f},{y(p[key]):.1f}" for p in points)
         out.append(f'<polyline points="{path}" fill="none" stroke="{color}" '
@@ -128,20 +114,20 @@ def timeline(trials: list[TrialRow], serving: ServingOut | None,
         if p["errors"]:
             out.append(f'<line x1="{x(p["t"]):.1f}" y1="{plot_h}" x2="{x(p["t"]):.1f}" '
                        f'y2="{plot_h - 12}" stroke="#c62828" stroke-width="2"><title>'
-                       f'{p["errors"]} failed requests at {_clock(p["t"])}</title></line>')
+                       f'{p["errors"]} failed requests at {clock(p["t"])}</title></line>')
     out.append(f'<text x="{left - 6}" y="18" text-anchor="end">{top:g} requests</text>')
     out.append(f'<text x="{left - 6}" y="{plot_h}" text-anchor="end">0</text>')
     out.append(f'<line x1="{left}" y1="{plot_h}" x2="{left + width}" y2="{plot_h}" '
                'stroke="#9e9e9e"/>')
-    out.append(f'<text x="{left}" y="{plot_h + 14}">{_clock(t0)}</text>')
+    out.append(f'<text x="{left}" y="{plot_h + 14}">{clock(t0)}</text>')
     out.append(f'<text x="{left + width}" y="{plot_h + 14}" text-anchor="end">'
-               f"{_clock(t1)}</text>")
+               f"{clock(t1)}</text>")
     for i, (t, a, b) in enumerate(rows):
         ry = plot_h + 30 + i * row_h
         label = t.trial if len(t.trial) <= 30 else t.trial[:28] + "..."
         out.append(f'<text x="{left - 6}" y="{ry + 9}" text-anchor="end">{escape(label)}'
                    "</text>")
-        tip = f"{t.trial}: {t.category}, {_clock(a)}-{_clock(b)}"
+        tip = f"{t.trial}: {t.category}, {clock(a)}-{clock(b)}"
         if t.time and t.time.model_share is not None:
             tip += f", waiting on the model {share(t.time.model_share)}"
         out.append(f'<rect x="{x(a):.1f}" y="{ry}" width="{max(1.0, x(b) - x(a)):.1f}" '
