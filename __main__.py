@@ -325,6 +325,7 @@ def main() -> None:
     )
 
     pulumi.export(keys.HARBOR_HOST, harbor_cfg.name)
+    pulumi.export(keys.HARBOR_SSH, harbor_host.ssh_access())
     pulumi.export(keys.ROUTER_URL, router.router_url if router else None)
     pulumi.export(keys.WORKER_URLS, [w.url for w in workers])
     pulumi.export(keys.JOB_NAME, job.job_name)

@@ -199,6 +199,19 @@ def _provenance(args, stack_path: str | None, job: str) -> tuple[dict | None, li
         return None, [str(exc)]
 
 
+def _here(found, path: str) -> str:
+    """`path` as this machine reads it: itself, or for a Harbor host the stack reaches over SSH
+    (its `harbor_ssh` output), a copy made here (audit/read/remote.py)."""
+    if found.harbor_ssh is None:
+        return path
+    from audit.read.remote import RemoteError, copy_here
+
+    try:
+        return str(copy_here(found.harbor_host or "harbor", found.harbor_ssh, path))
+    except RemoteError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _readable(job: str, what: str, stack: str, host: str | None) -> None:
     if not is_s3_uri(job) and not Path(job).is_dir():
         where = f" on the Harbor host {host}" if host else ""
@@ -222,16 +235,17 @@ def run_audit(argv: list[str]) -> int:
             found = job_from_outputs(read_stack_outputs(args.stack, args.project), args.stack)
         except StackError as exc:
             raise UsageError(str(exc)) from exc
-        job = found.job_dir
         if reference is None:
             reference = found.reference_score
+        job = _here(found, found.job_dir)
+        rerun_dirs = [_here(found, r) for r in found.rerun_job_dirs]
         _readable(job, "job dir", args.stack, found.harbor_host)
-        for rerun in found.rerun_job_dirs:
+        for rerun in rerun_dirs:
             _readable(rerun, "rerun job dir", args.stack, found.harbor_host)
-        reruns = [(r, "stack rerun job") for r in found.rerun_job_dirs] + reruns
+        reruns = [(r, "stack rerun job") for r in rerun_dirs] + reruns
         if found.rerun_waiting:
             log.warning("stack %s has no rerun job yet: %s", args.stack, found.rerun_waiting)
-        stack_provenance = found.provenance_path
+        stack_provenance = found.provenance_path and _here(found, found.provenance_path)
     seen = {_identity(job): "the main job"}
     for rerun, role in reruns:
         ident = _identity(rerun)

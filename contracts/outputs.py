@@ -31,6 +31,10 @@ PROVENANCE_SCHEMA = "benchstack.provenance/1"
 # the audit reads (k8s-events.jsonl, k8s-pods.jsonl).
 TRIALS_ENVIRONMENT = "trials_environment"
 K8S_NAMESPACE = "k8s_namespace"
+# How this machine reaches the Harbor host over SSH, null for the local host: {"target":
+# "user@address", "port": 22, "options": [the ssh options every SSH path of the stack uses: its
+# host-key policy, known_hosts, key file]}. The audit copies a remote job dir with it.
+HARBOR_SSH = "harbor_ssh"
 
 ALL = (
     ROUTER_URL,
@@ -52,4 +56,5 @@ ALL = (
     PROVENANCE_PATH,
     TRIALS_ENVIRONMENT,
     K8S_NAMESPACE,
+    HARBOR_SSH,
 )

@@ -27,6 +27,8 @@ class StackJob:
     rerun_job_dirs: list[str] = field(default_factory=list)  # oldest first
     provenance_path: str | None = None
     rerun_waiting: str | None = None  # why no rerun job exists yet, when the stack says
+    # How to reach a remote Harbor host over SSH (target, port, options); None when local.
+    harbor_ssh: dict | None = None
 
 
 def read_stack_outputs(stack: str, project: Path = Path("."), timeout: float = 120) -> dict:
@@ -88,6 +90,11 @@ def job_from_outputs(outputs: dict, stack: str) -> StackJob:
         raise StackError(f"stack output {K.RERUN_JOB_DIRS!r} is not a list of job dirs: {reruns!r}")
     provenance = outputs.get(K.PROVENANCE_PATH)
     waiting = outputs.get(K.RERUN_WAITING)
+    ssh = outputs.get(K.HARBOR_SSH)
+    if ssh is not None and not (
+        isinstance(ssh, dict) and {"target", "port", "options"} <= ssh.keys()
+    ):
+        raise StackError(f"stack output {K.HARBOR_SSH!r} is not target, port and options: {ssh!r}")
     return StackJob(
         str(job_dir),
         reference,
@@ -95,4 +102,5 @@ def job_from_outputs(outputs: dict, stack: str) -> StackJob:
         rerun_job_dirs=list(reruns),
         provenance_path=str(provenance) if provenance else None,
         rerun_waiting=str(waiting) if waiting else None,
+        harbor_ssh=ssh,
     )

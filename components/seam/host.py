@@ -82,6 +82,13 @@ class Host:
             opts += ["-i", self.key_path, "-o", "IdentitiesOnly=yes"]
         return opts
 
+    def ssh_access(self) -> dict | None:
+        """How this machine's ssh reaches the host, for a program of its own (the audit copying
+        a job dir): the target, the port and the seam's options; None for the local host."""
+        if self.is_local:
+            return None
+        return {"target": self.ssh_target, "port": self.port, "options": self.ssh_options()}
+
     @property
     def ssh_target(self) -> str:
         return f"{self.user}@{self.address}" if self.user else self.address
