@@ -179,6 +179,27 @@ def test_router_health_models_and_ready(stack: Stack) -> None:
     assert probe.outputs["reply_is_ready"] is True
 
 
+def test_the_gateway_in_the_container_is_held_to_its_pin(stack: Stack) -> None:
+    """The router's readiness reads the gateway's version in its container: smg 1.13.0 and
+    sglang-router 0.3.2 are both in the image; a pin the image does not carry fails, naming
+    both versions, and a package it lacks fails naming the image."""
+    urls = [w.url for w in stack.workers]
+    spec = {"mode": "router", "url": stack.router_url, "model": MODEL, "worker_urls": urls,
+            "timeout_s": 30, "interval_s": 0.5, "worker_timeout_s": 30,
+            "container": stack.names[-1]}
+    for package, version in (("smg", "1.13.0"), ("sglang-router", "0.3.2")):
+        ok = run_probe({**spec, "gateway": {"package": package, "version": version}})
+        assert ok.returncode == 0, ok.stderr
+        assert ok.outputs["gateway"] == {"package": package, "version": version,
+                                         "running": version}
+    wrong = run_probe({**spec, "gateway": {"package": "smg", "version": "1.12.0"}})
+    assert wrong.returncode == 1
+    assert (f"container {stack.names[-1]} runs smg 1.13.0, the stack pins 1.12.0"
+            in wrong.reason), wrong.reason
+    absent = run_probe({**spec, "gateway": {"package": "no-such-gateway", "version": "1"}})
+    assert absent.returncode == 1 and "has no no-such-gateway" in absent.reason
+
+
 def test_scripted_terminus_turns_through_the_router(stack: Stack) -> None:
     wrong = [{"role": "user", "content": terminus_prompt("hello-file-wrong")}]
     first = json.loads(chat(stack.router_url, wrong)["choices"][0]["message"]["content"])
