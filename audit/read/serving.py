@@ -85,6 +85,9 @@ class Failure:
     read: Read  # the read quoted
     quote: str  # the series (or error) that shows it, as the record wrote it
     reading: str
+    # A counter's failures (no_workers, burst_5xx): how many requests, since which read.
+    count: int = 0
+    since: str = ""
 
     def overlaps(self, start: float, end: float) -> bool:
         return self.first <= end and self.last >= start
@@ -155,19 +158,40 @@ class ServingRecord:
         workers = [r for r in inside if r.source == "worker" and r.ok]
         throughput = [r.total("sglang:gen_throughput") for r in workers]
         failures = self.failures(start, end)
-        errors = sum(int(f.reading.split(" ", 1)[0]) for f in failures
-                     if f.kind in ("no_workers", "burst_5xx") and f.reading[:1].isdigit())
-        down = sorted({f.quote.split('worker="', 1)[-1].split('"', 1)[0]
-                       if f.kind != "worker_down" or 'worker="' in f.quote else f.read.url
+        down = sorted({labels(f.quote).get("worker") or f.read.url.removesuffix("/metrics")
                        for f in failures if f.kind in ("worker_down", "circuit_open")})
         return Window(
             reads=len(inside),
             max_queue=max((r.total("sglang:num_queue_reqs") for r in workers), default=0.0),
             max_running=max((r.total("sglang:num_running_reqs") for r in workers), default=0.0),
             mean_throughput=(sum(throughput) / len(throughput)) if throughput else None,
-            errors=errors,
+            errors=self.failed_requests(start, end),
             workers_down=down,
         )
+
+    def failed_requests(self, start: float, end: float) -> int:
+        """5xx answers on the model routes the gateway gave in the window (its counters'
+        increases between the reads there)."""
+        return sum(n for read, n in self.failed_by_read()
+                   if start - self.interval_s <= read.t <= end + self.interval_s)
+
+    def failed_by_read(self) -> list[tuple[Read, int]]:
+        """Each gateway read and the 5xx answers on the model routes since its read before."""
+        out = []
+        for reads in self.series("gateway").values():
+            before: Read | None = None
+            for read in (r for r in reads if r.ok):
+                if before is not None:
+                    failed = 0.0
+                    for series, value in read.values.items():
+                        tags = labels(series)
+                        if (name_of(series) == "smg_http_responses_total"
+                                and tags.get("status_code", "").startswith("5")
+                                and tags.get("path", "/v1/").startswith(_MODEL_ROUTE)):
+                            failed += _increase(value, before.values.get(series, 0.0))
+                    out.append((read, int(failed)))
+                before = read
+        return out
 
     def timeline(self) -> list[dict]:
         """The plane over the job: per point, the time, running and queued requests and
@@ -190,11 +214,10 @@ class ServingRecord:
                     point["down"] = True
         for failure in self.failures():
             key = int(failure.read.t // step)
-            if key in rounds:
-                if failure.kind in ("worker_down", "circuit_open"):
-                    rounds[key]["down"] = True
-                elif failure.reading[:1].isdigit():
-                    rounds[key]["errors"] += int(failure.reading.split(" ", 1)[0])
+            if key in rounds and failure.kind in ("worker_down", "circuit_open"):
+                rounds[key]["down"] = True
+        for read, failed in self.failed_by_read():
+            rounds[int(read.t // step)]["errors"] += failed
         points = [rounds[k] for k in sorted(rounds)]
         if len(points) <= TIMELINE_POINTS:
             return points
@@ -253,21 +276,14 @@ def _gateway_failures(read: Read, before: Read | None, pool: dict[str, float]) -
         grew = _increase(value, before.values.get(series, 0.0))
         if grew <= 0:
             continue
-        start = before.t
         if name == "smg_router_request_errors_total" and tags.get("error_type") in _NO_WORKERS:
-            out.append(Failure("no_workers", start, read.t, read, series,
-                               f"{int(grew)} requests failed with no worker available between "
-                               f"{before.at} and {read.at}"))
+            out.append(_counted("no_workers", before, read, series, int(grew)))
         elif (name == "smg_http_responses_total" and tags.get("status_code", "").startswith("5")
               and tags.get("path", "/v1/").startswith(_MODEL_ROUTE)):
             if tags.get("error_code") == "no_available_workers":
-                out.append(Failure("no_workers", start, read.t, read, series,
-                                   f"{int(grew)} answers 503 no_available_workers between "
-                                   f"{before.at} and {read.at}"))
+                out.append(_counted("no_workers", before, read, series, int(grew)))
             elif grew >= BURST:
-                out.append(Failure("burst_5xx", start, read.t, read, series,
-                                   f"{int(grew)} answers {tags.get('status_code')} between "
-                                   f"{before.at} and {read.at}"))
+                out.append(_counted("burst_5xx", before, read, series, int(grew)))
     # A worker the gateway listed before and lists no more: removed from its pool.
     listed = {labels(k).get("worker", "") for k in read.values
               if name_of(k) == "smg_worker_health"}
@@ -279,6 +295,20 @@ def _gateway_failures(read: Read, before: Read | None, pool: dict[str, float]) -
     for worker in listed:
         pool[worker] = read.t
     return out
+
+
+def _counted(kind: str, before: Read, read: Read, series: str, count: int) -> Failure:
+    """Requests a counter says failed between two reads."""
+    return Failure(kind, before.t, read.t, read, series, _counter_reading(series, count,
+                   before.at, read.at), count=count, since=before.at)
+
+
+def _counter_reading(series: str, count: int, since: str, until: str) -> str:
+    tags = labels(series)
+    what = ("requests failed with no worker available"
+            if name_of(series) == "smg_router_request_errors_total"
+            else f"answers {tags.get('status_code')} {tags.get('error_code') or ''}".rstrip())
+    return f"{count} {what} between {since} and {until}"
 
 
 def _runs(reads: list[Read], interval: float) -> list[list[Read]]:
@@ -299,13 +329,18 @@ def _merge(found: list[Failure], interval: float) -> list[Failure]:
     merged: list[Failure] = []
     for f in found:
         last = merged[-1] if merged else None
-        if (last and last.kind == f.kind and last.quote == f.quote
-                and f.first - last.last <= 2.5 * interval and f.kind != "burst_5xx"
-                and not f.reading[:1].isdigit()):
+        if not (last and last.kind == f.kind and last.quote == f.quote
+                and f.first - last.last <= 2.5 * interval):
+            merged.append(f)
+        elif last.count:
+            # A counter's failures one after the other: one failure, their requests summed.
+            count = last.count + f.count
+            merged[-1] = Failure(last.kind, last.first, max(last.last, f.last), last.read,
+                                 last.quote, _counter_reading(last.quote, count, last.since,
+                                                              f.read.at), count, last.since)
+        else:
             merged[-1] = Failure(last.kind, last.first, max(last.last, f.last), last.read,
                                  last.quote, last.reading)
-        else:
-            merged.append(f)
     merged.sort(key=lambda f: f.first)
     return merged
 

@@ -237,3 +237,34 @@ def test_without_a_record_nothing_changes(tmp_path: Path) -> None:
     report = build_report(JobLayout.local(job_dir))
     assert report.serving is None and report.trials[0].time is not None
     assert "No serving record beside the job" in render(report, "html")
+
+
+CAPTURE = Path(__file__).with_name("captures") / "serving" / "dead-worker-smg"
+
+
+def test_a_real_job_whose_worker_died_is_infra_on_the_planes_own_words() -> None:
+    """The capture (captures/serving/README.md): real Harbor, Terminus-2, smg and sampler, the
+    worker stopped before any call was answered. The timeout whose only call never came back is
+    the plane's (the worker down, quoted); the two that ended on smg's 503 are the endpoint's,
+    with the plane's reads beside its words; every proof is in the file it names."""
+    report = build_report(JobLayout.local(CAPTURE))
+    rows = {t.task: t for t in report.trials}
+    slow = rows["hello-file-slow"]
+    assert (slow.category, slow.signature) == ("infra", "serving_worker_down")
+    assert slow.time is not None and slow.time.waiting_at_end and slow.time.calls == 0
+    for task in ("hello-file", "hello-file-wrong"):
+        row = rows[task]
+        assert (row.category, row.signature) == ("infra", "model_endpoint_server_error")
+        causes = [p.cause for p in row.proof]
+        assert causes[0] == "endpoint_response" and "serving_record" in causes
+    for row in rows.values():
+        plane = [p for p in row.proof if p.cause == "serving_record"]
+        assert plane[0].quote == "ConnectionRefusedError: [Errno 111] Connection refused"
+        for proof in row.proof:
+            assert quoted_in_file(CAPTURE, row.trial, proof.where, proof.quote), proof
+    kinds = [f.kind for f in report.serving.failures] if report.serving else []
+    assert kinds == ["worker_down", "burst_5xx", "circuit_open", "no_workers", "no_workers",
+                     "circuit_open"], kinds
+    record = read_record(JobLayout.local(CAPTURE))
+    # 500s before the circuit opened, 503s after: 57 failed answers on the model routes.
+    assert record.failed_requests(record.reads[0].t, record.reads[-1].t) == 57

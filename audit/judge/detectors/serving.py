@@ -104,7 +104,8 @@ def overlapping(record: S.ServingRecord, windows: list[tuple[float, float]]
             if failure.overlaps(start - record.interval_s, end):
                 out.append((failure, (start, end)))
                 break
-    return out
+    # The cause before its consequences: a worker down, then its circuit, then the requests.
+    return sorted(out, key=lambda fw: (list(SIGNATURES).index(fw[0].kind), fw[0].first))
 
 
 def _proof(failure: S.Failure, window: tuple[float, float]) -> Proof:
