@@ -38,6 +38,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 from . import daemon_json as dj
 from . import dockerd_restart
@@ -60,6 +61,10 @@ class Inputs:
     proof_networks: int
     # "": the docker CLI's own default endpoint.
     docker_host: str
+
+    # The delete of a config merged by an older release (step.read).
+    RENAMED: ClassVar[dict[str, str]] = {
+        "allow_restart_with_running": "allow_restart_with_running_containers"}
 
 
 

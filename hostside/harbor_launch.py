@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import ClassVar
 
 from contracts import harbor_profiles, jobdir
 
@@ -85,6 +86,9 @@ class StopInputs:
     # The size of a wave of teardowns.
     n_concurrent_trials: int
     stop_timeout_s: int
+
+    # The stop of a launch made by an older release (step.read).
+    RENAMED: ClassVar[dict[str, str]] = {"n_concurrent": "n_concurrent_trials"}
 
 
 def _last_line(path: Path, limit: int = 300) -> str:

@@ -53,8 +53,16 @@ def raw_inputs() -> dict[str, Any]:
 
 
 def read(cls: type[T], values: dict[str, Any] | None = None) -> T:
-    """`cls` (a dataclass) from the step's inputs: every field given, nothing else."""
-    values = raw_inputs() if values is None else values
+    """`cls` (a dataclass) from the step's inputs: every field given, nothing else.
+
+    A delete is stored in the stack's state with the inputs of the release that created the
+    resource, and runs against the host code of the release doing the delete (an upgrade that
+    replaces the resource, a destroy after an upgrade): an input renamed since is read under its
+    new name, as the Inputs class's `RENAMED` ({old name: new name}) says."""
+    values = dict(raw_inputs() if values is None else values)
+    for old, new in getattr(cls, "RENAMED", {}).items():
+        if old in values and new not in values:
+            values[new] = values.pop(old)
     fields = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
     missing = sorted(fields - values.keys())
     unknown = sorted(values.keys() - fields)

@@ -25,7 +25,7 @@ from contracts import outputs as keys
 from tests.conftest import ROOT
 from tests.e2e.conftest import DAEMON_JSON, LocalStack, docker0_address
 from tests.e2e.test_local_stack import assert_demo_scores, audit_json, leftovers, wait_for_job
-from tests.engine.conftest import Engine, copy_project, ok, pulumi, steps
+from tests.engine.conftest import Engine, ok, pulumi, steps, tracked_files
 
 pytestmark = pytest.mark.real
 
@@ -58,34 +58,47 @@ def checkout(commit: str, dest: Path) -> Path:
     return dest
 
 
+def pull_into(project: Path) -> None:
+    """What `git pull` of this tree does to a clone of the previous release: the tracked files
+    replaced, the removed ones gone; the state and the venv stay."""
+    for path in sorted(project.rglob("*"), reverse=True):
+        if path.relative_to(project).parts[0] in (".pulumi-state", ".venv") or path.is_dir():
+            continue
+        path.unlink()
+    for rel in tracked_files():
+        if (ROOT / rel).is_file():
+            (project / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, project / rel)
+
+
 def test_a_stack_of_the_previous_release_upgrades_in_place(
     engine: Engine, tmp_path: Path, target_url: str, canary_from_mirror: None, harbor_bin: Path
 ):
     workspace = tmp_path / "workspace"
     daemon_before = DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None
     docker0_before = docker0_address()
-    old = LocalStack(engine, checkout(PREVIOUS_RELEASE, tmp_path / "old" / "benchstack"),
-                     workspace)
-    new = LocalStack(engine, copy_project(tmp_path / "new"), workspace)
+    # One clone, as an operator has it: brought up by the previous release, then pulled.
+    stack = LocalStack(engine, checkout(PREVIOUS_RELEASE, tmp_path / "benchstack"), workspace)
+
+    def configure() -> None:
+        stack.config("benchstack:workspace", str(workspace))
+        stack.config("--path", "benchstack:proxy.check_url", target_url)
+
     try:
-        ok(pulumi(engine, old.project, "stack", "select", "--create", "local"))
-        old.config("benchstack:workspace", str(workspace))
-        old.config("--path", "benchstack:proxy.check_url", target_url)
-        old.up()
-        before = old.outputs()
+        ok(pulumi(engine, stack.project, "stack", "select", "--create", "local"))
+        configure()
+        stack.up()
+        before = stack.outputs()
         wait_for_job(before)
-        urns = {r["urn"] for r in old.resources()}
+        urns = {r["urn"] for r in stack.resources()}
 
-        # The new tree takes over the state and the stack file (as `git pull` would).
-        shutil.rmtree(new.project / ".pulumi-state")
-        shutil.copytree(old.project / ".pulumi-state", new.project / ".pulumi-state",
-                        symlinks=True)
-        (new.project / "Pulumi.local.yaml").write_text(
-            (old.project / "Pulumi.local.yaml").read_text())
-
-        human = ok(new.cli("preview", "--diff"))
+        # `git pull` of this release; the stack file is the new one, the operator's settings
+        # set again (a merge would keep them).
+        pull_into(stack.project)
+        configure()
+        human = ok(stack.cli("preview", "--diff"))
         print(f"\n--- `pulumi preview --diff` of the upgrade ---\n{human.stdout}")
-        plan = steps(new.preview())
+        plan = steps(stack.preview())
         ops = {name: op for name, op in plan.items() if op not in ("same", "read")
                and not name.startswith("benchstack-")}
         assert {n for n, op in ops.items() if op == "replace"} == REPLACED, ops
@@ -99,22 +112,24 @@ def test_a_stack_of_the_previous_release_upgrades_in_place(
                                "-ready", "-write", "-check", "-stage", "-image-load"))
                    for n in updated), ops
 
-        done = steps(new.up())
+        done = steps(stack.up())
         assert {n: op for n, op in done.items() if op not in ("same", "read")
                 and not n.startswith("benchstack-")} == ops
-        after = new.outputs()
+        after = stack.outputs()
         assert after[keys.JOB_DIR] == before[keys.JOB_DIR]
-        added = {r["urn"] for r in new.resources()} - urns
+        added = {r["urn"] for r in stack.resources()} - urns
         assert {u.rsplit("::", 1)[-1] for u in added} == ADDED, added
-        assert urns <= {r["urn"] for r in new.resources()}, "a resource was dropped"
+        assert urns <= {r["urn"] for r in stack.resources()}, "a resource was dropped"
         shipped = workspace / ".benchstack" / "code"
         assert (shipped / "hostside" / "harbor_launch.py").is_file()
         assert (shipped / "contracts" / "jobdir.py").is_file()
         assert not (shipped / "components").exists(), "the old layout's code is still there"
-        new.preview("--expect-no-changes")
+        stack.preview("--expect-no-changes")
 
         assert_demo_scores(audit_json(after[keys.JOB_DIR]))
-        new.destroy()
+        # The stop of the launch the old release made (its stored inputs, this release's host
+        # code: step.read's RENAMED) and the daemon config's restore.
+        stack.destroy()
         assert leftovers(after[keys.JOB_NAME]) == {"containers": [], "networks": [],
                                                    "processes": []}
         assert (Path(after[keys.JOB_DIR]) / "result.json").is_file(), "destroy lost the results"
@@ -122,8 +137,6 @@ def test_a_stack_of_the_previous_release_upgrades_in_place(
         assert (DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None) == daemon_before
         assert docker0_address() == docker0_before
     finally:
-        for stack in (new, old):
-            exported = stack.cli("stack", "export")
-            if exported.returncode == 0 and exported.json()["deployment"].get("resources"):
-                stack.destroy()
-                break
+        exported = stack.cli("stack", "export")
+        if exported.returncode == 0 and exported.json()["deployment"].get("resources"):
+            stack.destroy()

@@ -117,3 +117,27 @@ def test_a_dockerd_inside_a_container_is_not_this_hosts(tmp_path: Path):
     process("1172", "containerd", "pid:[4026531836]")
     (tmp_path / "1300").mkdir()                          # gone while /proc was read
     assert running_dockerd(tmp_path) == [575]
+
+
+def test_a_delete_stored_by_an_older_release_reads_its_renamed_inputs():
+    """A delete runs with the inputs the creating release stored in the state, against the new
+    release's host code: the launch's stop and the daemon config's delete read their renamed
+    inputs (n_concurrent, allow_restart_with_running) under the new names."""
+    from hostside import daemon_config, harbor_launch
+    from hostside.step import read
+
+    stop = read(harbor_launch.StopInputs, {
+        "job_name": "j", "jobs_dir": "/ws/results", "log_dir": "/ws/logs",
+        "n_concurrent": 25, "stop_timeout_s": 600})
+    assert stop.n_concurrent_trials == 25
+    daemon = read(daemon_config.Inputs, {
+        "daemon_json": "/etc/docker/daemon.json", "address_pools": [], "restart_command": "",
+        "allow_restart_with_running": True, "proof_networks": 2, "docker_host": ""})
+    assert daemon.allow_restart_with_running_containers is True
+    # The program itself must use the new names: the typed seam knows no old one.
+    from components.seam.step import StepError, check_inputs
+
+    with pytest.raises(StepError, match="has no input n_concurrent "):
+        check_inputs("job-launch", harbor_launch.delete, {
+            "job_name": "j", "jobs_dir": "/ws/results", "log_dir": "/ws/logs",
+            "n_concurrent": 25, "n_concurrent_trials": 25, "stop_timeout_s": 600})
