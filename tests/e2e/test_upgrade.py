@@ -127,8 +127,6 @@ def test_a_stack_of_the_previous_release_upgrades_in_place(
         stack.preview("--expect-no-changes")
 
         assert_demo_scores(audit_json(after[keys.JOB_DIR]))
-        # The stop of the launch the old release made (its stored inputs, this release's host
-        # code: step.read's RENAMED) and the daemon config's restore.
         stack.destroy()
         assert leftovers(after[keys.JOB_NAME]) == {"containers": [], "networks": [],
                                                    "processes": []}
