@@ -385,3 +385,20 @@ def test_demo_episodes_script_the_three_demo_tasks() -> None:
             assert {"analysis", "plan", "commands"} <= set(turn)
     assert writes["hello-file"] == writes["hello-file-slow"] == "'hello\\n' > /app/hello.txt\n"
     assert writes["hello-file-wrong"] == "'goodbye\\n' > /app/hello.txt\n"
+
+
+def test_a_fixed_length_request_is_a_load_never_an_agents_turn(processes: Processes) -> None:
+    """The speed check's and the benchmarks' requests (SGLang's ignore_eos) get filler tokens
+    and are logged as a load, even where a scripted episode would match (the demo model has
+    one that matches any conversation): the episodes' turns stay the agent's alone."""
+    worker = processes.standin("--model-path", str(ROOT / "demo" / "model"))
+    reply = httpx.post(f"{worker.url}/v1/chat/completions", timeout=10, json={
+        "model": MODEL, "max_tokens": 12, "ignore_eos": True,
+        "messages": [{"role": "user", "content": "any task at all"}]}).json()
+    assert reply["usage"]["completion_tokens"] == 12
+    assert reply["choices"][0]["finish_reason"] == "length"
+    turn = httpx.post(f"{worker.url}/v1/chat/completions", timeout=10, json={
+        "model": MODEL, "messages": [{"role": "user", "content": "any task at all"}]})
+    assert turn.status_code == 200
+    sources = [r["reply"]["source"] for r in worker.requests("/v1/chat/completions")]
+    assert sources == ["load", "episode"]

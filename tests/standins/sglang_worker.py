@@ -21,7 +21,8 @@ SGLang itself needs GPUs; this speaks the same endpoints on a loopback port so t
 - POST /generate                             SGLang's native API, same replies
 - POST /flush_cache                          200
 
-Replies, first rule that applies:
+Replies, first rule that applies (a request with SGLang's `ignore_eos` is a load, answered with
+`max_tokens` filler tokens and logged as source "load"):
 1. --replies FILE: the JSON lines of FILE in turn, whatever is asked (the last one repeats).
 2. The readiness probe's "Reply with exactly READY.": "READY".
 3. <model-path>/standin-episodes.json, a scripted agent read from the "checkpoint" it serves:
@@ -202,7 +203,7 @@ class Choice:
     """The reply to one request, and why it was chosen (for the request log)."""
 
     content: str
-    source: str  # "replies", "ready", "episode" or "default"
+    source: str  # "replies", "ready", "episode", "default" or "load"
     episode: int | None = None
     turn: int | None = None
 
@@ -678,7 +679,10 @@ def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
                     time.sleep(args.latency_ms / 1000)
                 if args.prefill_tokens_per_s:
                     time.sleep((prompt_tokens - cached) / args.prefill_tokens_per_s)
-                self.choice = worker.choose(messages)
+                # A request for a fixed length (SGLang's ignore_eos) is a load (the speed check,
+                # a benchmark), never an agent's turn: no scripted episode answers it.
+                self.choice = (Choice("load", "load") if body.get("ignore_eos")
+                               else worker.choose(messages))
                 tokens = reply_tokens(self.choice.content, body)
                 first = time.monotonic() - began
                 if body.get("stream") and path != "/generate":

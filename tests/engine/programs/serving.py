@@ -52,7 +52,9 @@ for host, port, serving in (
         workspace=test.require("workspace" if host is local else "loopWorkspace"),
     )))
 router = Router("router", RouterArgs(
-    host=local, router=cfg.router.model_copy(update={"port": 30010}), serving=cfg.serving,
+    # Its own ports: a local stack running beside it binds the default ones (30000, 29000).
+    host=local, router=cfg.router.model_copy(update={"port": 30010, "metrics_port": 29010}),
+    serving=cfg.serving,
     model=cfg.model.model_copy(update={"path": model_path}),
     worker_urls=[w.args.url for w in workers], container_name="benchstack-test-sglang-router",
     workspace=test.require("workspace")),
