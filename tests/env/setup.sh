@@ -111,5 +111,7 @@ if $builds; then
   # tests' fixture starts it).
   ensure_engine  # the whole engine (no --core)
   ensure_k8s_build
+  # The a100 rehearsal's two hosts' image (tests/env/hosts; its test starts and stops the hosts).
+  bash "$ROOT/tests/env/hosts/build.sh" >/dev/null || die "the two-host rehearsal's image did not build"
   log "builds ready: pulumi $("$BENCHSTACK_ENGINE_DIR/current/bin/pulumi" version) ($BENCHSTACK_ENGINE_DIR/current), kubernetes $(jq -r .kubernetes "$BENCHSTACK_K8S_DIR/current/status.json") ($BENCHSTACK_K8S_DIR/current)"
 fi
