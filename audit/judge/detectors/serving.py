@@ -20,7 +20,9 @@ Only where the failure can be the plane's:
   lost to the failing plane counts: its last call still unanswered when time ran out, or at
   least LOST_SHARE of its agent's time spent waiting while the plane failed; and never while the
   record shows the model generating normally during the overlap (a worker read whose generation
-  counter rose): a timeout while the model generated is the agent's, however slow.
+  counter rose): a timeout while the model generated is the agent's, however slow; unless its
+  last call was left unanswered while a worker was down (with several workers, the others'
+  generation does not show that this call was served).
 Any other graded trial keeps its grade (the agent finished its work).
 
 `corroborate`: an infra verdict of the model endpoint (the trial's own words: 5xx, no model
@@ -129,6 +131,18 @@ def _lost_to_it(record: S.ServingRecord, found: list[tuple[S.Failure, tuple[floa
     return lost >= LOST_SHARE * time.agent_s
 
 
+def _left_waiting_on_a_lost_worker(found: list[tuple[S.Failure, tuple[float, float]]],
+                                   time: TrialTime | None) -> bool:
+    """Its last call was still unanswered when its time ran out, and a worker was down during
+    that call: with several workers (two hosts, one lost mid-job) the others' generation for
+    other trials does not show that this call was answered (found by the two-host rehearsal: a
+    trial whose call hung on the lost host timed out while the other host generated, and was
+    called the agent's)."""
+    if time is None or not (time.waiting_at_end and time.windows):
+        return False
+    return any(f.kind == "worker_down" and w == time.windows[-1] for f, w in found)
+
+
 def _endpoint_words(ev: TrialEvidence) -> ME.EndpointFailure | None:
     words = exception_text(ev)
     failed = next((c for log in ev.agent_logs() for c in log.calls if c.error), None)
@@ -158,7 +172,8 @@ def serving_record(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     if not found:
         return None
     if timeout and (not _lost_to_it(record, found, time)
-                    or any(record.generating(start, end) for _, (start, end) in found)):
+                    or (any(record.generating(start, end) for _, (start, end) in found)
+                        and not _left_waiting_on_a_lost_worker(found, time))):
         return None
     failure, window = found[0]
     return excuse(
