@@ -157,7 +157,11 @@ def compose_override(
     harbor: HarborConfig, *, tools_dir: str | None, proxy_url: str | None
 ) -> dict[str, Any]:
     """The `--extra-docker-compose` file: Harbor merges it over every trial's `main` service."""
-    main: dict[str, Any] = {}
+    # An init as the trial's PID 1: Harbor's prebuilt main runs `sh -c 'sleep infinity'`, which as
+    # PID 1 ignores SIGTERM, so every trial's `compose down` waited out Docker's 10 s stop before
+    # its SIGKILL (benchmarks/bench_two_hosts.py: trials per minute with and without it). The
+    # init passes SIGTERM on (the stop is immediate) and reaps what the agent's commands orphan.
+    main: dict[str, Any] = {"init": True}
     if tools_dir:
         tools = tools_dir.rstrip("/")
         main["volumes"] = [
