@@ -195,6 +195,23 @@ def render_compose_override(harbor: HarborConfig, **kwargs: Any) -> str:
     return yaml.safe_dump(compose_override(harbor, **kwargs), sort_keys=False)
 
 
+# What the override says about how a trial's container is run and stopped, not about the job:
+# left out of the job's name, so that a stack upgraded in place keeps its job (its name was
+# given before the init existed) while its next trials stop at once.
+NOT_OF_THE_JOB = ("init",)
+
+
+def compose_identity(compose_yaml: str) -> str:
+    """The override as the job's name counts it (without NOT_OF_THE_JOB)."""
+    if not compose_yaml:
+        return compose_yaml
+    document = yaml.safe_load(compose_yaml)
+    main = document["services"]["main"]
+    for key in NOT_OF_THE_JOB:
+        main.pop(key, None)
+    return yaml.safe_dump(document, sort_keys=False)
+
+
 def preflight_expectations(
     harbor: HarborConfig,
     *,

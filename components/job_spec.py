@@ -20,6 +20,7 @@ import pulumi
 
 from components.config import DatasetConfig, HarborConfig
 from components.harbor_config import (
+    compose_identity,
     config_digest,
     expectations_json,
     harbor_flags,
@@ -107,7 +108,8 @@ def render_plan(
     flags = harbor_flags(harbor, api_base)
     # The flags are part of the job's config (Harbor writes them into config.json): another
     # endpoint is another job. No flags (0.21.0): the name it always had.
-    digest = config_digest(config_yaml, compose_yaml, *([" ".join(flags)] if flags else []))
+    digest = config_digest(config_yaml, compose_identity(compose_yaml),
+                           *([" ".join(flags)] if flags else []))
     name = job_name or harbor.job_name or f"{harbor.job_name_prefix}-{digest}"
     compose_path = "" if k8s else f"{config_dir}/{name}.compose.yaml"
     checks = preflight_expectations(
