@@ -57,6 +57,11 @@ python_version=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:
 python_short=${python_version%.*}
 [[ -x "$COMPOSE" ]] || die "no Compose v2 plugin at $COMPOSE: run tests/env/setup.sh --peers"
 
+# One build at a time (tests/run.sh builds in the background while a test may start the hosts).
+mkdir -p "$CACHE"
+exec 9>"$CACHE/build.lock"
+flock 9
+
 base_hash=$(printf '%s\n' "$SUITE" "${PACKAGES[@]}" | sha256sum | cut -c1-12)
 want=$( { cat "${BASH_SOURCE[0]}" "$BOOT" "$CA_BUNDLE"; echo "$python $python_version"; sha256sum <"$COMPOSE"; } \
   | sha256sum | cut -c1-16)

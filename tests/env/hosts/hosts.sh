@@ -9,8 +9,8 @@
 #                         the record: exit 1 (naming it) when anything is left
 #   hosts.sh status       one JSON line: each host's address, container, whether sshd, its Docker
 #                         engine and its forwards answer; the keys; exit 1 unless all answer
-#   hosts.sh cut NAME     host NAME lost: its network cut (its forwards die with it)
-#   hosts.sh mend NAME    host NAME back on the network at its address, its forwards again
+#   hosts.sh cut NAME     host NAME lost at once: its link down (its forwards die with it)
+#   hosts.sh mend NAME    host NAME back on the network, its forwards again
 #
 # Each host is a container of this machine's Docker engine (not a bare network namespace: a host
 # needs its own process table, root filesystem, init scripts and hostname, so that its own
@@ -226,7 +226,8 @@ status() {
     [[ $sshd == true && $engine == true && $fwd == true ]] || all=1
     entries+=("$(jq -cn --arg name "$name" --arg address "${ADDRESS[$name]}" \
       --arg container "$(container "$name")" --argjson sshd "$sshd" --argjson engine "$engine" \
-      --argjson forwards "$fwd" '{name: $name, address: $address, container: $container, sshd: $sshd, docker: $engine, forwards: $forwards}')")
+      --argjson forwards "$fwd" --arg link "$(running "$name" && link "$name")" \
+      '{name: $name, address: $address, container: $container, link: $link, sshd: $sshd, docker: $engine, forwards: $forwards}')")
   done
   jq -cn --argjson hosts "$(printf '%s\n' "${entries[@]}" | jq -cs .)" --arg key "$KEYS/bench_ed25519" \
     --arg network "$NETWORK" --arg subnet "$BENCHSTACK_HOSTS_SUBNET" \
@@ -239,19 +240,27 @@ host_name() {
   running "$1" || die "host $1 is not running: hosts.sh start"
 }
 
+# The host's end of its cable: the veth on this machine's side of the bridge whose peer is the
+# host's eth0.
+link() {
+  local index
+  index=$(on "$1" cat /sys/class/net/eth0/iflink) || return 1
+  ip -o link show | awk -F': ' -v i="$index" '$1 == i { sub(/@.*/, "", $2); print $2 }'
+}
+
+# Lost at once, as a host whose cable is pulled or that hangs: its link down (nothing reaches it,
+# a connection already open gets no answer), its forwards dying with it.
 cut() {
   host_name "$1"
+  ip link set dev "$(link "$1")" down
   stop_forward "$1"
-  docker network disconnect --force "$NETWORK" "$(container "$1")"
 }
 
 mend() {
   host_name "$1"
-  if [[ "$(docker inspect -f '{{json .NetworkSettings.Networks}}' "$(container "$1")" | jq --arg n "$NETWORK" 'has($n)')" != true ]]; then
-    docker network connect --ip "${ADDRESS[$1]}" "$NETWORK" "$(container "$1")"
-    # This machine's failed neighbour entry for the address would refuse it for a while.
-    ip neigh flush to "${ADDRESS[$1]}" dev "$BENCHSTACK_HOSTS_BRIDGE" 2>/dev/null || true
-  fi
+  ip link set dev "$(link "$1")" up
+  # This machine's failed neighbour entry for the address would refuse it for a while.
+  ip neigh flush to "${ADDRESS[$1]}" dev "$BENCHSTACK_HOSTS_BRIDGE" 2>/dev/null || true
   start_forward "$1"
 }
 

@@ -19,6 +19,7 @@ Inputs (environment): BENCHSTACK_HOSTS_BRIDGE, BENCHSTACK_HOSTS_SUBNET, BENCHSTA
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -102,23 +103,20 @@ def diff(before: dict, now: dict) -> dict:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 3 or argv[1] not in ("snapshot", "diff"):
-        print("usage: machine.py snapshot|diff FILE", file=sys.stderr)
-        return 2
-    verb, file = argv[1], Path(argv[2])
+    verb, file = (argv[1], Path(argv[2])) if len(argv) == 3 else ("", Path())
     if verb == "snapshot":
-        if not file.exists():
-            file.parent.mkdir(parents=True, exist_ok=True)
-            tmp = file.with_suffix(".tmp")
-            tmp.write_text(json.dumps(state(), indent=1))
-            tmp.replace(file)
+        # Once: a record already there is the machine before the hosts (a start after a crash
+        # keeps it, so the stop compares with the machine as first found).
+        file.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(FileExistsError), file.open("x") as out:
+            json.dump(state(), out, indent=1)
         return 0
-    if not file.exists():
-        print(f"machine.py: no snapshot at {file}", file=sys.stderr)
-        return 1
-    found = diff(json.loads(file.read_text()), state())
-    print(json.dumps(found, sort_keys=True))
-    return 1 if found else 0
+    if verb == "diff" and file.is_file():
+        found = diff(json.loads(file.read_text()), state())
+        print(json.dumps(found, sort_keys=True))
+        return 1 if found else 0
+    print("usage: machine.py snapshot|diff FILE (a diff needs a snapshot)", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":
