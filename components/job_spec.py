@@ -242,8 +242,10 @@ def declare_job_steps(
     job_name = field(lambda r: r.job_name)
     config_path = field(lambda r: r.config_path)
     compose_path = field(lambda r: r.compose_path)
+    # What replaces the configs (and so the preflight): the job's config and override, but what
+    # is not the job's (the trial's init): a change of that is an update that rewrites the file.
     config_hash = rendered.apply(
-        lambda r: content_hash(r.config_yaml, r.compose_yaml) if r else "waiting"
+        lambda r: content_hash(r.config_yaml, compose_identity(r.compose_yaml)) if r else "waiting"
     )
     configs = host_step(
         f"{name}-configs",
