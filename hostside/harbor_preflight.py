@@ -7,10 +7,11 @@ for; a field Harbor's output leaves out counts as Harbor's default. Also refused
 print-config does not check them: a missing dataset dir, a missing bind-mount source, and an
 existing job dir with another config (Harbor would refuse to resume it hours later, or two
 configs would mix in one job). Where the version has it (0.26.0, contracts/harbor_profiles.py),
-Harbor then checks the job itself with `harbor run --dry-run` and the same flags and key: the
+Harbor then checks the job itself with `harbor run --dry-run` and the same flags: the
 config strictly (an unknown key is refused, which print-config lets through), the agent's
-kwargs against its options, the endpoint and key, the environment's own preflight and every
-task's metadata, running nothing.
+kwargs against its options, the endpoint and that the key's variable is set (never the key
+itself: it stays with the launch), the environment's own preflight and every task's metadata,
+running nothing.
 
 create: the checks; Harbor's resolved config is saved to `resolved_out` (the job layout's
 place for it, contracts/jobdir.py). Outputs: resolved_config, resolved_sha256,
