@@ -192,7 +192,13 @@ def _declare(
     else:
         resource = command.remote.Command(
             resource_name, connection=remote_connection(host), create=create, delete=delete,
-            triggers=list(triggers), opts=opts, **extra,
+            triggers=list(triggers),
+            # No step reads its previous output from the environment, and an SSH server passes
+            # only what it `AcceptEnv`s: otherwise every update and delete of every remote step
+            # warns "Unable to set 'PULUMI_COMMAND_STDOUT'" (found by the two-host rehearsal),
+            # and a server that accepted them would get a secret step's output in its env.
+            add_previous_output_in_env=False,
+            opts=opts, **extra,
         )
     return ScriptRun(command=resource, outputs=resource.stdout.apply(parse_outputs))
 
