@@ -25,6 +25,7 @@ machine is as the hosts found it (tests/env/hosts/machine.py). The phases' times
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -40,6 +41,7 @@ from pathlib import Path
 
 import pytest
 
+from components.seam.ssh import parse_outputs
 from contracts import outputs as keys
 from tests.conftest import ROOT
 from tests.e2e.two_hosts import (
@@ -278,6 +280,12 @@ def test_up_builds_the_seed_topology_on_both_hosts(phase: Lifecycle):
     daemon_b = json.loads(phase.hosts.on(B, "cat /etc/docker/daemon.json").stdout)
     assert daemon_b["log-opts"] == {"max-size": "10m", "max-file": "3"}  # the owner's, kept
     assert daemon_b["default-address-pools"] == [{"base": "172.18.0.0/15", "size": 24}]
+    # Proven: each engine handed out the stack's proof networks from the pools.
+    for name in (A, B):
+        proof = step_outputs(phase, f"{name}-docker-daemon-apply")
+        assert proof["restarted"] is True and proof["proof_networks"] == 64, proof
+        for subnet in (proof["first_subnet"], proof["last_subnet"]):
+            assert ipaddress.ip_network(subnet).subnet_of(ipaddress.ip_network("172.18.0.0/15"))
     backups = [f for f in reports[B]["etc_docker"] if f.startswith("daemon.json.backup-")]
     assert len(backups) == 1
     assert phase.hosts.on(B, f"cat /etc/docker/{backups[0]}").stdout == \
@@ -321,6 +329,12 @@ def recorded_key(life: Lifecycle, name: str) -> str:
     keys_ = [" ".join(line.split()[1:3]) for line in found.stdout.splitlines()
              if line and not line.startswith("#") and "ssh-ed25519" in line]
     return keys_[0] if keys_ else ""
+
+
+def step_outputs(life: Lifecycle, name: str) -> dict:
+    """A host step's outputs as the state holds them (its last stdout line)."""
+    (resource,) = [r for r in life.stack.resources() if r["urn"].endswith(f"::{name}")]
+    return parse_outputs(resource["outputs"]["stdout"])
 
 
 def job_result(life: Lifecycle) -> dict:
