@@ -48,29 +48,32 @@ def two_workers(t_lost: float | None) -> list[dict]:
     return lines
 
 
+def judged(tmp_path: Path, t_lost: float | None, *, last_call_unanswered_: bool = True):
+    """The real timeout trial's verdict beside a two-worker record."""
+    job_dir = job(tmp_path)
+    if last_call_unanswered_:
+        last_call_unanswered(job_dir)
+    write_record(job_dir, two_workers(t_lost))
+    c, _ = verdict(job_dir)
+    return c
+
+
 def test_a_call_left_waiting_on_the_lost_worker_is_infra_while_the_other_generated(
         tmp_path: Path) -> None:
-    job_dir = job(tmp_path)
-    last_call_unanswered(job_dir)
-    write_record(job_dir, two_workers(AGENT_START + 9))  # before the third call (37.08)
-    c, _ = verdict(job_dir)
+    c = judged(tmp_path, AGENT_START + 9)  # lost before the third call (37.08), never answered
     assert (c.category, c.signature) == ("infra", "serving_worker_down"), c
-    plane = [p for p in c.proof if p.cause == "serving_record"]
-    assert plane and plane[0].where.startswith(f"../{L.SERVING_RECORD}:")
-    assert "Connection refused" in plane[0].quote
+    quoted = [(p.where, p.quote) for p in c.proof if p.cause == "serving_record"]
+    assert quoted and quoted[0][0].startswith(f"../{L.SERVING_RECORD}:")
+    assert "Connection refused" in quoted[0][1]
 
 
 def test_with_both_workers_up_the_timeout_stays_the_agents(tmp_path: Path) -> None:
-    job_dir = job(tmp_path)
-    last_call_unanswered(job_dir)
-    write_record(job_dir, two_workers(None))
-    c, _ = verdict(job_dir)
+    c = judged(tmp_path, None)
     assert (c.category, c.signature) == ("agent_timeout", "agent_timeout"), c
 
 
 def test_a_worker_lost_after_the_last_answer_does_not_excuse_the_timeout(tmp_path: Path) -> None:
     """The real timeout's three calls were answered; a worker lost afterwards, the other
     generating: the time ran out in the agent's own command."""
-    write_record(job_dir := job(tmp_path), two_workers(AGENT_START + 12))
-    c, _ = verdict(job_dir)
+    c = judged(tmp_path, AGENT_START + 12, last_call_unanswered_=False)
     assert (c.category, c.signature) == ("agent_timeout", "agent_timeout"), c
