@@ -310,7 +310,9 @@ def python_defaults(path: str, text: str, config: dict[str, set[str]]) -> list[F
                     add(node, "a default for a key (or)")
         elif isinstance(node, ast.ClassDef) and node.name in inputs:
             for stmt in node.body:
-                if isinstance(stmt, ast.AnnAssign) and stmt.value is not None:
+                # A ClassVar (the RENAMED map step.read honours) is not an input: no default.
+                if (isinstance(stmt, ast.AnnAssign) and stmt.value is not None
+                        and "ClassVar" not in ast.unparse(stmt.annotation)):
                     add(stmt, f"a default on the step's inputs ({node.name})")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             for name, default in _parameters(node):
