@@ -87,6 +87,9 @@ fi
 # starts the hosts waits for it (build.sh holds a lock).
 { nice -n 19 bash tests/env/hosts/build.sh >"$BUILDS/hosts.log" 2>&1; echo $? >"$BUILDS/hosts.status"; } &
 hosts_build_pid=$!
+# What an interrupted earlier run left (a stack's container of the same name fails the next `up`
+# and hides the tests' own failures): listed, and removed on CI, a machine that runs only tests.
+stage leftovers "$PY" -m tests.env.leftovers ${CI:+--remove}
 stage lint make --no-print-directory lint
 stage unit "$PY" -m pytest -q -m "not real" -n auto --dist loadfile
 # Two workers, each taking whole files: these tests share the Docker engine but never restart
