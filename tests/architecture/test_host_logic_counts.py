@@ -85,7 +85,8 @@ def test_each_default_in_the_host_package_is_found(source: str) -> None:
     '"""A docstring: os.environ.get("X", "y") and ${X:-y}."""\n',
     # The old names a delete stored by an older release reads (step.read): not an input.
     'from dataclasses import dataclass\nfrom typing import ClassVar\n@dataclass(frozen=True)\n'
-    'class Inputs:\n    retries: int\n    RENAMED: ClassVar[dict[str, str]] = {"tries": "retries"}\n',
+    'class Inputs:\n    retries: int\n'
+    '    RENAMED: ClassVar[dict[str, str]] = {"tries": "retries"}\n',
 ])
 def test_what_is_not_a_default_is_left_alone(source: str) -> None:
     found = one({"hostside/m.py": source})
