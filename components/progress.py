@@ -16,6 +16,9 @@ valid, as its result.json says or, for 0.21.0, as 0.26.0's error-policy table wo
 - `--pid-file FILE` (the launch's PID file): a job whose Harbor process is gone without
   `finished_at` is interrupted (`finished_at: null` alone does not say so): exit 3 instead of
   waiting forever.
+- A finished job is final once the serving sampler beside it has ended too: it takes a last
+  read after Harbor exits (hostside/serving_sampler.py), so `--wait` also waits for it (at most
+  RECORD_GRACE_S), and an audit run next reads the whole record.
 
 Exit 1 when JOB_DIR is not a Harbor job dir. Files being rewritten mid-read are skipped for
 that refresh, not fatal.
@@ -67,6 +70,19 @@ class Snapshot:
 
     def as_json(self) -> dict:
         return asdict(self) | {"finished": self.finished}
+
+
+# How long a finished job's serving sampler may take to end: Harbor exits some seconds after
+# writing finished_at, then the sampler notices (every 0.5 s) and reads each endpoint once more
+# (5 s timeout at most).
+RECORD_GRACE_S = 60.0
+
+
+def sampler_running(job_dir: Path) -> bool:
+    """The job's serving sampler still runs (a recycled PID does not: the command line must name
+    the job)."""
+    pid_file = Path(jobdir.serving_sampler_pid(str(job_dir)))
+    return jobdir.runs_job(jobdir.recorded_pid(pid_file), job_dir.resolve().name)
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -240,6 +256,10 @@ def main(argv: list[str] | None = None) -> int:
                     live.update(render(snap))
                     interrupted = not snap.finished
                     break
+            if snap.finished:
+                grace = time.monotonic() + RECORD_GRACE_S
+                while sampler_running(args.job_dir) and time.monotonic() < grace:
+                    time.sleep(0.2)
         except KeyboardInterrupt:
             pass
     if args.json:

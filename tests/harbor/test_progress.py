@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+from contracts import jobdir
 from tests.conftest import ROOT, SAMPLE_JOBS
 
 
@@ -102,3 +105,22 @@ def test_wait_stops_when_harbor_is_gone(tmp_path: Path) -> None:
                     "--timeout", "30", "--pid-file", str(pid_file))
     assert proc.returncode == 3 and "interrupted" in proc.stderr
     assert json.loads(proc.stdout)["finished"] is False
+
+
+def test_wait_returns_once_the_serving_record_is_final(tmp_path: Path) -> None:
+    """A finished job's sampler takes a last read after Harbor exits: `--wait` returns after it
+    ends, so the audit run next reads the whole record."""
+    job = tmp_path / "oracle-dataset"
+    shutil.copytree(SAMPLE_JOBS / "oracle-dataset", job)
+    sampler = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)", str(job)])
+    Path(jobdir.serving_sampler_pid(str(job))).write_text(f"{sampler.pid}\n")
+    began = time.monotonic()
+    proc = progress(str(job), "--wait", "--json", "--interval", "0.2", "--timeout", "30")
+    assert proc.returncode == 0, proc.stderr
+    assert sampler.poll() is not None or sampler.wait(timeout=1) == 0
+    assert time.monotonic() - began >= 2.5, "returned while the sampler still ran"
+    # A PID file whose process is another program's is no sampler: no wait.
+    Path(jobdir.serving_sampler_pid(str(job))).write_text(f"{os.getpid()}\n")
+    began = time.monotonic()
+    assert progress(str(job), "--wait", "--json", "--interval", "0.2").returncode == 0
+    assert time.monotonic() - began < 2.5
