@@ -347,12 +347,14 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     local.config("--path", "benchstack:harbor.n_concurrent_trials", "3")
     local.preview("--expect-no-changes")
 
-    # One worker flag: that worker is replaced (and proven ready again), nothing else but the
-    # provenance record of its server config; the router's worker list is the same.
+    # One worker flag: that worker is replaced (and proven ready again), its speed measured
+    # again, nothing else but the provenance record of its server config and speed; the
+    # router's worker list is the same, and the running job is not touched.
     local.config("--path", "benchstack:serving.max_running_requests", "3")
     serving_change = changed(local.preview("--diff"))
     assert serving_change == {"local-sglang-container": "replace", "local-sglang-ready": "replace",
-                              "provenance-write": "replace"}, serving_change
+                              "speed-measure": "replace", "provenance-write": "replace"}, (
+        serving_change)
     assert changed(local.up()) == serving_change
     assert inspect(WORKER)["Config"]["Cmd"][inspect(WORKER)["Config"]["Cmd"].index(
         "--max-running-requests") + 1] == "3"
