@@ -11,6 +11,12 @@ provenance manifest records them. A floor (`min_decode_tokens_per_s`) or ceiling
 (`max_time_to_first_token_s`) the median misses fails the step, and with it `up`, naming the
 measured and the required figure and the key. Bounded by `timeout_s` in all. Standard library
 only.
+
+The load starts once the gateway routes again: a worker replaced by this `up` is ready on its
+own port before the gateway's health check and circuit breaker let it back in (smg answers 503
+"All workers are unavailable" meanwhile), so one short completion is retried on a refused
+connection or a 502/503/504 for at most ROUTE_WAIT_S, and the step fails naming the last
+answer if the gateway never routes.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ import statistics
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from urllib.parse import urlsplit
 
 from .step import HostError, emit, log, verb
@@ -30,6 +36,11 @@ NAME = "speed_check"
 # The keys whose floor and ceiling a failure names (the config's).
 FLOOR_KEY = "benchstack:serving.speed_check.min_decode_tokens_per_s"
 CEILING_KEY = "benchstack:serving.speed_check.max_time_to_first_token_s"
+# How long the gateway may take to route to a replaced worker again (its health check and its
+# circuit breaker's timeout, a minute at most in smg's and sglang-router's defaults).
+ROUTE_WAIT_S = 120.0
+# Answers that say the gateway has no worker to route to yet, not that the plane is broken.
+NOT_ROUTED = ("HTTP 502", "HTTP 503", "HTTP 504", "ConnectionRefusedError")
 
 
 @dataclass(frozen=True)
@@ -119,10 +130,27 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]
 
 
-def measure(inputs: Inputs) -> dict:
-    """The load and its figures (see the module's doc)."""
-    began = time.monotonic()
-    deadline = began + inputs.timeout_s
+def wait_until_routed(inputs: Inputs, deadline: float) -> str | None:
+    """None once a one-token completion goes through the gateway; else its last answer."""
+    probe = replace(inputs, prompt_tokens=8, output_tokens=1)
+    said = False
+    while True:
+        error = one_request(probe, deadline).error
+        if error is None or not error.startswith(NOT_ROUTED):
+            return None  # routed; any other failure is the load's to report
+        if time.monotonic() + 1 >= deadline:
+            return error
+        if not said:
+            log(NAME, f"the gateway routes to no worker yet ({error[:120]}): waiting up to "
+                f"{deadline - time.monotonic():.0f}s")
+            said = True
+        time.sleep(1)
+
+
+def measure(inputs: Inputs, began: float | None = None) -> dict:
+    """The load and its figures (see the module's doc), bounded by `timeout_s` from `began`."""
+    load_began = time.monotonic()
+    deadline = (load_began if began is None else began) + inputs.timeout_s
     samples: list[Sample] = []
     lock = threading.Lock()
 
@@ -151,7 +179,7 @@ def measure(inputs: Inputs) -> dict:
         "decode_tokens_per_s_p10": round(percentile(decode, 0.1), 2) if decode else None,
         "time_to_first_token_s": round(statistics.median(ttft), 3) if ttft else None,
         "time_to_first_token_s_p90": round(percentile(ttft, 0.9), 3) if ttft else None,
-        "wall_s": round(time.monotonic() - began, 2),
+        "wall_s": round(time.monotonic() - load_began, 2),
         "required": {"min_decode_tokens_per_s": inputs.min_decode_tokens_per_s,
                      "max_time_to_first_token_s": inputs.max_time_to_first_token_s},
     }
@@ -186,7 +214,12 @@ def create(inputs: Inputs) -> None:
     log(NAME, f"{inputs.concurrency} clients x {inputs.rounds} streamed completions of "
         f"{inputs.output_tokens} tokens after {inputs.prompt_tokens}-token prompts through "
         f"{inputs.url}")
-    figures = measure(inputs)
+    began = time.monotonic()
+    unrouted = wait_until_routed(inputs, min(began + ROUTE_WAIT_S, began + inputs.timeout_s))
+    if unrouted is not None:
+        raise HostError(f"the gateway {inputs.url} routed no completion to a worker within "
+                        f"{min(ROUTE_WAIT_S, inputs.timeout_s):g}s: {unrouted}")
+    figures = measure(inputs, began)
     log(NAME, f"decode {figures['decode_tokens_per_s']} tokens/s per request (p10 "
         f"{figures['decode_tokens_per_s_p10']}), time to first token "
         f"{figures['time_to_first_token_s']} s (p90 {figures['time_to_first_token_s_p90']}), "

@@ -625,11 +625,12 @@ def test_serving_faults_a_wrong_tp_size_is_refused_and_a_dead_worker_is_infra(lo
         assert plane[0]["where"].startswith(f"../{jobdir.SERVING_RECORD}:")
         assert quoted_in_file(Path(outputs[keys.JOB_DIR]), trials[task]["trial"],
                               plane[0]["where"], plane[0]["quote"]), plane
-        # The router's own words: its circuit open on the dead worker, or the upstream refused.
+        # The router's own words: its circuit open on the dead worker (smg 1.13.0: "All workers
+        # are unavailable"; sglang-router: "No available workers"), or the upstream refused.
         evidence = json.dumps(trials[task])
         assert any(words in evidence for words in (
-            "No available workers", "call_upstream_request_error", "error sending request")), (
-            evidence)
+            "All workers are unavailable", "No available workers", "call_upstream_request_error",
+            "error sending request")), evidence
 
     # The next preview sees the worker stopped; `up` starts it again (a new container, proven
     # ready), and touches neither the router nor the finished job.

@@ -12,7 +12,7 @@ import pytest
 
 from components.speed_check import typical_prompt_tokens
 from tests.conftest import ROOT
-from tests.serving.conftest import MODEL, Processes, run_step
+from tests.serving.conftest import MODEL, Processes, chat, free_port, run_step
 
 
 def check_inputs(url: str, **changes) -> dict:
@@ -67,9 +67,33 @@ def test_a_ttft_ceiling_and_a_dead_gateway_fail_naming_why(slow_plane: str) -> N
     assert slow.returncode == 1
     assert "above the allowed 0.001 s (benchstack:serving.speed_check.max_time_to_first_token_s)" \
         in slow.reason
-    dead = run_step("speed_check", check_inputs("http://127.0.0.1:9", timeout_s=10))
+    dead = run_step("speed_check", check_inputs("http://127.0.0.1:9", timeout_s=5))
     assert dead.returncode == 1
-    assert "6 of 6 requests failed" in dead.reason and "refused" in dead.reason
+    assert dead.reason.startswith("speed_check: the gateway http://127.0.0.1:9 routed no "
+                                  "completion to a worker within 5s: ConnectionRefusedError")
+
+
+def test_the_load_waits_for_the_gateway_to_take_a_replaced_worker_back(
+        processes: Processes) -> None:
+    """A worker `up` replaced is ready on its port before the gateway routes to it again: the
+    check waits for the gateway (the two-host and local rehearsals' `up` after a lost worker
+    failed here on smg's 503), then measures only its own load."""
+    port = free_port()
+    flags = ("--dp-size", "2", "--decode-tokens-per-s", "200")
+    worker = processes.standin(*flags, port=port)
+    # smg's circuit breaker as by default (60 s open after 10 failures), only shorter.
+    gateway = processes.router([worker.url], "--cb-failure-threshold", "2",
+                               "--cb-timeout-duration-secs", "8")
+    assert chat(gateway).status_code == 200
+    worker.stop()
+    answers = [chat(gateway).status_code for _ in range(8)]
+    assert answers[-1] == 503, answers  # the circuit open: "All workers are unavailable"
+    processes.standin(*flags, port=port)
+    assert chat(gateway).status_code == 503, "the gateway took the worker back at once"
+    done = run_step("speed_check", check_inputs(gateway))
+    assert done.returncode == 0, done.stderr
+    assert "the gateway routes to no worker yet (HTTP 503" in done.stderr
+    assert (done.outputs["requests"], done.outputs["errors"]) == (6, 0), done.outputs
 
 
 def test_the_typical_prompt_is_read_from_the_tasks(tmp_path: Path) -> None:
