@@ -379,15 +379,20 @@ def test_worker_a_lost_mid_job_the_job_goes_on_through_worker_b(phase: Lifecycle
     for call in after:  # the a100 stack's sampling, as the router re-encodes it (f32)
         assert abs(call["sampling"]["temperature"] - 1.0) < 1e-6
         assert abs(call["sampling"]["top_p"] - 0.95) < 1e-6
-    # The router's own words about worker-a, then it stopped sending to it: no attempt at
-    # worker-a in the last model calls the job made.
+    # The router's own words about worker-a once it was lost (a send that failed, or its
+    # health check failing, whichever came first: a call routed there before the health check
+    # noticed is a matter of timing), then it stopped sending to it: no attempt at worker-a in
+    # the last model calls the job made. (The router logs whole seconds.)
     log = router_log(phase)
+    lost = [line for line in log if "10.0.0.11" in line and logged_at(line) >= int(loss["at"])
+            and re.search(r"fail|unhealthy|error|timed out|closed -> open", line, re.I)]
+    assert lost, ("the router said nothing of worker-a after it was lost",
+                  [line for line in log if "10.0.0.11" in line][-20:])
     failed = [line for line in log if "Failed to send" in line and "10.0.0.11" in line]
-    assert failed, "the router never tried worker-a after it was lost"
-    assert any("closed -> open" in line for line in log), "no circuit breaker opened"
-    # (the router logs whole seconds)
-    assert logged_at(failed[-1]) < max(r["t"] for r in after) - 1, \
-        "the router was still sending to worker-a at the job's end"
+    if failed:
+        assert any("closed -> open" in line for line in log), "no circuit breaker opened"
+        assert logged_at(failed[-1]) < max(r["t"] for r in after) - 1, \
+            "the router was still sending to worker-a at the job's end"
 
     # The audit, from this machine through the stack's outputs (the job is on worker-b).
     elsewhere = phase.tmp / "elsewhere"

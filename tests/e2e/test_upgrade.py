@@ -109,7 +109,7 @@ def test_a_stack_of_the_previous_release_upgrades_in_place(
         assert "local-code-copy" in ops and "job-launch" in ops, ops
         assert all(n.endswith(("-code-copy", "-apply", "-build", "-socat", "-install",
                                "-dataset", "-configs", "-preflight", "-launch", "-pull",
-                               "-ready", "-write", "-check", "-stage", "-image-load"))
+                               "-ready", "-reach", "-write", "-check", "-stage", "-image-load"))
                    for n in updated), ops
 
         done = steps(stack.up())
