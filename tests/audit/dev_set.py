@@ -44,15 +44,27 @@ class Source:
     synthetic: bool = False
 
     def jobs(self) -> list[Path]:
-        """Every job dir under the source (a dir holding config.json and trial dirs)."""
-        return sorted(p.parent for p in self.base.rglob("config.json") if _is_job(p.parent))
+        """Every job dir under the source: those holding a labelled trial (a job dir may keep no
+        config.json of its own: anode's keeps only result.json), and every other dir holding
+        config.json whose parent holds none and is no job already (a trial's)."""
+        found = {p.parent for p in self.base.rglob("config.json") if _is_job(p.parent)}
+        if self.synthetic:
+            return sorted(found)
+        labelled = {self.trial_dir(key).parent for key in self._raw_labels()}
+        return sorted(labelled | {job for job in found if job.parent not in labelled})
+
+    def _raw_labels(self) -> dict[str, dict[str, str]]:
+        raw = json.loads(self.labels_file.read_text())
+        if self.synthetic:
+            return raw
+        return {k: v for k, v in raw.items() if k.split("/", 1)[0] == self.name}
 
     def labels(self) -> dict[str, dict[str, str]]:
-        raw = json.loads(self.labels_file.read_text())
+        raw = self._raw_labels()
         if self.synthetic:  # new-wording's expected.json is keyed by trial name alone
             (job,) = self.jobs()
             return {self.key(job, trial): label for trial, label in raw.items()}
-        return {k: v for k, v in raw.items() if k.split("/", 1)[0] == self.name}
+        return raw
 
     def key(self, job: Path, trial: str) -> str:
         return f"{self.name}/{job.relative_to(self.base).as_posix()}/{trial}"
@@ -68,7 +80,7 @@ def _is_job(path: Path) -> bool:
 
 def _sources() -> dict[str, Source]:
     out = {}
-    for data in ("real-jobs", "real-jobs-2"):
+    for data in ("real-jobs", "real-jobs-2", "real-jobs-3"):
         root = DATA / data
         for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
             out[folder.name] = Source(folder.name, folder, root / "expert-labels.json")
