@@ -212,6 +212,7 @@ def main() -> None:
     if cfg.serving and cfg.model and cfg.router:
         model_path = local_path(cfg, cfg.model.path)
         for h in cfg.gpu_hosts:
+            index = cfg.hosts.index(h)
             workers.append(
                 SGLangWorker(
                     f"{h.name}-sglang",
@@ -226,6 +227,8 @@ def main() -> None:
                         workspace=cfg.workspace_of(h),
                         s3_access_key_id=secrets.s3_access_key_id,
                         s3_secret_access_key=secrets.s3_secret_access_key,
+                        gpu_spec=h.gpus,
+                        gpu_spec_key=f"benchstack:hosts[{index}].gpus",
                     ),
                     opts=pulumi.ResourceOptions(depends_on=[daemons[h.name]]),
                 )

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 from pydantic.fields import FieldInfo
 
 from components.config_checks import (
+    BYTES_PER_PARAM,
     KNOWN_HARBOR_WHEELS,
     ConfigError,
     check_rerun_tasks,
@@ -44,6 +45,7 @@ from components.config_models import (
     DatasetConfig,
     DockerConfig,
     EnvironmentConfig,
+    GpuSpec,
     HarborConfig,
     HostConfig,
     ImagesConfig,
@@ -62,6 +64,7 @@ from components.config_models import (
 
 # What callers import from here (the models and checks are re-exported).
 __all__ = [
+    "BYTES_PER_PARAM",
     "KNOWN_HARBOR_WHEELS",
     "NAMESPACE",
     "PROJECT_DIR",
@@ -70,6 +73,7 @@ __all__ = [
     "DatasetConfig",
     "DockerConfig",
     "EnvironmentConfig",
+    "GpuSpec",
     "HarborConfig",
     "HostConfig",
     "ImagesConfig",

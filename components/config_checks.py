@@ -90,9 +90,6 @@ def _host_problems(cfg: StackConfig) -> list[str]:
             problems.append(f"{ns}:hosts[{i}].gpus: {host.name} has role gpu_worker but no gpus "
                             f"(only stand-in workers without GPUs, {ns}:serving.gpus: null, "
                             "need none)")
-        if "gpu_worker" in host.roles and host.gpus is not None and cpu_serving:
-            problems.append(f"{ns}:serving.gpus: null, but {host.name} declares "
-                            f"{ns}:hosts[{i}].gpus: the workers would not use them")
         if not host.is_local and host.user is None:
             problems.append(f"{ns}:hosts[{i}].user: SSH host {host.name} needs a user")
         if not host.is_local and host.host_key is None and cfg.ssh.host_key_policy == "pinned":

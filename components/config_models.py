@@ -216,7 +216,9 @@ class ServingConfig(Model):
     image: str
     image_archive: str | None = None
     # Docker's `--gpus` for the worker containers; null on a CPU host (the local rehearsal's
-    # stand-in workers), the one difference a GPU-less host forces besides the image.
+    # stand-in workers), the one difference a GPU-less host forces besides the image. A host that
+    # declares hosts[].gpus has them checked before its worker (hostside/gpu_check.py) even
+    # where the worker gets none: a CPU stand-in rehearsing a GPU host (tests/e2e/gpu_plane.py).
     gpus: str | None = "all"
     port: int = Field(default=30001, ge=1, le=65535)
     tp_size: int = Field(ge=1)
@@ -242,7 +244,9 @@ class ServingConfig(Model):
     # pins memory). -1 is unlimited; a host whose Docker engine may not raise it (no
     # CAP_SYS_RESOURCE, as on the rehearsal machines) needs its own hard limit or less.
     memlock: int = Field(default=-1, ge=-1)
-    health_timeout_s: int = Field(default=1800, gt=0)
+    # How long a worker may take from its start to serving; unset: derived from the model's size
+    # and the layout (components/sglang_worker.py startup_timeout_s).
+    health_timeout_s: int | None = Field(default=None, gt=0)
     # SGLang's Prometheus metrics (`--enable-metrics`: running and queued requests, token usage,
     # generation throughput, time to first token on the worker's own port): what the serving
     # record beside the job reads, and the gateway's load signal. The seed ran without them.

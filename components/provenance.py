@@ -3,7 +3,8 @@
 One JSON beside the job's log (where: contracts/jobdir.py; schema
 `benchstack.provenance/1` from contracts/outputs.py): the Harbor wheel's version and sha256,
 the dataset's repository, commit and task count, every task image's digest, the SGLang image
-id, the model's name and path, each worker's reported server config, the router's flags, the
+id, the model's name and path, each worker's reported server config, the GPUs it runs on (their
+UUIDs and models, the driver and its CUDA: hostside/gpu_check.py) and its startup's phases, the router's flags, the
 serving plane's speed measured before launch, the stack name, the reruns, and, read on the
 Harbor host (hostside/provenance.py), the config
 Harbor resolved for the job and the compose override. The audit
@@ -89,8 +90,9 @@ class Provenance(pulumi.ComponentResource):
         super().__init__("benchstack:components:Provenance", name, None, opts)
         job = args.job
         worker_facts = [
-            pulumi.Output.all(w.url, w.image_id, w.server_info).apply(
-                lambda v: {"url": v[0], "image_id": v[1], "server_info": v[2]}
+            pulumi.Output.all(w.url, w.image_id, w.server_info, w.gpus, w.startup).apply(
+                lambda v: {"url": v[0], "image_id": v[1], "server_info": v[2], "gpus": v[3],
+                           "startup": v[4]}
             )
             for w in args.workers
         ]

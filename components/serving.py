@@ -107,6 +107,14 @@ def probe_inputs(
 RUN_TOKEN_LABEL = "benchstack.run-token"
 
 
+def run_token(host: Host, container_name: str) -> pulumi.Output[str]:
+    """The run token the serving container must carry (read at every preview and up): the
+    running container's own, or a new one when it stopped or is absent (below)."""
+    status = probe_host(host, "container_status.sh",
+                        {"CONTAINER": container_name, "LABEL": RUN_TOKEN_LABEL})
+    return status.apply(lambda s: str(s.get("token") or "start"))
+
+
 def serving_container(
     name: str,
     *,
@@ -118,6 +126,7 @@ def serving_container(
     provider: docker.Provider,
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource],
+    token: pulumi.Input[str] | None = None,
     **options,
 ) -> docker.Container:
     """A serving container on the host's network (it listens where Harbor and the router reach
@@ -128,10 +137,10 @@ def serving_container(
     read-only probe (at every preview and up) returns the run token the running container
     carries, or a new one when it stopped; the token is a label, so a stopped worker or router
     is replaced (started again, and proven ready) by the next `up`, as the Harbor job is resumed.
+    `token`: run_token's, where the caller's own steps before the container need it too.
     """
-    status = probe_host(host, "container_status.sh",
-                        {"CONTAINER": container_name, "LABEL": RUN_TOKEN_LABEL})
-    token = status.apply(lambda s: str(s.get("token") or "start"))
+    if token is None:
+        token = run_token(host, container_name)
     return docker.Container(
         f"{name}-container",
         name=container_name,

@@ -15,16 +15,28 @@ its bounds come from the config through the components, so this file has no defa
 
 Progress goes to stderr; the result is ONE JSON object on the last stdout line. On failure the
 last stderr line says what is wrong (every mismatch at once) and the exit code is 1.
+
+A worker's wait follows its startup in its container's log (`docker logs`), phase by phase, from
+the lines SGLang itself prints (PHASES: sglang 0.5.23's srt/model_executor/model_runner.py "Load
+weight begin/end", mem_cache/memory_pool.py "KV Cache is allocated", model_runner_components/
+cuda_graph_setup.py "Capture ... CUDA graph begin/end" (older releases: "Capture cuda graph"),
+entrypoints/http_server.py "The server is fired up and ready to roll!"): its progress says the
+phase and the time in it, and a line that means the worker cannot come up (FATAL: CUDA out of
+memory, a failed CUDA graph capture, an NCCL error, SGLang's own "Received sigquit from a child
+process") fails the wait at once, naming the phase and the line, even while the container runs
+(SGLang's HTTP server can outlive its dead scheduler). Its result lists each phase's duration.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
 from typing import Any
 
 import httpx
@@ -106,6 +118,150 @@ def container_failure(name: str, tail: int = 5) -> str | None:
     return f"container {name} {status} (exit code {code}); last log lines: {last}"
 
 
+class ContainerWatch:
+    """The container a wait gives up on at once once it cannot become healthy (exited, gone)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def check(self, what: str) -> None:
+        dead = container_failure(self.name)
+        if dead:
+            raise ProbeError(f"{what} will not become healthy: {dead}")
+
+    def progress(self) -> str:
+        return ""
+
+    def finished(self) -> list[dict]:
+        return []
+
+
+CAPTURING = "capturing CUDA graphs"
+# SGLang's startup as its log marks it: the line that opens each phase (searched in order, the
+# first match wins; the sources are in the module's docstring).
+PHASES = (
+    (re.compile(r"Init torch distributed begin"), "initialising torch distributed"),
+    (re.compile(r"Load weight begin"), "loading weights"),
+    (re.compile(r"Load weight end"), "allocating the KV cache"),
+    (re.compile(r"Capture .*graph begin", re.IGNORECASE), CAPTURING),
+    (re.compile(r"Capture .*graph end", re.IGNORECASE), "starting the server"),
+    (re.compile(r"Uvicorn running on|Application startup complete"), "warming up"),
+    (re.compile(r"The server is fired up and ready to roll"), "ready"),
+)
+# Lines after which the worker cannot come up.
+FATAL = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|Capture .*graph failed|NCCL error"
+    r"|Not enough memory\. Please try to increase --mem-fraction-static"
+    r"|Scheduler hit an exception|Received sigquit from a child process|Initialization failed",
+    re.IGNORECASE,
+)
+FIRST_PHASE = "starting"
+# The first read of a starting container's log is bounded (a startup prints a few hundred lines).
+LOG_TAIL = 20000
+
+
+def log_time(stamp: str) -> float:
+    """Seconds since the epoch of a `docker logs --timestamps` stamp (RFC 3339, nanoseconds)."""
+    main, _, frac = stamp.rstrip("Z").partition(".")
+    base = datetime.strptime(main, "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    return base.timestamp() + float(f"0.{frac or 0}")
+
+
+def stamped(output: str) -> list[tuple[str, str]]:
+    """(stamp, text) of each `docker logs --timestamps` line, in time order (the two streams
+    come apart); a line without a stamp (a partial write) is left out."""
+    lines = []
+    for raw in output.splitlines():
+        stamp, _, text = raw.partition(" ")
+        try:
+            lines.append((log_time(stamp), stamp, text))
+        except ValueError:
+            continue
+    return [(stamp, text) for _, stamp, text in sorted(lines, key=lambda line: line[0])]
+
+
+def docker_log_lines(container: str, since: str | None) -> list[tuple[str, str]]:
+    """(stamp, text) of the container's log lines from `since` on (both streams, in time)."""
+    cmd = ["docker", "logs", "--timestamps"]
+    cmd += ["--since", since] if since else ["--tail", str(LOG_TAIL)]
+    try:
+        proc = subprocess.run([*cmd, container], capture_output=True, text=True,
+                              errors="replace", timeout=30, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return []
+    return stamped(proc.stdout + proc.stderr)
+
+
+class StartupWatch(ContainerWatch):
+    """A starting SGLang worker's container: its phase from its log, and its death."""
+
+    def __init__(self, name: str, *,
+                 read: Callable[[str, str | None], list[tuple[str, str]]] = docker_log_lines,
+                 failure: Callable[[str], str | None] = container_failure,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(name)
+        self.read, self.failure, self.clock = read, failure, clock
+        self.phase, self.entered = FIRST_PHASE, clock()
+        self.phases: list[dict] = []
+        self.since: str | None = None
+        self.seen_at_since: set[str] = set()
+
+    def _new_lines(self) -> list[tuple[str, str]]:
+        fresh = [(stamp, text) for stamp, text in self.read(self.name, self.since)
+                 if not (stamp == self.since and text in self.seen_at_since)]
+        if fresh:
+            last = fresh[-1][0]
+            at_last = {text for stamp, text in fresh if stamp == last}
+            self.seen_at_since = at_last | (self.seen_at_since if last == self.since else set())
+            self.since = last
+        return fresh
+
+    def _enter(self, phase: str, at: float) -> None:
+        # Forward only: with several ranks the slower ones repeat earlier phases' lines; a
+        # second CUDA graph capture (prefill, then decode) opens capturing again.
+        order = [name for _, name in PHASES]
+        now = order.index(self.phase) if self.phase in order else -1
+        again = phase == CAPTURING and self.phase == order[order.index(CAPTURING) + 1]
+        if order.index(phase) <= now and not again:
+            return
+        self.phases.append({"phase": self.phase, "seconds": round(max(0.0, at - self.entered), 1)})
+        log(f"{self.name}: {phase} ({self.phase} took {at - self.entered:.1f}s)")
+        self.phase, self.entered = phase, at
+
+    def _feed(self, stamp: str, text: str) -> None:
+        at = log_time(stamp)
+        # A traceback's indented source lines quote the error's words; its last line says it.
+        if FATAL.search(text) and not text[:1].isspace():
+            raise ProbeError(f"container {self.name} failed while {self.phase} "
+                             f"({at - self.entered:.0f}s in it): {text.strip()[:400]}")
+        phase = next((name for pattern, name in PHASES if pattern.search(text)), None)
+        if phase:
+            self._enter(phase, at)
+
+    def check(self, what: str) -> None:
+        dead = self.failure(self.name)
+        try:
+            for stamp, text in self._new_lines():
+                self._feed(stamp, text)
+        except ProbeError as exc:
+            raise ProbeError(f"{what}: {exc}" + (f" ({dead})" if dead else "")) from None
+        if dead:
+            raise ProbeError(f"{what} will not become healthy: died while {self.phase} "
+                             f"({self.clock() - self.entered:.0f}s in it): {dead}")
+
+    def progress(self) -> str:
+        return f"{self.phase} for {self.clock() - self.entered:.0f}s"
+
+    def finished(self) -> list[dict]:
+        """Every phase seen with its duration, the last one closed now (none when the log
+        showed no SGLang startup: a worker already serving, a stand-in)."""
+        if not self.phases:
+            return []
+        now = self.clock()
+        return [*self.phases,
+                {"phase": self.phase, "seconds": round(max(0.0, now - self.entered), 1)}]
+
+
 def wait_healthy(
     client: httpx.Client,
     base_url: str,
@@ -115,43 +271,49 @@ def wait_healthy(
     progress_every_s: float = 30.0,
     what: str = "server",
     hint: str = LOAD_HINT,
-    container: str | None = None,
+    watch: ContainerWatch | None = None,
     clock: Callable[[], float] = time.monotonic,
 ) -> float:
     """Poll `{base_url}/health` until 200 or `timeout_s`; returns the seconds waited.
 
-    With `container`, a container that exits while we wait (an OOM or a bad flag, minutes
-    into loading) fails the wait at once, with its last log lines, instead of at the timeout.
+    With `watch` (the container), a container that exits while we wait (an OOM or a bad flag,
+    minutes into loading) fails the wait at once, with its last log lines, instead of at the
+    timeout; a StartupWatch also follows the worker's phases and fails on a fatal log line.
     """
     start = clock()
     deadline = start + timeout_s
     last = "no answer yet"
     next_progress = start
     while True:
-        try:
-            response = client.get(f"{base_url}/health")
-            if response.status_code == 200:
-                waited = clock() - start
-                log(f"{what} {base_url} healthy after {waited:.1f}s")
-                return waited
-            last = f"HTTP {response.status_code}"
-        except httpx.HTTPError as exc:
-            last = describe(exc)
-        if container:
-            dead = container_failure(container)
-            if dead:
-                raise ProbeError(f"{what} {base_url} will not become healthy: {dead}")
+        status = _health(client, base_url)
+        if status is None:
+            waited = clock() - start
+            log(f"{what} {base_url} healthy after {waited:.1f}s")
+            return waited
+        last = status
+        if watch:
+            watch.check(f"{what} {base_url}")
         now = clock()
+        doing = f"{watch.progress()}, " if watch and watch.progress() else ""
         if now >= deadline:
             raise ProbeError(
-                f"{what} {base_url}/health not healthy after {timeout_s:g}s (last: {last}); "
-                + hint
+                f"{what} {base_url}/health not healthy after {timeout_s:g}s ({doing}last: "
+                f"{last}); " + hint
             )
         if now >= next_progress:
-            log(f"waiting for {what} {base_url}/health: {now - start:.0f}s/{timeout_s:g}s, "
-                f"last: {last}")
+            log(f"waiting for {what} {base_url}/health: {doing}{now - start:.0f}s/"
+                f"{timeout_s:g}s, last: {last}")
             next_progress = now + progress_every_s
         time.sleep(max(0.0, min(interval_s, deadline - now)))
+
+
+def _health(client: httpx.Client, base_url: str) -> str | None:
+    """None once /health answers 200, else what it answered."""
+    try:
+        response = client.get(f"{base_url}/health")
+    except httpx.HTTPError as exc:
+        return describe(exc)
+    return None if response.status_code == 200 else f"HTTP {response.status_code}"
 
 
 def get_json(client: httpx.Client, url: str, *, attempts: int = 3) -> object:
@@ -220,9 +382,10 @@ def check_worker(
     unknown = sorted(set(expect) - set(WORKER_FIELDS))
     if unknown:
         raise ProbeError(f"worker probe: unknown expected field(s) {', '.join(unknown)}")
+    watch = StartupWatch(container) if container else None
     with client or make_client() as http:
         waited = wait_healthy(http, url, timeout_s, interval_s=interval_s, what="worker",
-                              container=container)
+                              watch=watch)
         info = server_info(http, url)
         wrong = mismatches(expect, info)
         if wrong:
@@ -235,6 +398,7 @@ def check_worker(
             "waited_s": round(waited, 1),
             "server_info": {key: info.get(key) for key in WORKER_FIELDS if key in info},
             "version": info.get("version"),
+            "phases": watch.finished() if watch else [],
         }
 
 
@@ -403,7 +567,7 @@ def check_router(
         check_reach(worker_urls, min(worker_timeout_s, timeout_s), interval_s=interval_s)
     with make_client() as http:
         wait_healthy(http, url, timeout_s, interval_s=interval_s, what="router",
-                     container=container)
+                     watch=ContainerWatch(container) if container else None)
         version = check_gateway(container, gateway)
         listing = get_json(http, f"{url}/v1/models")
         data = listing.get("data") if isinstance(listing, dict) else None

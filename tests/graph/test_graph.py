@@ -316,3 +316,28 @@ def test_kubernetes_stack_declares_the_namespace(stack):
         if registration.type == "pulumi:providers:kubernetes":
             continue  # its kubeconfig input is the secret itself
         assert "k8s-token-SECRET" not in str(plain), registration.name
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_every_gpu_host_checks_its_gpus_and_runtime_before_its_worker(stack):
+    """components/gpu_plane.py on every GPU host: the GPU check where the worker gets GPUs or
+    the host declares them, the runtime check where the worker gets GPUs, both before the
+    container. Both are command resources (run by `up` when created or updated, never by a
+    preview), not program-time probes."""
+    cfg = load_stack_file(ROOT / f"Pulumi.{stack}.yaml")
+    run = program(stack)
+    for host in cfg.gpu_hosts:
+        worker = f"{host.name}-sglang"
+        children = {d.name: d for d in run.children(worker)}
+        gets_gpus = cfg.serving.gpus is not None
+        steps = ([f"{worker}-gpu-check"] if gets_gpus or host.gpus else []) + (
+            [f"{worker}-gpu-runtime"] if gets_gpus else [])
+        assert sorted(n for n in children if "-gpu-" in n) == sorted(steps)
+        container = children[f"{worker}-container"]
+        for step in steps:
+            assert children[step].resource in container.depends_on, (worker, step)
+            assert children[step].type.startswith("command:"), step
+        if steps:
+            inputs = step_inputs(run.named(steps[0]).inputs["create"])
+            assert inputs["needed"] == cfg.serving.tp_size * cfg.serving.dp_size
+            assert inputs["model"] == (host.gpus.model if host.gpus else None)

@@ -29,8 +29,10 @@ from components.config import (
 from components.router import Router, RouterArgs
 from components.seam.code import code_digest, module_closure
 from components.seam.host import Host
-from components.sglang_worker import SGLangWorker, SGLangWorkerArgs
+from components.sglang_worker import SGLangWorker, SGLangWorkerArgs, startup_timeout_s
+from hostside import gpu_check
 from tests.conftest import ROOT
+from tests.gpu import fixtures as gpu_fixtures
 from tests.graph.program import mock_local_run, shipped
 
 IMAGE_ID = "sha256:" + "ab" * 32
@@ -118,6 +120,13 @@ def step_inputs(create: str | dict) -> dict:
 
 
 def stdout_for(name: str, inputs: dict) -> str:
+    if name.endswith("-gpu-check"):
+        # What the step prints on a host whose nvidia-smi printed the recorded idle H100s.
+        step = gpu_check.Inputs(**step_inputs(inputs["create"]))
+        return json.dumps(gpu_check.facts(step, gpu_fixtures.reading("h100-idle")))
+    if name.endswith("-gpu-runtime"):
+        seen = step_inputs(inputs["create"])["uuids"]
+        return json.dumps({"seen": seen, "runtimes": ["io.containerd.runc.v2", "nvidia", "runc"]})
     if name.endswith("-image-load"):
         return json.dumps({"image_id": "sha256:" + "cd" * 32, "architecture": "amd64"})
     if name.endswith("-ready"):
@@ -186,7 +195,8 @@ def worker_args(cfg: StackConfig, host_name: str, **changes: Any) -> SGLangWorke
     fields = _sections({"serving": cfg.serving, "model": cfg.model}, changes)
     defaults = dict(host=host_of(cfg, host_name), bind_host=h.reach_address,
                     port=cfg.worker_port(h), container_name=f"benchstack-sglang-{h.name}",
-                    workspace=cfg.workspace)
+                    workspace=cfg.workspace, gpu_spec=h.gpus,
+                    gpu_spec_key=f"benchstack:hosts[{cfg.hosts.index(h)}].gpus")
     return SGLangWorkerArgs(**(defaults | fields))
 
 
@@ -271,9 +281,13 @@ def test_worker_options_order_and_readiness_spec() -> None:
     container_opts = rec.opts("w-container")
     assert container_opts.delete_before_replace is True
     assert container_opts.provider is rec.resource("w-docker")
-    assert rec.resource("w-model-check") in container_opts.depends_on
+    # The checkpoint, then the host's GPUs and its container runtime, before the container.
+    for step in ("w-model-check", "w-gpu-check", "w-gpu-runtime"):
+        assert rec.resource(step) in container_opts.depends_on, step
+    assert rec.resource("w-gpu-check") in rec.opts("w-gpu-runtime").depends_on
     assert rec.resource("w-container") in rec.opts("w-ready").depends_on
-    for child in ("w-docker", "w-model-check", "w-image", "w-container", "w-ready"):
+    for child in ("w-docker", "w-model-check", "w-image", "w-gpu-check", "w-gpu-runtime",
+                  "w-container", "w-ready"):
         assert rec.opts(child).parent is rec.resource("w")
 
     check = rec.named("w-model-check").inputs
@@ -285,7 +299,10 @@ def test_worker_options_order_and_readiness_spec() -> None:
     spec = probe["spec"]
     assert spec["mode"] == "worker"
     assert spec["url"] == "http://10.0.0.11:30001"
-    assert spec["timeout_s"] == cfg.serving.health_timeout_s
+    # Unset in the stack: derived from the model and the layout (27B bf16 read by 2 replicas at
+    # 0.2 GB/s, plus the fixed start and the graph capture: 1140 s).
+    assert cfg.serving.health_timeout_s is None
+    assert spec["timeout_s"] == startup_timeout_s(cfg.serving, cfg.model) == 1140
     assert spec["container"] == "benchstack-sglang-worker-a"  # fail fast if it exits
     assert spec["expect"] == {
         "served_model_name": "Qwen/Qwen3.8-27B", "tp_size": 4, "dp_size": 2,
@@ -301,7 +318,7 @@ def test_worker_options_order_and_readiness_spec() -> None:
     # pip arguments, and a backstop above the probe's own bound.
     assert probe["python"] is None and probe["pip_args"] == []
     assert probe["venvs_dir"] == f"{cfg.workspace}/.benchstack"
-    assert probe["hard_timeout_s"] == cfg.serving.health_timeout_s + 600
+    assert probe["hard_timeout_s"] == 1140 + 600
 
 
 def test_worker_outputs() -> None:
