@@ -14,8 +14,9 @@ one line per problem naming the host and the GPU index, all problems at once:
   NCCL open several contexts on a GPU);
 - uncorrected ECC errors since the driver loaded, retired pages pending a reboot, rows pending
   remapping (A100/H100: a GPU reset) or a remapping failure;
-- a driver whose CUDA version is older than the serving image's (its CUDA_VERSION, or its
-  com.nvidia.cuda.version label).
+- a driver whose CUDA major version is older than the serving image's (its CUDA_VERSION, or its
+  com.nvidia.cuda.version label; a newer minor version runs under CUDA's minor version
+  compatibility, and is only logged).
 The worker container's own processes (a worker already running when the check runs again) are
 its own, not another's. Outputs what it read (GPU UUIDs, models, memory, driver, CUDA): the
 provenance says which GPUs produced the score.
@@ -193,13 +194,21 @@ def health_problems(inputs: Inputs, gpu: GpuRow, report: nvidia_smi.Report) -> l
 
 
 def cuda_problems(inputs: Inputs, report: nvidia_smi.Report, image: str | None) -> list[str]:
+    """The image's CUDA against the driver's: a newer major version cannot run (PyTorch: "The
+    NVIDIA driver on your system is too old"); a newer minor one of the same major runs under
+    CUDA's minor version compatibility, so it is only logged (and the smoke container, through
+    the NVIDIA toolkit's own requirement check, still has the last word)."""
     driver, wanted = _version(report.cuda_version), _version(image)
     if driver is None or wanted is None or driver >= wanted:
         return []
+    if wanted[0] == driver[0]:
+        log(NAME, f"{inputs.host}: the serving image's CUDA {image} is newer than the driver's "
+                  f"{report.cuda_version}: it runs under CUDA minor version compatibility")
+        return []
     return [f"{inputs.host}: its driver {report.driver_version} supports CUDA "
-            f"{report.cuda_version}, older than the serving image's CUDA {image} "
-            f"({inputs.image[:19]}): update the driver, or use an image built for CUDA "
-            f"{report.cuda_version}"]
+            f"{report.cuda_version}, an older major version than the serving image's CUDA "
+            f"{image} ({inputs.image[:19]}): update the driver, or use an image built for CUDA "
+            f"{driver[0]}"]
 
 
 def problems_of(inputs: Inputs, reading: Reading) -> list[str]:

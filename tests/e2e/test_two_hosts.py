@@ -15,8 +15,12 @@ checked on the hosts themselves:
    as infra with the serving plane's own words, the rest as the demo tasks' expected categories;
 4. worker-a back on the network: the next up brings its worker back, touching nothing of
    worker-b's; then preview --expect-no-changes and a no-op up;
-5. worker-a's host key changed between two ups: refused, naming the host, nothing run there;
-6. destroy: both hosts' daemon.json and docker0 as they were, no container or process of the
+5. the hosts' GPUs declared (an nvidia-smi stand-in replays the recorded H100 outputs there,
+   tests/e2e/gpu_plane.py): a preview runs no check; with a process holding GPU 0 of worker-a,
+   up is refused naming worker-a, its GPU 0 and the process, both hosts as they were; with it
+   gone, up passes, replacing no container; undeclared again, the checks go;
+6. worker-a's host key changed between two ups: refused, naming the host, nothing run there;
+7. destroy: both hosts' daemon.json and docker0 as they were, no container or process of the
    stack on either, the results kept on worker-b.
 
 The hosts are started once for the module and stopped at its end, which also checks that this
@@ -44,6 +48,7 @@ import pytest
 from components.seam.ssh import parse_outputs
 from contracts import outputs as keys
 from tests.conftest import ROOT
+from tests.e2e import gpu_plane
 from tests.e2e.two_hosts import (
     CONFIG,
     DATASET_PATH,
@@ -443,6 +448,49 @@ def test_the_next_up_brings_worker_a_back_alone(phase: Lifecycle):
     assert changed(phase.stack.up("no-op up")) == {}
 
 
+def container_ids(life: Lifecycle) -> dict[str, str]:
+    return {name: life.hosts.docker(name, "inspect", "-f", "{{.Id}}", WORKER_CONTAINER[name]).stdout
+            for name in (A, B)}
+
+
+def test_a_busy_gpu_on_worker_a_is_refused_through_the_engine(phase: Lifecycle):
+    """issue 36: gpu_check through the real CLI on both hosts. UNRUN when written (the session
+    had no Docker engine to spare); the lead's rehearsal runs it."""
+    phase.after("test_the_next_up_brings_worker_a_back_alone")
+    gpu_plane.install(phase.hosts, A, "h100-busy")
+    gpu_plane.install(phase.hosts, B, "h100-idle")
+    try:
+        gpu_plane.declare_gpus(phase.stack.project, gpu_plane.H100_HOST)
+        before = container_ids(phase), [phase.hosts.processes(n) for n in (A, B)]
+        plan = changed(phase.stack.preview())
+        assert {n for n in plan if "-gpu-" in n} == {f"{A}-sglang-gpu-check",
+                                                     f"{B}-sglang-gpu-check"}, plan
+        # A preview runs no check on either host.
+        assert gpu_plane.calls(phase.hosts, A) == gpu_plane.calls(phase.hosts, B) == []
+        refused = phase.stack.cli("up", "--yes")
+        assert refused.returncode != 0
+        assert ("worker-a GPU 0: 77312 MiB held by other processes (PID 58130 /usr/bin/python "
+                "77306 MiB), above the 8155 MiB mem_fraction_static 0.9 leaves of 81559 MiB"
+                in refused.output), refused.output[-3000:]
+        assert "Traceback" not in refused.output
+        # Both hosts as the refused up found them: the same workers, no step left running.
+        assert (container_ids(phase), [phase.hosts.processes(n) for n in (A, B)]) == before
+        gpu_plane.use(phase.hosts, A, "h100-idle")
+        done = changed(phase.stack.up("up, the GPU free again"))
+        assert f"{A}-sglang-gpu-check" in done, done
+        assert not [n for n in done if n.endswith("-container")], done
+        assert container_ids(phase) == before[0]
+        phase.stack.preview("--expect-no-changes")
+    finally:
+        gpu_plane.declare_gpus(phase.stack.project, None)
+    gone = changed(phase.stack.up("up, the GPUs undeclared"))
+    assert {n for n in gone if "-gpu-" in n} == {f"{A}-sglang-gpu-check",
+                                                 f"{B}-sglang-gpu-check"}, gone
+    for name in (A, B):
+        gpu_plane.remove(phase.hosts, name)
+    assert container_ids(phase) == before[0]
+
+
 def rekey(life: Lifecycle, name: str, *, back: bool = False) -> None:
     """New SSH host keys on `name` (kept aside), or the old ones back; sshd rereads them."""
     keep = "/etc/ssh/benchstack-old-keys"
@@ -455,7 +503,7 @@ def rekey(life: Lifecycle, name: str, *, back: bool = False) -> None:
 
 
 def test_a_changed_host_key_is_refused_naming_the_host(phase: Lifecycle):
-    phase.after("test_the_next_up_brings_worker_a_back_alone")
+    phase.after("test_a_busy_gpu_on_worker_a_is_refused_through_the_engine")
     known = (phase.tmp / "known_hosts").read_text()
     accepted = recorded_key(phase, A)
     before = phase.hosts.processes(A), phase.hosts.containers(A)

@@ -7,8 +7,8 @@ query cannot pass on a stale recording.
 Installed as `nvidia-smi` on PATH (the rehearsal hosts: tests/e2e/gpu_plane.py; the unit tests:
 a temporary dir). The scenario: $NVIDIA_SMI_REPLAY_SCENARIO, else the one word in
 <data>/scenario, where <data> is $NVIDIA_SMI_REPLAY_DIR, else /usr/local/share/
-benchstack-nvidia-smi (one fixture dir per scenario under it). Standard library only, any
-python3 >= 3.9.
+benchstack-nvidia-smi (one fixture dir per scenario under it). Each call is appended to
+<data>/calls.log where that file exists. Standard library only, any python3 >= 3.9.
 """
 
 from __future__ import annotations
@@ -43,7 +43,17 @@ def scenario_dir() -> Path:
     return data / name
 
 
+def note_call(argv: list[str]) -> None:
+    """Each call appended to <data>/calls.log where that file exists (the e2e reads it: a
+    preview must run none)."""
+    calls = Path(os.environ.get("NVIDIA_SMI_REPLAY_DIR") or DEFAULT_DIR) / "calls.log"
+    if calls.is_file():
+        with calls.open("a") as log:
+            log.write(" ".join(argv) + "\n")
+
+
 def main(argv: list[str]) -> int:
+    note_call(argv)
     answer = ANSWERS.get(tuple(argv))
     if answer is None:
         print(f"nvidia-smi replay: no recording for {' '.join(argv) or '(no arguments)'}",

@@ -106,11 +106,16 @@ def test_rows_pending_remapping_and_a_failed_remap_come_from_the_q_text():
     ]
 
 
-def test_a_driver_older_than_the_images_cuda_is_refused():
-    problems = gpu_check.problems_of(LAYOUT, reading("h100-idle", image_cuda="12.4.1"))
-    assert problems == [f"h100: its driver 535.161.08 supports CUDA 12.2, older than the serving "
-                        f"image's CUDA 12.4.1 ({LAYOUT.image[:19]}): update the driver, or use "
-                        "an image built for CUDA 12.2"]
+def test_a_driver_of_an_older_cuda_major_than_the_images_is_refused():
+    problems = gpu_check.problems_of(LAYOUT, reading("h100-idle", image_cuda="13.0.1"))
+    assert problems == [f"h100: its driver 535.161.08 supports CUDA 12.2, an older major version "
+                        f"than the serving image's CUDA 13.0.1 ({LAYOUT.image[:19]}): update the "
+                        "driver, or use an image built for CUDA 12"]
+
+
+def test_a_newer_cuda_minor_runs_under_minor_version_compatibility(capsys):
+    assert gpu_check.problems_of(LAYOUT, reading("h100-idle", image_cuda="12.8.1")) == []
+    assert "runs under CUDA minor version compatibility" in capsys.readouterr().err
     assert gpu_check.problems_of(LAYOUT, reading("h100-idle", image_cuda="12.2.2")) == []
     # A CPU image says no CUDA: nothing to compare.
     assert gpu_check.problems_of(LAYOUT, reading("h100-idle", image_cuda=None)) == []
@@ -119,7 +124,7 @@ def test_a_driver_older_than_the_images_cuda_is_refused():
 def test_every_problem_at_once():
     csv = csv_cell(text("h100-busy", "query-gpu.csv"), 1, "mig.mode.current", "Enabled")
     with pytest.raises(HostError) as err:
-        gpu_check.check(LAYOUT, reading("h100-busy", csv=csv, image_cuda="12.8"))
+        gpu_check.check(LAYOUT, reading("h100-busy", csv=csv, image_cuda="13.0"))
     assert str(err.value).startswith("3 problem(s) with h100's GPUs")
     assert str(err.value).count(" | ") == 2
 

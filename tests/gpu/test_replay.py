@@ -57,6 +57,8 @@ def test_the_replay_reads_its_scenario_from_its_data_dir(tmp_path):
     (tmp_path / "scenario").write_text("h100-idle\n")
     env = {**os.environ, "NVIDIA_SMI_REPLAY_DIR": str(tmp_path)}
     env.pop("NVIDIA_SMI_REPLAY_SCENARIO", None)
+    (tmp_path / "calls.log").write_text("")
     proc = subprocess.run([sys.executable, str(ROOT / "tests/gpu/nvidia_smi_replay.py"), "-L"],
                           env=env, capture_output=True, text=True, timeout=30)
     assert proc.stdout == text("h100-idle", "L.txt")
+    assert (tmp_path / "calls.log").read_text() == "-L\n"
