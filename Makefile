@@ -19,7 +19,7 @@ setup:
 # Every host probe, setup and test-environment script: shellcheck, zero findings (a directive that
 # silences one carries its reason on the same line).
 SHELL_SCRIPTS := $(wildcard hostside/probes/*.sh setup/*.sh setup/lib.sh setup/engine/*.sh setup/k8s/*.sh \
-	tests/*.sh tests/env/*.sh tests/env/hosts/*.sh tests/hostplane/*.sh) .ci/run tests/standins/sglang
+	tests/*.sh tests/env/*.sh tests/env/hosts/*.sh tests/hostplane/*.sh tests/gpu/*.sh) .ci/run tests/standins/sglang
 
 # ruff's complexity rules ignore a listed file whole: the test holds the list to its functions.
 lint:

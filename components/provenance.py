@@ -3,11 +3,11 @@
 One JSON beside the job's log (where: contracts/jobdir.py; schema
 `benchstack.provenance/1` from contracts/outputs.py): the Harbor wheel's version and sha256,
 the dataset's repository, commit and task count, every task image's digest, the SGLang image
-id, the model's name and path, each worker's reported server config, the GPUs it runs on (their
-UUIDs and models, the driver and its CUDA: hostside/gpu_check.py) and its startup's phases, the router's flags, the
-serving plane's speed measured before launch, the stack name, the reruns, and, read on the
-Harbor host (hostside/provenance.py), the config
-Harbor resolved for the job and the compose override. The audit
+id, the model's name and path, each worker's reported server config, the GPUs it runs on
+(their UUIDs and models, the driver and its CUDA: hostside/gpu_check.py) and its startup's
+phases, the router's flags, the serving plane's speed measured before launch, the stack name,
+the reruns, and, read on the Harbor host (hostside/provenance.py), the config Harbor resolved
+for the job and the compose override. The audit
 shows it in its report and archives it next to the reports (`python -m audit --stack`).
 
 It is rewritten whenever one of those facts changes (they are the trigger), after the job has

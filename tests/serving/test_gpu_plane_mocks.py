@@ -13,8 +13,8 @@ from tests.serving.test_components_mocks import (
     IMAGE_ID,
     declare,
     stack,
-    step_inputs,
     stdout_for,
+    step_inputs,
     worker_args,
 )
 

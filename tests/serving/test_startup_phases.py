@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
 from hostside import readiness
@@ -14,8 +16,7 @@ T0 = 1_700_000_000.0
 
 def stamp(seconds: float) -> str:
     """A `docker logs --timestamps` stamp `seconds` after T0 (nanoseconds, as docker writes)."""
-    from datetime import datetime, timezone
-    at = datetime.fromtimestamp(T0 + seconds, tz=timezone.utc)
+    at = datetime.fromtimestamp(T0 + seconds, tz=UTC)
     return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{int((T0 + seconds) % 1 * 1e9):09d}Z"
 
 
@@ -49,7 +50,7 @@ def test_the_phases_and_their_durations_from_sglangs_own_lines():
     startup = sglang_logs.STARTUP
     # Seconds after the wait began at which each line was logged: a 27B model's pace.
     at = [2, 3, 3, 4, 5, 40, 90, 131, 140, 141, 142, 190, 191, 192, 200]
-    for when, text in zip(at, startup):
+    for when, text in zip(at, startup, strict=True):
         log.add(when, text)
         now[0] = when + 1
         w.check("worker http://10.0.0.11:30001")
