@@ -3,8 +3,14 @@ and the smoke container's answers: the GPUs it lists against the host's."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+
 from hostside import gpu_runtime
-from tests.gpu.fixtures import DOCKER_INFO, NO_GPU_DRIVER, text
+from tests.conftest import ROOT
+from tests.gpu.fixtures import DOCKER_INFO, FIXTURES, NO_GPU_DRIVER, text
 
 HOST_UUIDS = [line.split("UUID: ")[1].rstrip(")")
               for line in text("h100-idle", "L.txt").splitlines()]
@@ -71,3 +77,43 @@ def test_the_smoke_runs_the_serving_image_as_the_worker_would():
     assert gpu_runtime.smoke_argv(INPUTS) == [
         "docker", "run", "--rm", "--name", "benchstack-gpu-smoke-worker-a", "--gpus", "all",
         "--user", "1000:1000", "--entrypoint", "nvidia-smi", INPUTS.image, "-L"]
+
+
+# --- the step itself, as a host runs it --------------------------------------------------------
+
+DOCKER_STANDIN = """#!/bin/sh
+# docker for this test: `info` prints a recorded docker info; `run` the smoke container's answer
+# (the recorded nvidia-smi -L, or Docker's refusal without a GPU driver); `rm` finds nothing.
+case "$1" in
+  info) cat "$INFO" ;;
+  run) if [ -n "$REFUSE" ]; then printf '%s' "$REFUSE" >&2; exit 125; fi; cat "$LIST" ;;
+  *) echo "Error: No such container: $3" >&2; exit 1 ;;
+esac
+"""
+
+
+def run_step(tmp_path, info: str, refuse: str = ""):
+    (tmp_path / "docker").write_text(DOCKER_STANDIN)
+    (tmp_path / "docker").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}", "PYTHONPATH": str(ROOT),
+           "INFO": str(DOCKER_INFO / info), "LIST": str(FIXTURES / "h100-idle" / "L.txt"),
+           "REFUSE": refuse, "BENCHSTACK_INPUTS": json.dumps(INPUTS.__dict__)}
+    return subprocess.run([sys.executable, "-m", "hostside", "gpu_runtime", "create"], env=env,
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_the_step_passes_where_the_container_sees_the_hosts_gpus(tmp_path):
+    proc = run_step(tmp_path, "nvidia-cdi.txt")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["seen"] == HOST_UUIDS and out["server_version"] == "29.7.2"
+
+
+def test_the_step_refuses_a_docker_without_a_gpu_driver_in_one_last_line(tmp_path):
+    proc = run_step(tmp_path, "runc-only-here.txt", refuse=NO_GPU_DRIVER)
+    assert proc.returncode == 1
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("gpu_runtime: worker-a: a container of the serving image with --gpus "
+                           "all failed (exit 125: docker: Error response from daemon: could not "
+                           'select device driver "" with capabilities: [[gpu]].)')
+    assert "install the NVIDIA Container Toolkit" in last
