@@ -3,6 +3,8 @@ SGLang workers and the real sglang-router (PyPI 0.3.2) on loopback."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +16,7 @@ from components.config import ModelConfig, ServingConfig
 from components.seam.host import Host
 from components.sglang_worker import SGLangWorkerArgs, expected_server_info, serve_argv
 from tests.conftest import docker
+from tests.serving import sglang_logs
 from tests.serving.conftest import (
     MODEL,
     PYTHON,
@@ -121,6 +124,35 @@ def test_worker_container_that_exits_fails_at_once(canary_image: str) -> None:
     assert result.returncode == 1
     assert f"container {name} exited (exit code 3)" in result.reason
     assert "CUDA out of memory" in result.reason
+
+
+def test_a_worker_dying_in_cuda_graph_capture_fails_naming_the_phase_and_line(
+        canary_image: str) -> None:
+    """SGLang's own lines (tests/serving/sglang_logs.py) from a real container's log, read with
+    docker's timestamps: the phase it died in, its time there, and the line that says why,
+    while the container still runs (SGLang's HTTP server can outlive its scheduler)."""
+    name = f"benchstack-test-phases-{uuid.uuid4().hex[:10]}"
+    url = f"http://127.0.0.1:{free_port()}"
+    lines = [sglang_logs.STARTUP[4], sglang_logs.STARTUP[7], *sglang_logs.OOM_IN_CAPTURE]
+    script = "; ".join([f"echo {shlex.quote(lines[0])} >&2", "sleep 2",
+                        *(f"echo {shlex.quote(line)} >&2" for line in lines[1:4]), "sleep 3",
+                        *(f"echo {shlex.quote(line)} >&2" for line in lines[4:]),
+                        "sleep 300"])
+    try:
+        docker("run", "-d", "--name", name, canary_image, "bash", "-c", script)
+        start = time.monotonic()
+        result = run_probe({**worker_spec(url, timeout_s=120), "container": name})
+        took = time.monotonic() - start
+    finally:
+        docker("rm", "-f", name, check=False)
+    assert result.returncode == 1
+    assert took < 30
+    assert re.search(rf"container {name} failed while capturing CUDA graphs \(\d+s in it\): "
+                     r"Exception: Capture cuda graph failed: CUDA out of memory", result.reason), \
+        result.reason
+    # The phases went by in the probe's progress.
+    assert f"{name}: loading weights" in result.stderr
+    assert f"{name}: capturing CUDA graphs" in result.stderr
 
 
 def test_nothing_listening_names_the_connection_error() -> None:
