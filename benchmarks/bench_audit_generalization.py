@@ -1,9 +1,9 @@
 """How well the audit generalizes: each dev-set source at first contact, now, and beside a
 trivial baseline, for all its labelled non-passes and for the hard ones.
 
-The dev set (tests/audit/dev_set.py) has four real sources (gemma-harness-tb2,
-glm5-openclaw-tb20, captaindpt-kill-terminalbench, singhh5050-tbench-eval) and a synthetic one
-(new-wording). A figure measured on the data the audit was tuned on is a fit. The honest one is
+The dev set (tests/audit/dev_set.py) has nine real sources (gemma-harness-tb2,
+glm5-openclaw-tb20; captaindpt-kill-terminalbench, singhh5050-tbench-eval; argus,
+hive-swarm-hub, lore-hex, anode, stella) and a synthetic one (new-wording). A figure measured on the data the audit was tuned on is a fit. The honest one is
 the **first contact**: the audit's verdicts on a source recorded BEFORE anything was changed for
 it (benchmarks/audit_first_contact.py wrote them to benchmarks/audit_first_contact.json, with
 the commit audited). For the two sources the audit had been written against before issue #28,
@@ -137,7 +137,7 @@ def report(results: dict[str, dict]) -> list[str]:
                 total.excused += s.excused
                 total.insufficient += s.insufficient
                 total.non_passes += s.non_passes
-            out.append(f"  four real sources, {group:<10} {view:<14} {_cell(total)}")
+            out.append(f"  real sources, {group:<10} {view:<14} {_cell(total)}")
     return out
 
 

@@ -1,11 +1,13 @@
 """The dev set and how the audit is scored against its experts, shared by the dev-set tests and
 the generalization benchmark (benchmarks/bench_audit_generalization.py).
 
-Four real sources, job dirs written by Harbor on other people's machines, each with an expert's
+Nine real sources, job dirs written by Harbor on other people's machines, each with an expert's
 label for every non-passing trial and a sample of passes:
 - `../shared/data/real-jobs/` (`expert-labels.json`): gemma-harness-tb2, glm5-openclaw-tb20;
 - `../shared/data/real-jobs-2/` (its own `expert-labels.json`): captaindpt-kill-terminalbench,
   singhh5050-tbench-eval;
+- `../shared/data/real-jobs-3/` (its own `expert-labels.json`, a `<source>.SOURCE.txt` each):
+  argus, hive-swarm-hub, lore-hex, anode, stella;
 and a synthetic one, `../shared/data/new-wording/` (40 trials worded as other tools word their
 failures, `expected.json`). The data is read in place, never copied into the repository.
 

@@ -1,6 +1,6 @@
 """The audit against the experts, on real job dirs from other people's runs (the dev set).
 
-Four real sources (tests/audit/dev_set.py), each held to the issue's bar on its own: agreement
+Nine real sources (tests/audit/dev_set.py), each held to the issue's bar on its own: agreement
 with the expert of at least 95%, not one model failure excused (an expert
 `agent_error`/`agent_timeout` that the audit calls `infra`, `verifier_timeout` or `cancelled`
 would raise the adjusted score on a failure of the model), and at most 10% of the labelled
@@ -42,12 +42,17 @@ def test_each_real_source_meets_the_bar(name):
     assert s.insufficient_share <= MAX_INSUFFICIENT
 
 
-def test_the_four_real_sources_are_all_there():
+def test_the_nine_real_sources_are_all_there():
     assert set(dev_set.REAL_SOURCES) == {
         "gemma-harness-tb2",
         "glm5-openclaw-tb20",
         "captaindpt-kill-terminalbench",
         "singhh5050-tbench-eval",
+        "argus",
+        "hive-swarm-hub",
+        "lore-hex",
+        "anode",
+        "stella",
     }
 
 

@@ -19,6 +19,9 @@ from benchmarks.bench_audit_generalization import FIRST_CONTACT, evaluate, repor
 from tests.audit import dev_set
 
 BEFORE_ISSUE_28 = "b667fd6dcb3d8aae327de6e200d9fb82223928cf"
+# real-jobs-3's five sources, audited before anything was changed for issue #34.
+BEFORE_ISSUE_34 = "924a0b3600a4af43ae6b7101f8efcd045be74ae5"
+REAL_JOBS_3 = {"argus", "hive-swarm-hub", "lore-hex", "anode", "stella"}
 
 
 @pytest.fixture(scope="module")
@@ -30,13 +33,22 @@ def test_first_contact_was_recorded_before_any_change_for_every_source():
     recorded = json.loads(FIRST_CONTACT.read_text())["sources"]
     assert set(recorded) == set(dev_set.SOURCES)
     for name, entry in recorded.items():
-        assert entry["commit"] == BEFORE_ISSUE_28, name
+        before = BEFORE_ISSUE_34 if name in REAL_JOBS_3 else BEFORE_ISSUE_28
+        assert entry["commit"] == before, name
         assert set(entry["verdicts"]) == set(dev_set.SOURCES[name].labels()), name
     first = {n for n, e in recorded.items() if e["kind"] == "first contact"}
-    assert first == {"captaindpt-kill-terminalbench", "singhh5050-tbench-eval", "new-wording"}
-    # What was recorded then: the two new real sources at 96/122 and 10/15, none excused.
+    assert first == {"captaindpt-kill-terminalbench", "singhh5050-tbench-eval", "new-wording"} | (
+        REAL_JOBS_3
+    )
+    # What was recorded then: real-jobs-2's two sources at 96/122 and 10/15, none excused; the
+    # five of real-jobs-3 at 28/45, 36/47, 42/49, 21/22 and 42/54, two model failures excused.
     assert (recorded["captaindpt-kill-terminalbench"]["agree"], recorded["singhh5050-tbench-eval"]
             ["agree"]) == (96, 10)
+    third = [recorded[n] for n in ("argus", "hive-swarm-hub", "lore-hex", "anode", "stella")]
+    assert [(e["agree"], e["labelled"]) for e in third] == [
+        (28, 45), (36, 47), (42, 49), (21, 22), (42, 54)
+    ]
+    assert sum(e["excused"] for e in third) == 2
 
 
 def test_the_hard_trials_are_what_the_baseline_gets_wrong(results):
@@ -70,4 +82,4 @@ def test_the_report_prints_first_contact_beside_now_and_the_baseline(results):
     lines = text.splitlines()
     for view in ("first contact", "now", "trivial"):
         assert sum(ln.startswith(f"  {view} ") for ln in lines) == len(dev_set.SOURCES), view
-    assert "four real sources, hard       first contact" in text
+    assert "real sources, hard       first contact" in text
