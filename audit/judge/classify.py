@@ -29,7 +29,7 @@ import re
 
 from audit.judge import model_endpoint as ME
 from audit.judge.detectors import CLUSTER, DETECTORS, JobContext
-from audit.judge.detectors.endpoint import failing_when_stopped
+from audit.judge.detectors.endpoint import address_not_built, failing_when_stopped
 from audit.judge.detectors.serving import corroborate
 from audit.judge.job_state import trial_left_mid_phase
 from audit.judge.rules import CompiledRule, Match
@@ -345,6 +345,9 @@ def never_reached(ev: TrialEvidence, reached: Reached) -> Classification:
         or (failure.kind == "bad_request" and failure.status == 404)
     )
     lead = exception_line(ev) + [f"model reached: {reached.line()}"]
+    if failure is not None and failure.kind == "address_invalid":
+        said = Proof("launch_config", where, short(reached.first_error or words))
+        return address_not_built(ev, said, lead)
     if outside and failure is not None:
         what = (
             "the endpoint does not know the model or route it was asked for (404): the "

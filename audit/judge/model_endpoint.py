@@ -30,6 +30,26 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from audit.read import readings
+from audit.read.status import status_in
+
+# The client could not build a request from the address it was given, so nothing was sent: the
+# operator's launch configuration kept the model from being reached. Each library's own words:
+# the Rust `url` crate's ParseError::RelativeUrlWithoutBase ("relative URL without a base") and
+# reqwest's Builder error ("builder error"); Python requests' MissingSchema and InvalidURL ("No
+# scheme supplied", "No host supplied", "Invalid URL"); httpx's UnsupportedProtocol ("Request URL
+# is missing an 'http://' or 'https://' protocol"); Go net/http ("unsupported protocol scheme");
+# Node's URL parser and fetch (ERR_INVALID_URL, "Failed to parse URL from").
+_ADDRESS = re.compile(
+    r"(?i)(?:relative URL without a base|\bbuilder error\b|No (?:scheme|host) supplied|"
+    r"\bInvalid URL\b|UnsupportedProtocol|missing an 'http://' or 'https://' protocol|"
+    r"unsupported protocol scheme|ERR_INVALID_URL|Failed to parse URL from)"
+)
+# A stream the server itself ended with its protocol's failure event: the Responses API's
+# `response.failed` ("an event that is emitted when a response fails"), a server-sent-events
+# stream's `error` event. The endpoint's answer, like a 5xx, when the run kept nothing
+# (audit/judge/detectors/endpoint.py).
+_STREAM_FAILED = re.compile(r"(?i)\bresponse\.failed\b|\bevent:\s*error\b|\berror event\b")
 # Exception names and messages that mean "this came from the model client".
 _CLIENT = re.compile(
     r"(?:litellm|openai|anthropic|httpx|APIError|APIStatusError|APIConnectionError|"
@@ -57,9 +77,6 @@ _SERVED_CTX = re.compile(
     r"(?i)(?:maximum context length is|context length[^\d]{0,20}|must be <=\s*)(\d{3,7})"
 )
 _SERVED_CTX_LLAMA = re.compile(r"(?i)(?:context size[^\d]{0,20}|n_ctx'?:\s*)(\d{3,7})")
-_STATUS = re.compile(
-    r"(?i)(?:error code|status(?:_code)?|HTTP|API Error|['\"]code['\"])[:= ]+\s*(\d{3})\b"
-)
 _UNREACHABLE = re.compile(
     r"(?i)(?:APIConnectionError|Connection error|ConnectTimeout|connect timeout|"
     r"timed out while connecting|connection refused|ConnectError|"
@@ -156,6 +173,8 @@ KIND_TEXT = {
     "internal_error": "the model endpoint failed on a request (500)",
     "unanswered": "the model endpoint sent no answer, not even the response's headers, before "
     "the client's timeout",
+    "address_invalid": "the model client could not build a request from the address it was "
+    "given (the operator's launch configuration): nothing was sent",
 }
 # A timeout proves nothing by itself (see the module docstring); a 500 is the serving plane's.
 INFRA_KINDS = tuple(k for k in KIND_TEXT if k != "timeout")
@@ -199,11 +218,13 @@ def classify_words(text: str) -> EndpointFailure | None:
     request's), then a 5xx that says what it failed to parse (caused by its input, not an
     outage), then a 5xx by its status and body (unavailable, or one request failed), then what
     the client observed without a status (no JSON, no schema, no connection, no answer in
-    time), last the 5xx words without a status."""
+    time), last the 5xx words without a status. Before all of them: a request the client could
+    not build (no status can follow: nothing was sent)."""
     if not text:
         return None
-    m = _STATUS.search(text)
-    status = int(m.group(1)) if m else None
+    if readings.on("address_not_built") and _ADDRESS.search(text):
+        return EndpointFailure("address_invalid", None, None)
+    status = status_in(text)
     if _CONTEXT.search(text) or _CONTEXT_LLAMA.search(text):
         ctx = _SERVED_CTX.search(text) or _SERVED_CTX_LLAMA.search(text)
         return EndpointFailure("context_overflow", status, int(ctx.group(1)) if ctx else None)
@@ -236,6 +257,11 @@ def classify_words(text: str) -> EndpointFailure | None:
     if "BadRequestError" in text or "UnprocessableEntityError" in text:
         return EndpointFailure("bad_request", status, None)
     return None
+
+
+def stream_failed(text: str) -> bool:
+    """The words say the server ended its stream with its protocol's failure event."""
+    return readings.on("stream_failed_event") and bool(_STREAM_FAILED.search(text))
 
 
 def parse_failure_named(text: str) -> bool:

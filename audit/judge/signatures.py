@@ -52,6 +52,8 @@ _ENTRIES: list[tuple[str, str, str]] = [
      "endpoint's words quoted): the model never answered, so the grade is not its"),
     ("model_never_reached_unexplained", "insufficient_evidence", "the model was never reached "
      "and nothing shows why: no grade can be the model's"),
+    ("model_address_invalid", "infra", "the model client could not build a request from the "
+     "address it was given (the operator's launch configuration): no model was asked"),
     ("nop_no_attempt", "agent_error", "Harbor's nop agent does nothing by design: a 0 shows the "
      "verifier does not pass the untouched task; no model was asked"),
     ("oracle_solution_failed", "insufficient_evidence", "the oracle's reference solution did not "
@@ -62,6 +64,9 @@ _ENTRIES: list[tuple[str, str, str]] = [
     ("model_endpoint_rate_limit", "infra", "the endpoint rate-limited the agent (429) until its "
      "retries ran out"),
     ("model_endpoint_not_json", "infra", "the endpoint answered with a body that is not JSON"),
+    ("model_endpoint_stream_failed", "infra", "the endpoint ended its stream with its protocol's "
+     "failure event (`response.failed`, an `error` event) before any turn completed or any file "
+     "was written"),
     ("model_endpoint_malformed_reply", "infra", "the endpoint's reply did not follow the API's "
      "schema"),
     ("model_endpoint_no_usage", "infra", "the endpoint answered without `usage` and the harness "

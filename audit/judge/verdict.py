@@ -46,6 +46,7 @@ OutsideCause = Literal[
     "setup_failed",
     "job_stopped",
     "serving_record",
+    "launch_config",
 ]
 # What each kind of proof must show; a proof of another kind excuses nothing.
 OUTSIDE_CAUSES: dict[str, str] = {
@@ -66,6 +67,9 @@ OUTSIDE_CAUSES: dict[str, str] = {
     "serving_record": "the serving plane's own record beside the job shows it failing while "
     "the trial's model calls waited (a worker unhealthy, removed or not answering, a circuit "
     "breaker open, requests failing with no worker, a burst of 5xx), the read quoted",
+    "launch_config": "the operator's launch configuration kept the model from being reached: "
+    "the model client's own words that it could not build a request from the address it was "
+    "given",
 }
 
 

@@ -30,6 +30,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from audit.read.status import says_status, status_in
+
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
 _LINK = {
     "The above exception was the direct cause of the following exception:": "cause",
@@ -61,7 +63,6 @@ _REMOTE = re.compile(
     r"RateLimit|Authentication|PermissionDenied|BadRequest|NotFound|InternalServer|"
     r"gaierror|SSLError|IncompleteRead|RemoteDisconnected)"
 )
-_STATUS = re.compile(r"(?i)\b(?:error code|status(?: code)?|HTTP)\W{0,3}([1-5]\d\d)\b")
 
 
 @dataclass(frozen=True)
@@ -220,7 +221,7 @@ def origin(chain: tuple[Raised, ...], agent: Agent) -> Origin | None:
 
 
 def _is_remote(root: Raised, frames: tuple[Frame, ...]) -> bool:
-    if _REMOTE.search(root.name) or _STATUS.search(root.message):
+    if _REMOTE.search(root.name) or says_status(root.message):
         return True
     if any(_NET_STDLIB.search(f.path) for f in frames):
         return True
@@ -235,7 +236,7 @@ def _is_remote(root: Raised, frames: tuple[Frame, ...]) -> bool:
 def status_of(chain: tuple[Raised, ...]) -> int | None:
     """The HTTP status any exception of the chain names."""
     for raised in reversed(chain):
-        m = _STATUS.search(raised.message)
-        if m:
-            return int(m.group(1))
+        found = status_in(raised.message)
+        if found is not None:
+            return found
     return None

@@ -268,6 +268,8 @@ def _verdict(
             host,
         )
     own = _own_words(ev)
+    if failure.kind == "address_invalid":
+        return address_not_built(ev, own, head)
     if failure.kind in ("content_rejected", "internal_error"):
         return _one_request(ev, ctx, failure, own, head)
     if failure.kind == "timeout_answering":
@@ -304,6 +306,21 @@ def _verdict(
         proof,
         lead=head,
         endpoint=host,
+    )
+
+
+def address_not_built(ev: TrialEvidence, said: Proof, head: list[str]) -> Classification:
+    """The model client could not build a request from the address it was given (its own words,
+    `said`): nothing was sent, no model was asked: the operator's launch configuration."""
+    return excuse(
+        "infra",
+        "model_address_invalid",
+        "model",
+        "The model client could not build a request from the address it was given (its own "
+        "words quoted), so no model call was ever sent and nothing graded here is the model's "
+        "work: the operator's launch configuration (the endpoint's URL). Fix it and rerun.",
+        [replace(said, cause="launch_config", reading="the client could not build the request")],
+        lead=head,
     )
 
 
@@ -535,36 +552,84 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
         return None
     for log in ev.agent_logs():
         where, words, quote = _ending_error(log)
-        if not words:
-            continue
-        failure = ME.classify_text(words) or (
-            ME.classify_words(words) if _HTTP_WORDS.search(words) else None
-        )
-        if failure is None:
-            continue
-        if failure.kind == "context_overflow":
-            verdict = _context(ev, ctx, words, where, exception_line(ev))
-            if verdict is not None and verdict.category == "infra":
-                return verdict
-            return None  # the agent's own overflow: the grade (or the fallback) stands
-        if failure.kind == "unparseable_output" or _quotes_generation(ctx, words):
-            return None  # the model's own generation: the grade (or the fallback) stands
-        own = Proof("endpoint_response", where, short(quote), "the endpoint's words")
-        if failure.kind in ("content_rejected", "internal_error"):
-            return _one_request(ev, ctx, failure, own, exception_line(ev))
-        if failure.kind not in ME.INFRA_KINDS:
-            return None
-        return excuse(
-            "infra",
-            f"model_endpoint_{failure.kind}",
-            "model",
-            f"{ME.KIND_TEXT[failure.kind][0].upper() + ME.KIND_TEXT[failure.kind][1:]}, and the "
-            f"agent's run ended there ({log.source} log). The trigger was the endpoint: rerun.",
-            [own],
-            lead=exception_line(ev),
-            endpoint=", ".join(sorted(ctx.model_hosts)) or None,
-        )
+        failure = _log_failure(words) if words else None
+        if failure is not None:
+            return _judge_log_ending(ev, ctx, log.source, failure, (where, words, quote))
     return None
+
+
+def _log_failure(words: str) -> ME.EndpointFailure | None:
+    """The endpoint failure the words of a run's ending error show, if any."""
+    found = ME.classify_text(words) or (
+        ME.classify_words(words) if _HTTP_WORDS.search(words) else None
+    )
+    if found is None and ME.stream_failed(words):
+        found = ME.EndpointFailure("stream_failed", None, None)
+    return found
+
+
+def _judge_log_ending(
+    ev: TrialEvidence,
+    ctx: JobContext,
+    source: str,
+    failure: ME.EndpointFailure,
+    said: tuple[str, str, str],
+) -> Classification | None:
+    """The verdict on a run that ended on `failure` (said: where, words, verbatim quote)."""
+    where, words, quote = said
+    if failure.kind == "context_overflow":
+        verdict = _context(ev, ctx, words, where, exception_line(ev))
+        return verdict if verdict is not None and verdict.category == "infra" else None
+    if failure.kind == "unparseable_output" or _quotes_generation(ctx, words):
+        return None  # the model's own generation: the grade (or the fallback) stands
+    own = Proof("endpoint_response", where, short(quote), "the endpoint's words")
+    if failure.kind == "address_invalid":
+        # The model answered before: its work was graded.
+        return None if model_reached(ev).answer == "yes" else address_not_built(
+            ev, own, exception_line(ev)
+        )
+    if failure.kind == "stream_failed":
+        return None if work_kept(ev) else _stream_failed(ev, ctx, own)
+    if failure.kind in ("content_rejected", "internal_error"):
+        return _one_request(ev, ctx, failure, own, exception_line(ev))
+    if failure.kind not in ME.INFRA_KINDS:
+        return None
+    return excuse(
+        "infra",
+        f"model_endpoint_{failure.kind}",
+        "model",
+        f"{ME.KIND_TEXT[failure.kind][0].upper() + ME.KIND_TEXT[failure.kind][1:]}, and the "
+        f"agent's run ended there ({source} log). The trigger was the endpoint: rerun.",
+        [own],
+        lead=exception_line(ev),
+        endpoint=", ".join(sorted(ctx.model_hosts)) or None,
+    )
+
+
+def work_kept(ev: TrialEvidence) -> bool:
+    """The run kept work of the model's, whatever ended it: a turn it completed (a model call
+    answered) or a file it changed, as the agent's own log records them."""
+    logs = ev.agent_logs()
+    return (
+        any(c.answered for log in logs for c in log.calls)
+        or any(log.changes for log in logs)
+        or bool(ev.written_by_agent())
+    )
+
+
+def _stream_failed(ev: TrialEvidence, ctx: JobContext, own: Proof) -> Classification:
+    return excuse(
+        "infra",
+        "model_endpoint_stream_failed",
+        "model",
+        "The endpoint ended its stream with its protocol's failure event (the Responses API's "
+        "`response.failed`, a stream's `error` event) and the run ended there before any turn "
+        "completed or any file was written: the endpoint's answer, like a 5xx; nothing graded "
+        "here is the model's work. Check the endpoint at that time and rerun.",
+        [own],
+        lead=exception_line(ev),
+        endpoint=", ".join(sorted(ctx.model_hosts)) or None,
+    )
 
 
 def _ending_error(log) -> tuple[str, str, str]:

@@ -5,7 +5,8 @@ The stream is recognised by its own event types, not by the file's name.
 
 Codex (`codex-rs/exec`'s JSONL events): `thread.started`, `turn.started`, `item.started` /
 `item.completed` with an `item` (`agent_message` text, `reasoning`, `command_execution` with
-`command`, `aggregated_output`, `exit_code`, `status`, `error` with `message`),
+`command`, `aggregated_output`, `exit_code`, `status`, `file_change` with the files the
+agent changed, `error` with `message`),
 `turn.completed` with `usage` (`input_tokens`, `cached_input_tokens`, `output_tokens`),
 `turn.failed` with `error.message`, and a top-level `error` with `message`.
 
@@ -78,6 +79,8 @@ def _codex(path: str, events: list[tuple[int, dict]]) -> AgentLog:
                 log.events[started[key]] = answer(
                     action, str(output or ""), where, as_int(item.get("exit_code"))
                 )
+        elif kind == "item.completed" and item.get("type") == "file_change":
+            log.changes.append(where)
         elif kind == "item.completed" and item.get("type") == "agent_message":
             text.append(str(item.get("text") or ""))
         elif kind == "item.completed" and item.get("type") == "error":

@@ -86,6 +86,9 @@ class AgentLog:
     source: str  # the reader: atif, terminus-episodes, claude-code, openhands, mini-swe-agent...
     events: list[Call | Action] = field(default_factory=list)
     end: RunEnd | None = None
+    # Where the log records a file the agent changed (Codex's `file_change` items): the work a
+    # run kept, whatever ended it.
+    changes: list[str] = field(default_factory=list)
 
     @property
     def calls(self) -> list[Call]:
