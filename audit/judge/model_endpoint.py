@@ -101,6 +101,10 @@ _KINDS: list[tuple[str, re.Pattern[str]]] = [
     ),
     ("rate_limit", re.compile(r"(?i)(?:RateLimitError|\b429\b|rate limit|too many requests)")),
 ]
+# A refusal that names a limit and when it resets: the words of a rate limit (RFC 6585 §4: a 429
+# says how long to wait; the providers' `x-ratelimit-reset-*` and `anthropic-ratelimit-*-reset`
+# headers), as a client renders it when it writes the refusal in place of a reply.
+_LIMIT_RESETS = re.compile(r"(?i)\blimit\b[^\n.]{0,40}\bresets?\b")
 # What the client observed of the reply, tried in this order.
 _OBSERVED: list[tuple[str, re.Pattern[str]]] = [
     (
@@ -233,6 +237,8 @@ def classify_words(text: str) -> EndpointFailure | None:
     for kind, pattern in _KINDS:
         if pattern.search(text):
             return EndpointFailure(kind, status, None)
+    if readings.on("synthesised_reply") and _LIMIT_RESETS.search(text):
+        return EndpointFailure("rate_limit", status, None)
     if status is not None and 400 <= status < 500:
         return EndpointFailure("bad_request", status, None)
     server = status is not None and status >= 500

@@ -551,11 +551,24 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
     if (etype(ev) or "") in HARBOR_TIMEOUTS:
         return None
     for log in ev.agent_logs():
+        if log.source in TERMINAL_SOURCES and not ended_in_failure(ev, log):
+            continue  # an error the run went on after, or a run that finished
         where, words, quote = _ending_error(log)
         failure = _log_failure(words) if words else None
         if failure is not None:
             return _judge_log_ending(ev, ctx, log.source, failure, (where, words, quote))
     return None
+
+
+# Logs read for their terminal error alone (audit/read/logs/terminal.py).
+TERMINAL_SOURCES = ("terminal", "exit-output")
+_EXIT_ERROR = "NonZeroAgentExitCodeError"
+
+
+def ended_in_failure(ev: TrialEvidence, log) -> bool:
+    """The run ended in failure, so its last error is how it ended: the log's own summary says
+    so, or Harbor recorded the agent's command exiting non-zero (NonZeroAgentExitCodeError)."""
+    return (log.end is not None and log.end.status == "summary") or etype(ev) == _EXIT_ERROR
 
 
 def _log_failure(words: str) -> ME.EndpointFailure | None:
