@@ -21,9 +21,12 @@ from audit.judge.verdict import (
     exception_quote,
     exception_where,
     excuse,
+    short,
 )
+from audit.read import chain as C
 from audit.read import layout as L
-from audit.read.evidence import TrialEvidence
+from audit.read import readings
+from audit.read.evidence import Chunk, TrialEvidence
 
 HANG_FACTOR = 10.0
 HANG_MIN_SECONDS = 300.0
@@ -38,7 +41,8 @@ _CANNOT_RUN = re.compile(
     r"cannot execute binary file|error while loading shared libraries|"
     r"Unsupported (?:platform|architecture|engine)|EBADENGINE|requires a different Python|"
     r"requires Python [<>=]|is not supported on this (?:platform|system)|"
-    r"No matching distribution found for|glibc[^\n]{0,40}too old)"
+    r"No matching distribution found for|glibc[^\n]{0,40}too old|"
+    r"cannot open shared object file)"
 )
 
 
@@ -89,7 +93,12 @@ def setup_hung(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
 
 
 def agent_setup_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
-    """The agent's own setup (not Harbor's tmux install) timed out or failed: it never ran."""
+    """The agent's own setup (not Harbor's tmux install) timed out or failed: it never ran.
+
+    Infra only with an outside cause shown: a download refused (its host named), or an exec into
+    the sandbox that never returned before Harbor's own timeout. The agent's own software that
+    cannot run in the task's image (the loader's words, wherever recorded) is the agent's. With
+    neither, insufficient: a failed install says nothing of whose fault it was."""
     if ev.result is None or ev.result.reward is not None:
         return None
     kind = etype(ev) or ""
@@ -105,18 +114,11 @@ def agent_setup_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | N
     outside = [f for f in failures if N.owner(f, set()) == "external"]
     if outside:
         return _network_verdict(ev, ctx, "agent_setup", outside[0], len(outside), outside)
-    cannot = proof_at("setup_failed", setup, _CANNOT_RUN)
+    general = readings.on("cannot_run_anywhere")
+    cannot = proof_at("setup_failed", setup + (ev.source("exception") if general else []),
+                      _CANNOT_RUN) or (_own_tool_missing(ev) if general else None)
     if cannot is not None:
-        return Classification(
-            "agent_error",
-            "agent_setup_cannot_run",
-            "agent_setup",
-            "The agent's own software cannot run in the task's image (the loader's or the "
-            "installer's own words quoted): its setup failed for no outside reason. The agent "
-            "as configured is part of the system under test, so this counts against it.",
-            exception_line(ev) + [f"{cannot.where}: {cannot.quote}"],
-        )
-    tail = last_line(setup)
+        return _cannot_run(ev, cannot)
     agent = (ev.result.agent_info.name if ev.result.agent_info else None) or ""
     if not setup and agent.startswith("terminus"):
         # Terminus-2's setup is Harbor installing tmux and asciinema in the task container.
@@ -131,6 +133,28 @@ def agent_setup_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | N
             [_raised_in_setup(ev)],
             lead=exception_line(ev),
         )
+    return _setup_failed(ev, setup, [_exec_never_returned(ev)] if general else None)
+
+
+def _cannot_run(ev: TrialEvidence, cannot: Proof) -> Classification:
+    return Classification(
+        "agent_error",
+        "agent_setup_cannot_run",
+        "agent_setup",
+        "The agent's own software cannot run in the task's image (the loader's or the "
+        "installer's own words quoted): its setup failed for no outside reason. The agent "
+        "as configured is part of the system under test, so this counts against it.",
+        exception_line(ev) + [f"{cannot.where}: {cannot.quote}"],
+    )
+
+
+def _setup_failed(
+    ev: TrialEvidence, setup: list[Chunk], shown: list[Proof | None] | None
+) -> Classification:
+    """The agent's setup failed: infra with the outside cause `shown` (None: the setup failing is
+    proof enough, as before issue #34), else unproven (insufficient, audit/judge/verdict.py)."""
+    tail = last_line(setup)
+    proof = [_raised_in_setup(ev)] if shown is None else [p for p in shown if p is not None]
     return excuse(
         "infra",
         "agent_setup_failed",
@@ -139,7 +163,44 @@ def agent_setup_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | N
         + (f"; its last output is quoted from {L.AGENT_SETUP_STDOUT}" if tail else "")
         + ". The model was never asked anything: rerun the task after fixing the agent's "
         "installation (pre-install it in the image if it downloads at every trial).",
-        [_raised_in_setup(ev)],
+        proof,
         lead=exception_line(ev),
         more=[f"{tail[0]}: {tail[1]}"] if tail else [],
     )
+
+
+def _exec_never_returned(ev: TrialEvidence) -> Proof | None:
+    """Harbor's own exec into the sandbox ran out its timeout during the setup (the chain shows a
+    timeout raised in Harbor's environment layer): an exec that never returned."""
+    agent = ev.agent()
+    for raised in ev.chain():
+        if "timeout" not in raised.name.lower():
+            continue
+        inside = [f for f in raised.frames if C.layer(f.path, agent) == "environment"]
+        if inside:
+            site = inside[-1]
+            return Proof(
+                "environment_event",
+                exception_where(ev),
+                short(f"{raised.text} in {site.path.rsplit('/', 1)[-1]} {site.func}"),
+                "Harbor's exec into the sandbox did not return before its timeout",
+            )
+    return None
+
+
+# `<tool>: command not found` (bash), `<tool>: not found` (sh), of a tool the failed command runs.
+_NOT_FOUND = re.compile(r"(?m)(?:^|: )(?P<tool>[\w.+-]+): (?:command )?not found\s*$")
+_FAILED_COMMAND = re.compile(r"Command failed \(exit \d+\): (?P<cmd>[^\n]*)")
+
+
+def _own_tool_missing(ev: TrialEvidence) -> Proof | None:
+    """The shell says a tool of the agent's own setup command does not exist in the image."""
+    for chunk in ev.source("exception"):
+        command = _FAILED_COMMAND.search(chunk.text)
+        if command is None:
+            continue
+        for m in _NOT_FOUND.finditer(chunk.text):
+            if re.search(rf"(?<![\w/.-]){re.escape(m['tool'])}\b", command["cmd"]):
+                line = chunk.text.count("\n", 0, m.start()) + 1
+                return Proof("setup_failed", chunk.where(line), short(m.group(0).strip(": ")))
+    return None
