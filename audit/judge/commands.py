@@ -188,6 +188,19 @@ def kind_of(command: str, cap_seconds: float | None = None) -> CommandKind:
     return CommandKind(kind, seg)
 
 
+def installs_or_builds(command: str) -> bool:
+    """A statement of the command line installs, downloads or builds, in the foreground or in
+    the background (`pip install x &` keeps running after the prompt returns)."""
+    for statement in _STATEMENTS.split(_HEREDOC.sub(" <<HEREDOC\n", command)):
+        for raw in _PIPE.split(statement):
+            seg = raw.strip().rstrip("&").strip()
+            while m := _PREFIX.match(seg):
+                seg = seg[m.end() :]
+            if seg and _INSTALL_BUILD.match(seg.strip("()").strip()):
+                return True
+    return False
+
+
 def first_line(command: str) -> str:
     """The first line of a command that is not a comment (what to quote of it)."""
     lines = [ln.strip() for ln in command.strip().splitlines() if ln.strip()]

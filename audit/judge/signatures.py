@@ -123,6 +123,10 @@ _ENTRIES: list[tuple[str, str, str]] = [
      "of an ungraded trial"),
     ("verifier_out_of_memory", "infra", "the verifier's tests were killed for memory in a "
      "container the job gave less memory than the task asks"),
+    ("agent_own_work_filled_disk", "agent_error", "the disk filled while the agent's own "
+     "install, download or build was running: the space was most likely its own"),
+    ("sandbox_provider_5xx", "infra", "the sandbox provider answered Harbor's exec with a 5xx "
+     "status page: the sandbox failed under the trial"),
     ("disk_full", "infra", "a write failed with no space left on device"),
     ("emulation_unsupported", "infra", "the host's CPU emulation cannot run the task's binaries"),
     ("docker_address_pools_exhausted", "infra", "Docker ran out of address pools for the "

@@ -62,6 +62,7 @@ DETECTORS: list[Detector] = [
     Detector(environment.out_of_memory, "out_of_memory"),
     Detector(environment.container_died, "container_killed"),
     Detector(environment.disk_full, "disk_full"),
+    Detector(environment.sandbox_provider_failed, "sandbox_provider_failed"),
     Detector(environment.verifier_out_of_memory, "verifier_out_of_memory"),
     Detector(environment.emulation_unsupported, "emulation_unsupported"),
     Detector(setup.setup_hung, "setup_hung"),

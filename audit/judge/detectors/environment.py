@@ -9,11 +9,22 @@ from __future__ import annotations
 
 import re
 
+from audit.judge import commands as CMD
 from audit.judge.context import JobContext
 from audit.judge.detectors.common import etype, proof_at, tests_reported
-from audit.judge.verdict import Classification, Proof, exception_line, excuse, short
+from audit.judge.verdict import (
+    Classification,
+    Proof,
+    exception_line,
+    exception_where,
+    excuse,
+    short,
+)
 from audit.read import layout as L
+from audit.read import readings
 from audit.read.evidence import TrialEvidence
+from audit.read.models import parse_time
+from audit.read.status import status_in
 
 _KILLED_RC = {"137"}
 _OOM = re.compile(
@@ -168,7 +179,9 @@ def verifier_out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification
 
 
 def disk_full(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
-    """No space left on device where Harbor, the verifier or an ungraded agent wrote."""
+    """No space left on device where Harbor, the verifier or an ungraded agent wrote. Like a
+    kill for memory, no proof while the agent's own install, download or build was running:
+    the space was most likely its own."""
     sources = ev.source("exception") + ev.source("trial_log") + ev.source("verifier_output")
     if ev.result is not None and ev.result.reward is None:
         sources += ev.source("agent_output")
@@ -180,6 +193,17 @@ def disk_full(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
         and tests_reported(ev)
     ):
         return None
+    own = _own_work_running(ev) if readings.on("disk_full_own_work") else None
+    if own is not None:
+        return Classification(
+            "agent_error",
+            "agent_own_work_filled_disk",
+            "agent",
+            "The disk filled while the agent's own install, download or build was running (its "
+            "command quoted): the space was most likely its own, so the full disk proves no "
+            "outside cause.",
+            exception_line(ev) + [f"{hit.where}: {hit.quote}", f"{own[0]}: {short(own[1])}"],
+        )
     return excuse(
         "infra",
         "disk_full",
@@ -209,5 +233,66 @@ def emulation_unsupported(ev: TrialEvidence, ctx: JobContext) -> Classification 
         "the task needs (an unimplemented syscall), so the task cannot work here whatever the "
         "agent does. Run the task on an amd64 host.",
         [hit],
+        lead=exception_line(ev),
+    )
+
+
+# How long before the run ended a command of the agent's counts as still running, when the log
+# keeps no sign of its end: installs and builds of the size that fill a disk take minutes.
+RUNNING_WINDOW = 600.0
+_RECENT_COMMANDS = 5
+
+
+def _own_work_running(ev: TrialEvidence) -> tuple[str, str] | None:
+    """(where, command) of an install, download or build of the agent's own among its last
+    commands (sent within RUNNING_WINDOW of the run's end, when the log keeps the times; in the
+    background too)."""
+    span = ev.result.agent_execution if ev.result else None
+    ended = parse_time(span.finished_at if span else None)
+    actions = [a for log in ev.agent_logs() for a in log.actions]
+    for action in reversed(actions[-_RECENT_COMMANDS:]):
+        sent = parse_time(action.started)
+        if sent is not None and ended is not None and (sent.tzinfo is None) == (
+            ended.tzinfo is None
+        ) and (ended - sent).total_seconds() > RUNNING_WINDOW:
+            continue
+        if CMD.installs_or_builds(action.command):
+            return action.where, CMD.first_line(action.command)
+    return None
+
+
+def sandbox_provider_failed(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """A sandbox provider answered an exec with a 5xx status page (HTML or JSON), raised below
+    Harbor's environment layer: the sandbox failing, outside the system under test. Without a
+    status its words prove nothing (its client's bare error says nothing of whose fault)."""
+    if not readings.on("sandbox_provider_5xx"):
+        return None
+    if ev.result is None or ev.result.reward is not None:
+        return None
+    found = ev.origin()
+    if found is None or found.layer != "environment":
+        return None
+    status = status_in(found.root.message)
+    if status is None or status < 500:
+        return None
+    line = next(
+        (ln.strip() for ln in found.root.message.splitlines() if status_in(ln) == status),
+        found.root.text,
+    )
+    return excuse(
+        "infra",
+        "sandbox_provider_5xx",
+        "environment",
+        f"The sandbox provider answered Harbor's exec with a {status} (its status page quoted), "
+        "raised below Harbor's environment layer: the sandbox failed under the trial, outside "
+        "the model and its harness. Rerun the task.",
+        [
+            Proof(
+                "environment_event",
+                exception_where(ev),
+                short(line),
+                f"the sandbox provider's {status}, raised in {found.site.func if found.site else '?'}",
+            )
+        ],
         lead=exception_line(ev),
     )

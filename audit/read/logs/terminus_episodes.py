@@ -63,21 +63,62 @@ def read(files: TrialFiles) -> AgentLog | None:
 
 
 def _parse(response: str) -> tuple[str, list[str]]:
-    """(analysis, keystrokes) from a JSON reply (the object may sit inside other text)."""
-    start, end = response.find("{"), response.rfind("}")
-    if start != -1 and end > start:
-        try:
-            data = json.loads(response[start : end + 1])
-        except ValueError:
-            data = None
-        if isinstance(data, dict):
-            commands = [
+    """(analysis, keystrokes) from a reply: Terminus-2's JSON object (it may sit inside other
+    text), its XML, or tool calls in the OpenAI Chat Completions shape (`function.arguments`, a
+    JSON string holding the same object) that a Terminus-2 derivative logs instead."""
+    analysis, commands = "", []
+    for value in _json_values(response):
+        for data in _objects(value):
+            keys = [
                 c["keystrokes"]
                 for c in data.get("commands") or []
                 if isinstance(c, dict) and isinstance(c.get("keystrokes"), str)
             ]
-            return str(data.get("analysis") or ""), commands
+            if keys or "analysis" in data:
+                analysis = analysis or str(data.get("analysis") or "")
+                commands += keys
+    if analysis or commands:
+        return analysis, commands
     return "", [m.strip("\n") + "\n" for m in _XML_KEYS.findall(response)]
+
+
+def _json_values(text: str) -> list[object]:
+    """Every top-level JSON object or array in the text, in order."""
+    decoder = json.JSONDecoder()
+    out: list[object] = []
+    i = 0
+    while (i := _next_open(text, i)) != -1:
+        try:
+            value, end = decoder.raw_decode(text, i)
+        except ValueError:
+            i += 1
+            continue
+        out.append(value)
+        i = end
+    return out
+
+
+def _next_open(text: str, start: int) -> int:
+    found = [j for j in (text.find("{", start), text.find("[", start)) if j != -1]
+    return min(found) if found else -1
+
+
+def _objects(value: object) -> list[dict]:
+    """The reply objects in a value: itself, the items of a list, and the arguments of a tool
+    call (`function.arguments` as a JSON string)."""
+    items = value if isinstance(value, list) else [value]
+    out: list[dict] = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        out.append(item)
+        function = item.get("function")
+        arguments = function.get("arguments") if isinstance(function, dict) else None
+        if isinstance(arguments, str):
+            parsed = load_json(arguments)
+            if isinstance(parsed, dict):
+                out.append(parsed)
+    return out
 
 
 def _usage(debug: object) -> Usage | None:
