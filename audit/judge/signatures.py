@@ -115,6 +115,10 @@ _ENTRIES: list[tuple[str, str, str]] = [
      "the harness's own, never returned: the container hung"),
     ("container_killed", "infra", "an agent command SIGKILLed with no timeout, then an empty "
      "verifier: the container died under the trial"),
+    ("tmux_usage_error", "agent_error", "tmux refused the send-keys arguments the harness's "
+     "driver built from the model's own keystrokes (a usage error)"),
+    ("agent_removed_tmux_socket", "agent_error", "tmux lost its socket right after the agent's "
+     "own last command mounted over or removed the directory that holds it"),
     ("tmux_server_killed", "infra", "the tmux server Harbor drives died with the container "
      "exec killed (exit 137) and no command of the agent's to explain it"),
     ("tmux_session_lost", "insufficient_evidence", "the agent's tmux session vanished and "

@@ -36,6 +36,7 @@ from audit.judge.detectors import (
     network_failures,
     serving,
     setup,
+    tmux,
 )
 from audit.judge.verdict import Classification
 from audit.read.evidence import TrialEvidence
@@ -58,6 +59,7 @@ DETECTORS: list[Detector] = [
     Detector(serving.serving_record, "serving_record"),
     # Before the harness crash: a crash on the per-command cap is judged by its command.
     Detector(command_cap.command_cap, "command_cap"),
+    Detector(tmux.tmux_own_words, "tmux_own_words"),
     Detector(harness.agent_harness_crash, "agent_harness_crash"),
     Detector(environment.out_of_memory, "out_of_memory"),
     Detector(environment.container_died, "container_killed"),
