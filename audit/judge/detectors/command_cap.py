@@ -26,9 +26,11 @@ import re
 
 from audit.judge import commands as C
 from audit.judge.context import JobContext
+from audit.judge.detectors.environment import UNBOUNDED_BUILD
 from audit.judge.detectors.common import etype, exception_text, frame_lines, owner_of, proof_at
 from audit.judge.verdict import Classification, Proof, exception_line, excuse, short
-from audit.read import caps
+from audit.read import caps, readings
+from audit.read import chain as CH
 from audit.read.chain import layer as C_layer
 from audit.read.evidence import Chunk, TrialEvidence
 from audit.read.models import parse_time
@@ -50,10 +52,132 @@ def command_cap(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
     text = exception_text(ev)
     cap = caps.cap_in(text)
     if cap is not None and "AgentTimeout" not in kind and not graded:
+        if readings.on("cap_in_model_layer") and _through_model_layer(ev):
+            return _model_call_capped(ev, cap)
         return _crashed_on_cap(ev, text, cap)
     if "AgentTimeout" in kind:
         return _last_command_hung(ev)
+    if not graded and readings.on("agent_cap_on_exec"):
+        return _agent_cap_on_exec(ev)
     return None
+
+
+def _through_model_layer(ev: TrialEvidence) -> bool:
+    """The traceback of the cap runs through Harbor's model layer (harbor/llms/): the command
+    that ran past it was a model call the harness made, not an exec into the sandbox."""
+    agent = ev.agent()
+    return any(C_layer(f.path, agent) == "model_client" for r in ev.chain() for f in r.frames)
+
+
+def _model_call_capped(ev: TrialEvidence, cap: caps.CapHit) -> Classification:
+    return Classification(
+        "insufficient_evidence",
+        "model_call_timed_out",
+        "model",
+        f"A model call ran past its limit ({_secs(cap.seconds)}): the traceback runs through "
+        "Harbor's model layer, so the command cut was the call to the model, not an exec into "
+        "the sandbox. A call that produced nothing is the endpoint's, one cut while the model "
+        "generated under the agent's own limit is the model's; nothing here shows which.",
+        exception_line(ev),
+    )
+
+
+def _agent_cap_on_exec(ev: TrialEvidence) -> Classification | None:
+    """The agent's own code set a limit on an exec into the sandbox and it ran out (the chain: a
+    timeout raised under the agent's own frame, the exec's coroutine in Harbor's environment
+    layer). Whose exec it was decides, as the command does under any cap (RULES.md §4.1)."""
+    found = _capped_exec(ev)
+    if found is None:
+        return None
+    timeout, exec_block = found
+    agent = ev.agent()
+    frames = exec_block.frames
+    first_env = next(i for i, f in enumerate(frames) if C_layer(f.path, agent) == "environment")
+    callers = [f for f in frames[:first_env] if C_layer(f.path, agent) in ("agent", "harbor")]
+    where = ev.exception_source or "result.json exception_info"
+    quote = short(f"{timeout.text or timeout.name} in {_site(timeout, agent)}")
+    if callers and C_layer(callers[-1].path, agent) == "harbor":
+        # Harbor's own terminal driver (a tmux call) made the exec: one of Harbor's own.
+        return _harbors_exec_capped(ev, callers[-1], where, quote)
+    caller = callers[-1].func if callers else _awaiting(ev, _site(timeout, agent))
+    return Classification(
+        "agent_error",
+        "agent_command_over_cap",
+        "agent",
+        f"The agent's own code (in {caller}) ran an exec into the sandbox under a limit it set "
+        "itself, and the exec ran past it: the agent harness's own command, carrying out the "
+        "model's tool call or its own housekeeping. Nothing shows the sandbox failed (no "
+        "trivial command left waiting, no container gone): waiting on it was the agent's.",
+        exception_line(ev) + [f"{where}: {quote}"],
+    )
+
+
+def _capped_exec(ev: TrialEvidence) -> tuple[CH.Raised, CH.Raised] | None:
+    """(the timeout the agent's own code raised, the block whose frames run the exec)."""
+    agent = ev.agent()
+    chain = ev.chain()
+    for i, raised in enumerate(chain):
+        if raised.name != "TimeoutError":
+            continue
+        owners = [C_layer(f.path, agent) for f in raised.frames]
+        named = [o for o in owners if o not in ("library", "stdlib")]
+        if not named or named[-1] != "agent":
+            continue  # the limit was not the agent's own
+        for block in (*chain[:i], raised):
+            if any(C_layer(f.path, agent) == "environment" for f in block.frames):
+                return raised, block
+    return None
+
+
+def _awaiting(ev: TrialEvidence, site: str) -> str:
+    """The agent's frame that awaited the capped exec, from the chain's last block (the frame
+    above the one that enforced the limit)."""
+    agent = ev.agent()
+    chain = ev.chain()
+    own = [f.func for f in chain[-1].frames if C_layer(f.path, agent) == "agent"] if chain else []
+    before = [func for func in own if func != site]
+    return before[-1] if before else site
+
+
+def _site(raised: CH.Raised, agent: CH.Agent) -> str:
+    own = [f for f in raised.frames if C_layer(f.path, agent) == "agent"]
+    return own[-1].func if own else "?"
+
+
+def _harbors_exec_capped(ev: TrialEvidence, caller, where: str, quote: str):
+    """Harbor's own exec (its tmux driver) did not return within the agent's limit: the sandbox
+    hung, unless the agent's own unbounded build was pressing on its memory then."""
+    build = _unbounded_build_running(ev)
+    if build is not None:
+        return Classification(
+            "insufficient_evidence",
+            "unproven_container_exec_hung",
+            "environment",
+            f"Harbor's own exec (in {caller.func}) did not return within the agent's limit, but "
+            "the agent's own build with no bound on its parallelism was running then (quoted): "
+            "a sandbox stalled on its own and one exhausted by the agent's build end the same "
+            "way.",
+            exception_line(ev) + [f"{where}: {quote}", f"{build[0]}: {short(build[1])}"],
+        )
+    return _hung(
+        ev,
+        [Proof("environment_event", where, quote,
+               f"Harbor's own exec (in {caller.func}) did not return within the agent's limit")],
+        f"a command Harbor ran itself (in {caller.func})",
+        caps.CapHit(None, quote, None),
+    )
+
+
+def _unbounded_build_running(ev: TrialEvidence) -> tuple[str, str] | None:
+    """An unbounded parallel build among the agent's recent commands (background ones too)."""
+    actions = [a for log in ev.agent_logs() for a in log.actions][-_RECENT:]
+    for action in reversed(actions):
+        if UNBOUNDED_BUILD.search(action.command):
+            return action.where, C.first_line(action.command)
+    return None
+
+
+_RECENT = 10
 
 
 def _crashed_on_cap(ev: TrialEvidence, text: str, cap: caps.CapHit) -> Classification:

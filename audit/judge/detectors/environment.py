@@ -69,7 +69,7 @@ def out_of_memory(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
 
 # A build whose parallelism has no bound (`make -j`, `-j$(nproc)` on a host's many cores, a
 # two-digit -j): the usual way an agent draws the OOM killer onto its own container.
-_UNBOUNDED_BUILD = re.compile(
+UNBOUNDED_BUILD = re.compile(
     r"(?:\bmake|\bninja|cmake\s+--build|\bcargo\s+build)\b[^\n;&|]*?"
     r"(?:-j\s*\$\(nproc\)|-j\s*`nproc`|-j(?:\s*$|\s+-)|-j\s*\d{2,}|--jobs(?!\s*=?\s*\d))",
     re.MULTILINE,
@@ -81,7 +81,7 @@ def _own_build(ev: TrialEvidence, ctx: JobContext, kill: str = "") -> Classifica
     drew the kill was most likely its own, so the kill proves no outside cause."""
     commands = ev.source("agent_commands")
     last = commands[-1] if commands else None
-    if last is None or not _UNBOUNDED_BUILD.search(last.text):
+    if last is None or not UNBOUNDED_BUILD.search(last.text):
         return None
     return Classification(
         "agent_error",
