@@ -46,6 +46,7 @@ from audit.judge.verdict import (
     short,
 )
 from audit.read import layout as L
+from audit.read import readings
 from audit.read.evidence import TrialEvidence
 from audit.read.reached import Reached, model_reached
 from contracts.jobdir import never_ran
@@ -64,66 +65,102 @@ def classify(
 
 
 def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> Classification:
-    result = ev.result
+    if (found := _without_result(ev, ctx)) is not None:
+        return found
+    info = ev.result.exception_info if ev.result else None
+    etype = info.exception_type if info else None
+    reward = ev.result.reward if ev.result else None
+    return (
+        _stopped(ev, ctx, etype)
+        or _passed(ev, etype, reward)
+        or _explained(ev, rules, ctx, etype, reward)
+        or _fallback(ev, etype, reward)
+    )
+
+
+def _without_result(ev: TrialEvidence, ctx: JobContext) -> Classification | None:
+    """A trial without a result.json: stopped with the job, or judged from what it left."""
     ended_on_its_own = ev.result_missing and ev.exception_source == L.TRIAL_EXCEPTION
     if ev.result_missing and not ended_on_its_own:
         stopped = _stopped_with_the_job(ev, ctx)
         if stopped is not None:
             # A failure already under way when the job was stopped decides, if it is proven.
             return failing_when_stopped(ev, ctx) or stopped
-    if result is None:
-        missing = not any("corrupt" in p for p in ev.problems)
-        if not missing and ctx.job_run.finished is False:
-            return excuse(
-                "cancelled",
-                "interrupted_writing_result",
-                None,
-                "The trial's result.json is damaged (cut off) and the job's own files show it was "
-                "stopped: Harbor was writing the result when it was killed. `harbor job resume "
-                "-p <job dir>` re-runs it.",
-                list(ctx.job_run.proof),
-                more=list(ev.problems),
-            )
-        return Classification(
-            "insufficient_evidence",
-            "no_result_json" if missing else "corrupt_result_json",
-            None,
-            "The trial dir has no readable result.json and nothing else that records how it "
-            "ended: the trial was killed before Harbor finalized it (SIGKILL, host crash) or the "
-            "file is damaged. `harbor job resume -p <job dir>` deletes and re-runs such trials.",
-            list(ev.problems),
-        )
-    info = result.exception_info
-    etype = info.exception_type if info else None
-    reward = result.reward
-
-    if etype in _STOPPED or (stop := _stopped_by_runner(ev, etype)) is not None:
-        proof = (
-            [Proof("job_stopped", exception_where(ev), exception_quote(ev), "Harbor recorded it")]
-            if etype in _STOPPED
-            else stop or []
-        )
+    if ev.result is not None:
+        return None
+    missing = not any("corrupt" in p for p in ev.problems)
+    if not missing and ctx.job_run.finished is False:
         return excuse(
             "cancelled",
-            "cancelled",
+            "interrupted_writing_result",
             None,
-            "The job was interrupted (SIGTERM/SIGINT, or an outer runner stopped it) while this "
-            "trial ran. `harbor job resume -p <job dir>` re-runs cancelled trials.",
-            proof,
-            lead=exception_line(ev),
+            "The trial's result.json is damaged (cut off) and the job's own files show it was "
+            "stopped: Harbor was writing the result when it was killed. `harbor job resume "
+            "-p <job dir>` re-runs it.",
+            list(ctx.job_run.proof),
+            more=list(ev.problems),
         )
-    if reward is not None and reward >= PASS_REWARD:
-        if etype == "AgentTimeoutError":
-            return Classification(
-                "agent_timeout",
-                "agent_timeout_graded",
-                "agent",
-                "The agent hit its timeout, but the verifier still ran and passed the task: "
-                "the reward stands.",
-                exception_line(ev),
-            )
-        return Classification("passed", None, None, "Passed the verifier.", [])
+    return Classification(
+        "insufficient_evidence",
+        "no_result_json" if missing else "corrupt_result_json",
+        None,
+        "The trial dir has no readable result.json and nothing else that records how it "
+        "ended: the trial was killed before Harbor finalized it (SIGKILL, host crash) or the "
+        "file is damaged. `harbor job resume -p <job dir>` deletes and re-runs such trials.",
+        list(ev.problems),
+    )
 
+
+def _stopped(ev: TrialEvidence, ctx: JobContext, etype: str | None) -> Classification | None:
+    """The job was interrupted while the trial ran (Harbor's record of it, an outer runner's
+    words, a coroutine closed under it in a job that never finished), or the trial was never
+    meant to run (an install-only job)."""
+    if etype in _STOPPED:
+        said = exception_quote(ev)
+        proof = [Proof("job_stopped", exception_where(ev), said, "Harbor recorded it")]
+    elif (closed := _closed_under_it(ev, ctx)) is not None:
+        proof = closed
+    elif (stop := _stopped_by_runner(ev, etype)) is not None:
+        if _install_only(ev):
+            return _not_attempted(ev)
+        proof = stop
+    else:
+        return None
+    return excuse(
+        "cancelled",
+        "cancelled",
+        None,
+        "The job was interrupted (SIGTERM/SIGINT, or an outer runner stopped it) while this "
+        "trial ran. `harbor job resume -p <job dir>` re-runs cancelled trials.",
+        proof,
+        lead=exception_line(ev),
+    )
+
+
+def _passed(ev: TrialEvidence, etype: str | None, reward: float | None) -> Classification | None:
+    if reward is None or reward < PASS_REWARD:
+        return None
+    if etype == "AgentTimeoutError":
+        return Classification(
+            "agent_timeout",
+            "agent_timeout_graded",
+            "agent",
+            "The agent hit its timeout, but the verifier still ran and passed the task: "
+            "the reward stands.",
+            exception_line(ev),
+        )
+    return Classification("passed", None, None, "Passed the verifier.", [])
+
+
+def _explained(
+    ev: TrialEvidence,
+    rules: list[CompiledRule],
+    ctx: JobContext,
+    etype: str | None,
+    reward: float | None,
+) -> Classification | None:
+    """The first explanation, in the order of the module's docstring: the cluster's account,
+    the first-stage rules, the detectors, the last-stage rules."""
     for detector in CLUSTER:
         if (found := detector.fn(ev, ctx)) is not None:
             return found
@@ -136,7 +173,49 @@ def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> 
     for rule in (r for r in rules if r.rule.stage == "last"):
         if (found := _by_rule(ev, rule, etype, reward)) is not None:
             return found
-    return _fallback(ev, etype, reward)
+    return None
+
+
+# Python's own words when a coroutine is closed under a task: GeneratorExit thrown into it
+# (PEP 342, `coroutine.close()`), asyncio's RuntimeError when its loop is already torn down
+# (base_events.py `_check_closed`).
+_CLOSED = re.compile(r"\bEvent loop is closed\b|\bGeneratorExit\b")
+
+
+def _closed_under_it(ev: TrialEvidence, ctx: JobContext) -> list[Proof] | None:
+    """The trial's coroutine was closed under it in a job that never finished: the job was torn
+    down while the trial ran (the proof: the exception's words and the job's own record)."""
+    if not readings.on("coroutine_closed") or ctx.job_run.finished is not False:
+        return None
+    words = [exception_quote(ev)] + [r.text for r in ev.chain()]
+    if not any(_CLOSED.search(w) for w in words):
+        return None
+    closed = Proof(
+        "job_stopped",
+        exception_where(ev),
+        exception_quote(ev),
+        "the trial's coroutine was closed under it, as when the job's event loop is torn down",
+    )
+    return [closed, *ctx.job_run.proof]
+
+
+def _install_only(ev: TrialEvidence) -> bool:
+    """The trial's config asked Harbor to install the agent and stop (`install_only`)."""
+    if not readings.on("coroutine_closed"):
+        return False
+    config = ev.json(L.TRIAL_CONFIG)
+    return isinstance(config, dict) and config.get("install_only") is True
+
+
+def _not_attempted(ev: TrialEvidence) -> Classification:
+    return Classification(
+        "insufficient_evidence",
+        "install_only_not_attempted",
+        None,
+        "The trial's config set install_only: Harbor installed the agent and stopped, as asked. "
+        "Nothing was attempted or graded; do not count it.",
+        [f"{L.TRIAL_CONFIG}: install_only: true"],
+    )
 
 
 def _stopped_with_the_job(ev: TrialEvidence, ctx: JobContext) -> Classification | None:

@@ -31,6 +31,8 @@ _ENTRIES: list[tuple[str, str, str]] = [
      "stopped while the trial ran"),
     ("interrupted_writing_result", "cancelled", "result.json cut off while the job's own files "
      "show it was stopped: killed while Harbor wrote the result"),
+    ("install_only_not_attempted", "insufficient_evidence", "the trial's config set "
+     "install_only: Harbor installed the agent and stopped, as asked; nothing was attempted"),
     ("no_result_json", "insufficient_evidence", "no result.json and nothing else that says how "
      "the trial ended"),
     ("corrupt_result_json", "insufficient_evidence", "result.json is damaged and nothing else "

@@ -49,6 +49,7 @@ from audit.judge.verdict import (
 )
 from audit.read import chain as C
 from audit.read import layout as L
+from audit.read import readings
 from audit.read.evidence import TrialEvidence
 from audit.read.logs import Call
 from audit.read.models import parse_time
@@ -458,12 +459,47 @@ def _refused_from_a_moment(
     ev: TrialEvidence, ctx: JobContext, failure: ME.EndpointFailure
 ) -> list[Proof]:
     """A 4xx the endpoint began answering at one moment across trials, to requests of a kind it
-    had answered before: this trial's model was reached earlier, and other trials' runs ended on
-    the same status within ONE_MOMENT. The endpoint changed, not the requests."""
-    if failure.status is None or model_reached(ev).answer != "yes":
+    had answered before: other trials' runs ended on the same status (and, issue #34, the same
+    body) within ONE_MOMENT. This trial's model was reached earlier; or, the first refused call
+    included, the job's other trials were answered before the moment. The endpoint changed, not
+    the requests."""
+    if failure.status is None:
+        return []
+    reached = model_reached(ev).answer == "yes"
+    if not reached and not (readings.on("refused_from_a_moment") and _answered_before(ev, ctx)):
         return []
     others = _others_ending_alike(ev, ctx, ("bad_request",), failure.status, ONE_MOMENT)
+    if readings.on("refused_from_a_moment"):
+        body = _body(exception_quote(ev))
+        others = [p for p in others if not body or _body(p.quote) == body]
     return others if len(others) >= ONE_MOMENT_OTHERS else []
+
+
+def _body(quote: str) -> str:
+    """An error's words without its numbers and ids (the same refusal, request after request)."""
+    return re.sub(r"[\d_-]+|\s+", " ", quote.split(":", 1)[-1]).strip().lower()
+
+
+def _answered_before(ev: TrialEvidence, ctx: JobContext) -> Proof | None:
+    """Another trial of the job whose model was reached and whose run ended before this trial's
+    started: the endpoint answered requests of this kind before the moment it began refusing."""
+    started = parse_time(ev.result.started_at if ev.result else None)
+    if started is None:
+        return None
+    for other in ctx.evidences:
+        if other is ev or other.result is None:
+            continue
+        ended = parse_time(_ended_at(other))
+        if ended is None or (ended.tzinfo is None) != (started.tzinfo is None) or ended > started:
+            continue
+        if (other.result.agent_result and other.result.agent_result.n_output_tokens or 0) > 0:
+            return Proof(
+                "endpoint_response",
+                f"../{other.trial_dir}/{L.TRIAL_RESULT}",
+                f"n_output_tokens: {other.result.agent_result.n_output_tokens}",
+                "the endpoint answered this job's requests before the moment",
+            )
+    return None
 
 
 KIND_WORDS = {
