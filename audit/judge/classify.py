@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from audit.judge import model_endpoint as ME
+from audit.judge.calibrate import calibrate
 from audit.judge.detectors import CLUSTER, DETECTORS, JobContext
 from audit.judge.detectors.endpoint import address_not_built, failing_when_stopped
 from audit.judge.detectors.serving import corroborate
@@ -61,7 +62,7 @@ def classify(
 ) -> Classification:
     ctx = ctx or JobContext()
     # An endpoint's verdict quotes the serving plane's own record beside the trial's words.
-    return admit(corroborate(ev, ctx, _classify(ev, rules, ctx)))
+    return calibrate(admit(corroborate(ev, ctx, _classify(ev, rules, ctx))), ev, ctx)
 
 
 def _classify(ev: TrialEvidence, rules: list[CompiledRule], ctx: JobContext) -> Classification:

@@ -47,6 +47,8 @@ _ENTRIES: list[tuple[str, str, str]] = [
     ("unexplained_*", "insufficient_evidence", "the named exception ended the trial without a "
      "reward and nothing explains it"),
     ("ungraded", "insufficient_evidence", "neither a reward nor an exception"),
+    ("undecided_*", "insufficient_evidence", "the named exception cut the agent's run before a "
+     "graded 0 and only Harbor's record was kept: it says the run ended, not why"),
     ("unproven_*", "insufficient_evidence", "looked like an outside cause (the named signature) "
      "but no line of the trial's files proves it"),
     # --- the model reached or not, and runs that ask no model ---------------------------------

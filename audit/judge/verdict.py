@@ -73,6 +73,21 @@ OUTSIDE_CAUSES: dict[str, str] = {
 }
 
 
+# The families of evidence a trial can hold (issue #34): every verdict says which ones its trial
+# had, so a reader sees what it rests on. Harbor's record alone decides an owner only where its
+# own words name the cause (audit/judge/calibrate.py).
+FAMILIES: dict[str, str] = {
+    "harbor_record": "Harbor's record of the trial (result.json, trial.log)",
+    "exception_chain": "the exception chain: its traceback",
+    "agent_log": "the agent's own log",
+    "verifier_output": "the verifier's output",
+    "serving_record": "the serving plane's own record beside the job",
+    "job_trials": "the job's other trials",
+}
+# What Harbor keeps of every trial whatever the agent: the families of "Harbor's record alone".
+HARBOR_ONLY = frozenset({"harbor_record", "exception_chain", "verifier_output", "job_trials"})
+
+
 @dataclass(frozen=True)
 class Proof:
     """One quoted line that shows the failure came from outside the model's control."""
@@ -101,6 +116,14 @@ class Classification:
     endpoint: str | None = None
     # What shows an outside cause; required for RERUN_CATEGORIES (see admit()).
     proof: list[Proof] = field(default_factory=list)
+    # The evidence families (FAMILIES) the trial had, set by audit/judge/classify.py.
+    families: tuple[str, ...] = ()
+
+    @property
+    def record_alone(self) -> bool:
+        """The trial kept only what Harbor records of every trial: no log of the agent's own,
+        no serving record."""
+        return bool(self.families) and set(self.families) <= HARBOR_ONLY
 
 
 def excuse(
