@@ -383,6 +383,8 @@ def _row(ev: TrialEvidence, c: Classification) -> TrialRow:
             ProofOut(cause=p.cause, where=p.where, quote=p.quote, reading=p.reading)
             for p in c.proof
         ],
+        evidence_families=list(c.families),
+        record_alone=c.record_alone,
         model_reached=reached.answer,
         model_reached_detail=reached.line(),
         meaning=meaning(c.signature),

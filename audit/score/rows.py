@@ -63,6 +63,10 @@ class TrialRow(_Out):
     # Harbor 0.26's error policy for this trial, beside the audit's verdict
     # (audit/score/harbor_policy.py): from a 0.26 result.json, or what 0.26's table would say.
     harbor_policy: HarborPolicy | None = None
+    # The evidence families the trial had (audit/judge/verdict.py FAMILIES), and whether its
+    # verdict rests on Harbor's record alone (audit/judge/calibrate.py).
+    evidence_families: list[str] = []
+    record_alone: bool = False
 
 
 class JobInfo(_Out):

@@ -12,6 +12,7 @@ import audit.output.render.time_plane as time_plane
 from audit.output.render.text import (
     attempts_per_task,
     duration,
+    families,
     headline,
     interval,
     pass_at_k,
@@ -289,6 +290,8 @@ def _trials(report: Report) -> str:
             )
         if t.harbor_policy is not None and (t.category != "passed" or t.harbor_policy.differs):
             details += f"<br><i>{escape(policy_detail(t))}</i>"
+        if t.category != "passed":
+            details += f"<br><small>evidence: {escape(families(t))}</small>"
         if t.evidence:
             details += '<div class="ev">' + escape("\n".join(t.evidence)) + "</div>"
         rows.append(

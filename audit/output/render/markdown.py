@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import audit.output.render.time_plane as time_plane
 from audit.output.render.text import (
+    families,
     headline,
     merge_headline,
     policy_cell,
@@ -72,6 +73,7 @@ def render(report: Report) -> str:
         for t in rows:
             out += [f"### {t.trial}", "", f"*{t.category}* / `{t.signature}`: {t.explanation}", ""]
             out += [f"Model reached: {_cell(trial_reached(t.model_reached_detail))}", ""]
+            out += [f"Evidence: {_cell(families(t))}", ""]
             if t.harbor_policy is not None:
                 out += [_cell(policy_detail(t)), ""]
             if t.adjudication:

@@ -85,6 +85,7 @@ def headline(report: Report) -> list[tuple[str, str]]:
         ),
         ("Harbor 0.26 error policy", policy_line(report)),
         ("model reached (trials)", reached(report.model_reached)),
+        ("verdicts on Harbor's record alone", record_alone(report)),
         *quotable_lines(report),
         ("input tokens", f"{report.tokens.input:,}"),
         ("cache tokens", f"{report.tokens.cache:,}"),
@@ -98,6 +99,20 @@ def headline(report: Report) -> list[tuple[str, str]]:
             conformance_line(report.conformance) if report.conformance else "not checked",
         ),
     ]
+
+
+def record_alone(report: Report) -> str:
+    """How many non-pass verdicts rest on Harbor's record alone (no log of the agent's own, no
+    serving record): there an owner is given only where the record decides it."""
+    non_passes = [t for t in report.trials if t.category != "passed"]
+    alone = sum(1 for t in non_passes if t.record_alone)
+    return f"{alone} of {len(non_passes)} non-passes"
+
+
+def families(t: TrialRow) -> str:
+    """A trial's evidence families, in one line."""
+    had = ", ".join(t.evidence_families) or "none"
+    return had + (" (Harbor's record alone)" if t.record_alone else "")
 
 
 def reached(counts: dict[str, int]) -> str:
