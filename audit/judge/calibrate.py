@@ -27,8 +27,8 @@ from audit.read.evidence import TrialEvidence
 
 # Verdicts that rest on a kill or a setup timeout alone: with nothing logged, no owner.
 _UNLOGGED = ("container_killed", "tool_install_timeout", "agent_exec_failed")
-# Logs that are Harbor's own record of the agent, not the agent's (its captured exit output).
-_HARBORS = ("exit-output",)
+# What Harbor writes under agent/ that is no log of the agent's: the bare exit code.
+_NOT_THE_AGENTS = ("exit-code.txt",)
 
 
 def families_of(ev: TrialEvidence, ctx: JobContext) -> tuple[str, ...]:
@@ -36,7 +36,7 @@ def families_of(ev: TrialEvidence, ctx: JobContext) -> tuple[str, ...]:
     had = {
         "harbor_record": ev.result is not None or bool(ev.text(L.TRIAL_LOG)),
         "exception_chain": bool(ev.chain()),
-        "agent_log": any(log.source not in _HARBORS for log in ev.agent_logs()),
+        "agent_log": any(f not in _NOT_THE_AGENTS for f in ev.agent_files()),
         "verifier_output": bool((ev.text(L.VERIFIER_STDOUT) or "").strip()),
         "serving_record": record_of(ev, ctx).present,
         "job_trials": len(ctx.evidences) > 1,

@@ -65,13 +65,14 @@ def read_job_run(
             )
         )
     planned = _planned_trials(layout)
-    if planned is not None and planned > finalized:
+    if planned is not None and len(planned) > finalized:
         proof.append(
             Proof(
                 "job_stopped",
                 f"../{jobdir.JOB_LOCK}",
-                f"trials: {planned} planned",
-                f"only {finalized} trial dirs were finalized with a result.json",
+                f"name: {planned[-1]}" if planned[-1] else f"trials: {len(planned)} planned",
+                f"the last of {len(planned)} trials lock.json plans; only {finalized} trial dirs "
+                "were finalized with a result.json",
             )
         )
     marker = _stop_marker(layout)
@@ -82,7 +83,8 @@ def read_job_run(
     return JobRun(None, (), result_present)
 
 
-def _planned_trials(layout: L.JobLayout) -> int | None:
+def _planned_trials(layout: L.JobLayout) -> list[str] | None:
+    """The task name of every trial lock.json plans ("" where it names none)."""
     raw = layout.read_text(jobdir.JOB_LOCK)
     if not raw:
         return None
@@ -91,7 +93,15 @@ def _planned_trials(layout: L.JobLayout) -> int | None:
     except ValueError:
         return None
     trials = data.get("trials") if isinstance(data, dict) else None
-    return len(trials) if isinstance(trials, list) else None
+    if not isinstance(trials, list):
+        return None
+    return [_task_name(t) for t in trials]
+
+
+def _task_name(trial: object) -> str:
+    task = trial.get("task") if isinstance(trial, dict) else None
+    name = task.get("name") if isinstance(task, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 def _stop_marker(layout: L.JobLayout) -> Proof | None:

@@ -72,6 +72,10 @@ class Frame:
     func: str
     source: str
 
+    def __str__(self) -> str:
+        """The frame as Python prints it (what a proof quotes of it)."""
+        return f'File "{self.path}", line {self.line}, in {self.func}'
+
 
 @dataclass(frozen=True)
 class Raised:

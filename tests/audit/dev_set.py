@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from audit.output.report import TrialRow, build_report
+from audit.read import readings
 from audit.read.layout import JobLayout
 from tests.conftest import ROOT
 
@@ -94,19 +95,29 @@ def _sources() -> dict[str, Source]:
 SOURCES = _sources()
 REAL_SOURCES = [name for name, s in SOURCES.items() if not s.synthetic]
 
-_BY_SOURCE: dict[str, dict[str, TrialRow]] = {}
+_BY_SOURCE: dict[tuple[str, bool], dict[str, TrialRow]] = {}
 
 
-def audit_source(source: Source) -> dict[str, TrialRow]:
+def audit_source(source: Source, held_out: bool = False) -> dict[str, TrialRow]:
     """The rows of every job of a source, keyed as its labels. Audited once per process (the
-    dev-set tests and the benchmark share them, read-only)."""
-    if source.name not in _BY_SOURCE:
+    dev-set tests and the benchmark share them, read-only). `held_out`: with the readings first
+    met in this source switched off (audit/read/readings.py), the leave-one-source-out view."""
+    key = (source.name, held_out)
+    if key not in _BY_SOURCE:
+        off = readings.met_in(source.name) if held_out else frozenset()
         rows = {}
-        for job in source.jobs():
-            report = build_report(JobLayout.local(job))
-            rows.update({source.key(job, r.trial): r for r in report.trials})
-        _BY_SOURCE[source.name] = rows
-    return _BY_SOURCE[source.name]
+        with readings.switched_off(off):
+            for job in source.jobs():
+                report = build_report(JobLayout.local(job))
+                rows.update({source.key(job, r.trial): r for r in report.trials})
+        _BY_SOURCE[key] = rows
+    return _BY_SOURCE[key]
+
+
+def logged(source: Source) -> set[str]:
+    """The labelled trials whose agent left a log of its own (the audit's evidence families)."""
+    rows = audit_source(source)
+    return {k for k in source.labels() if k in rows and "agent_log" in rows[k].evidence_families}
 
 
 def agent_of(job: Path) -> str:
@@ -180,6 +191,12 @@ class Score:
     insufficient: int = 0
     non_passes: int = 0
     disagreements: list[str] = field(default_factory=list)
+    # Of the non-passes whose agent left a log of its own: how many, how many the audit left
+    # insufficient, and of those how many the expert decided (where the audit says less than the
+    # expert could).
+    logged: int = 0
+    logged_insufficient: int = 0
+    logged_undecided: int = 0
 
     @property
     def agreement(self) -> float:
@@ -190,9 +207,27 @@ class Score:
         """Of the labelled non-passes (what an audit of a failing run leaves unexplained)."""
         return self.insufficient / self.non_passes if self.non_passes else 0.0
 
-    def add(self, key: str, expert: dict[str, str], got: str, signature: str | None) -> None:
+    @property
+    def logged_share(self) -> float:
+        """Insufficient, of the non-passes whose agent left a log (the issue's bar)."""
+        return self.logged_insufficient / self.logged if self.logged else 0.0
+
+    @property
+    def undecided_share(self) -> float:
+        """Insufficient where the expert decided, of the non-passes whose agent left a log."""
+        return self.logged_undecided / self.logged if self.logged else 0.0
+
+    def add(
+        self,
+        key: str,
+        expert: dict[str, str],
+        got: str,
+        signature: str | None,
+        has_log: bool = False,
+    ) -> None:
         self.labelled += 1
-        self.non_passes += expert["category"] != "passed"
+        non_pass = expert["category"] != "passed"
+        self.non_passes += non_pass
         if got == expert["category"]:
             self.agree += 1
         else:
@@ -202,15 +237,39 @@ class Score:
             )
         if expert["category"] in MODEL_FAILURES and got in EXCUSES:
             self.excused.append(f"{key}: {got} ({signature or '-'})")
-        if got == "insufficient_evidence" and expert["category"] != "passed":
-            self.insufficient += 1
+        insufficient = got == "insufficient_evidence" and non_pass
+        self.insufficient += insufficient
+        if non_pass and has_log:
+            self.logged += 1
+            self.logged_insufficient += insufficient
+            self.logged_undecided += insufficient and expert["category"] != got
+
+    def plus(self, other: Score) -> Score:
+        """The two scores' counts summed (disagreements and excuses listed together)."""
+        return Score(
+            self.labelled + other.labelled,
+            self.agree + other.agree,
+            self.excused + other.excused,
+            self.insufficient + other.insufficient,
+            self.non_passes + other.non_passes,
+            self.disagreements + other.disagreements,
+            self.logged + other.logged,
+            self.logged_insufficient + other.logged_insufficient,
+            self.logged_undecided + other.logged_undecided,
+        )
 
 
-def score(rows: dict[str, TrialRow], expert: dict[str, dict[str, str]], keys=None) -> Score:
+def score(
+    rows: dict[str, TrialRow],
+    expert: dict[str, dict[str, str]],
+    keys=None,
+    logs: set[str] | None = None,
+) -> Score:
     out = Score()
     for key in sorted(keys if keys is not None else expert):
         row = rows.get(key)
-        out.add(key, expert[key], row.category if row else "not audited", row and row.signature)
+        got = row.category if row else "not audited"
+        out.add(key, expert[key], got, row and row.signature, key in (logs or set()))
     return out
 
 
@@ -219,10 +278,11 @@ def score_verdicts(
     expert: dict[str, dict[str, str]],
     keys=None,
     signatures: dict[str, str | None] | None = None,
+    logs: set[str] | None = None,
 ) -> Score:
     """The same figures for verdicts given as categories (the baseline, a recorded audit)."""
     out = Score()
     for key in sorted(keys if keys is not None else expert):
         sig = (signatures or {}).get(key)
-        out.add(key, expert[key], verdicts.get(key, "not audited"), sig)
+        out.add(key, expert[key], verdicts.get(key, "not audited"), sig, key in (logs or set()))
     return out

@@ -1,11 +1,13 @@
 """The audit against the experts, on real job dirs from other people's runs (the dev set).
 
 Nine real sources (tests/audit/dev_set.py), each held to the issue's bar on its own: agreement
-with the expert of at least 95%, not one model failure excused (an expert
+with the expert of at least 97% (issue #34), not one model failure excused (an expert
 `agent_error`/`agent_timeout` that the audit calls `infra`, `verifier_timeout` or `cancelled`
-would raise the adjusted score on a failure of the model), and at most 10% of the labelled
-non-passes left `insufficient_evidence`. Every rerun verdict quotes what is in the file it
-names. The figures and every disagreement are printed (`pytest -s`).
+would raise the adjusted score on a failure of the model), and at most 10% of the non-passes
+whose agent left a log left `insufficient_evidence` where the expert decided them (the raw
+share, beside the expert's own, is held in tests/audit/test_generalization.py). Every rerun
+verdict quotes what is in the file it names. The figures and every disagreement are printed
+(`pytest -s`).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import pytest
 from tests.audit import dev_set
 from tests.audit.proof_check import quoted_in_file
 
-MIN_AGREEMENT = 0.95
+MIN_AGREEMENT = 0.97
 MAX_INSUFFICIENT = 0.10
 
 
@@ -29,17 +31,18 @@ def _source(name: str) -> dev_set.Source:
 @pytest.mark.parametrize("name", dev_set.REAL_SOURCES)
 def test_each_real_source_meets_the_bar(name):
     source = _source(name)
-    s = dev_set.score(dev_set.audit_source(source), source.labels())
+    s = dev_set.score(dev_set.audit_source(source), source.labels(), logs=dev_set.logged(source))
     print(
         f"\n{name}: {s.agree}/{s.labelled} agree ({100 * s.agreement:.1f}%), "
         f"{len(s.excused)} model failures excused, insufficient "
-        f"{100 * s.insufficient_share:.1f}% of {s.non_passes} non-passes"
+        f"{100 * s.insufficient_share:.1f}% of {s.non_passes} non-passes, "
+        f"{100 * s.undecided_share:.1f}% where the expert decided of {s.logged} with agent logs"
     )
     print("\n".join(f"  {d}" for d in s.disagreements) or "  no disagreement")
     assert s.labelled > 0
     assert s.excused == []
     assert s.agreement >= MIN_AGREEMENT, "\n".join(s.disagreements)
-    assert s.insufficient_share <= MAX_INSUFFICIENT
+    assert s.undecided_share <= MAX_INSUFFICIENT
 
 
 def test_the_nine_real_sources_are_all_there():

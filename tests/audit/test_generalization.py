@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from audit.read import readings
 from benchmarks.bench_audit_generalization import FIRST_CONTACT, evaluate, report
 from tests.audit import dev_set
 
@@ -67,12 +68,32 @@ def test_the_hard_trials_are_what_the_baseline_gets_wrong(results):
 @pytest.mark.parametrize("name", dev_set.REAL_SOURCES)
 def test_each_real_source_now(results, name):
     entry = results[name]
+    assert entry["all labelled now"].agreement >= 0.97, entry["all labelled now"].disagreements
     for group in ("non-passes", "hard"):
         now, first = entry["now"][group], entry["first contact"][group]
         assert now.excused == [], (group, now.excused)
-        assert now.agreement >= 0.95, (group, now.disagreements)
-        assert now.insufficient_share <= 0.10, group
+        assert now.agreement >= (0.97 if group == "non-passes" else 0.95), (
+            group, now.disagreements)
+        # Insufficient, of the non-passes whose agent left a log: at most 10%, or no more than
+        # the expert's own share where the expert could not decide more of them either; and
+        # where the expert decided, at most 10% left undecided by the audit.
+        if group == "non-passes":
+            assert now.logged_share <= max(0.10, entry["expert_insufficient"]), group
+            assert now.undecided_share <= 0.10, group
         assert now.agree >= first.agree, (group, "worse than at first contact")
+
+
+def test_the_held_out_view_switches_off_only_the_source_s_own_readings(results):
+    """Leave-one-source-out: a source none of whose readings was written from it reads the same
+    held out as now; a source that prompted readings is scored without them."""
+    for name, entry in results.items():
+        held, now = entry["held out"]["non-passes"], entry["now"]["non-passes"]
+        if not readings.met_in(name):
+            assert (held.agree, held.labelled) == (now.agree, now.labelled), name
+    for name in REAL_JOBS_3:
+        assert readings.met_in(name), name
+        assert results[name]["held out"]["non-passes"].agree < results[name]["now"][
+            "non-passes"].agree, name
 
 
 def test_the_report_prints_first_contact_beside_now_and_the_baseline(results):
@@ -80,6 +101,6 @@ def test_the_report_prints_first_contact_beside_now_and_the_baseline(results):
     for name in dev_set.SOURCES:
         assert f"== {name} " in text
     lines = text.splitlines()
-    for view in ("first contact", "now", "trivial"):
+    for view in ("first contact", "held out", "now", "trivial"):
         assert sum(ln.startswith(f"  {view} ") for ln in lines) == len(dev_set.SOURCES), view
     assert "real sources, hard       first contact" in text

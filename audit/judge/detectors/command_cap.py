@@ -26,8 +26,8 @@ import re
 
 from audit.judge import commands as C
 from audit.judge.context import JobContext
-from audit.judge.detectors.environment import UNBOUNDED_BUILD
 from audit.judge.detectors.common import etype, exception_text, frame_lines, owner_of, proof_at
+from audit.judge.detectors.environment import UNBOUNDED_BUILD
 from audit.judge.verdict import Classification, Proof, exception_line, excuse, short
 from audit.read import caps, readings
 from audit.read import chain as CH
@@ -95,7 +95,7 @@ def _agent_cap_on_exec(ev: TrialEvidence) -> Classification | None:
     first_env = next(i for i, f in enumerate(frames) if C_layer(f.path, agent) == "environment")
     callers = [f for f in frames[:first_env] if C_layer(f.path, agent) in ("agent", "harbor")]
     where = ev.exception_source or "result.json exception_info"
-    quote = short(f"{timeout.text or timeout.name} in {_site(timeout, agent)}")
+    quote = short(str(frames[first_env]))
     if callers and C_layer(callers[-1].path, agent) == "harbor":
         # Harbor's own terminal driver (a tmux call) made the exec: one of Harbor's own.
         return _harbors_exec_capped(ev, callers[-1], where, quote)
@@ -162,7 +162,8 @@ def _harbors_exec_capped(ev: TrialEvidence, caller, where: str, quote: str):
     return _hung(
         ev,
         [Proof("environment_event", where, quote,
-               f"Harbor's own exec (in {caller.func}) did not return within the agent's limit")],
+               f"Harbor's own exec (in {caller.func}) did not return within the agent's limit "
+               "(a TimeoutError under the agent's own frame)")],
         f"a command Harbor ran itself (in {caller.func})",
         caps.CapHit(None, quote, None),
     )

@@ -291,7 +291,7 @@ def sandbox_provider_failed(ev: TrialEvidence, ctx: JobContext) -> Classificatio
                 "environment_event",
                 exception_where(ev),
                 short(line),
-                f"the sandbox provider's {status}, raised in {found.site.func if found.site else '?'}",
+                f"the sandbox provider's {status}, raised below Harbor's environment layer",
             )
         ],
         lead=exception_line(ev),

@@ -182,8 +182,9 @@ def _exec_never_returned(ev: TrialEvidence) -> Proof | None:
             return Proof(
                 "environment_event",
                 exception_where(ev),
-                short(f"{raised.text} in {site.path.rsplit('/', 1)[-1]} {site.func}"),
-                "Harbor's exec into the sandbox did not return before its timeout",
+                short(str(site)),
+                f"{raised.name} here: Harbor's exec into the sandbox did not return before its "
+                "timeout",
             )
     return None
 

@@ -5,8 +5,8 @@ Terminus-2's episode dirs, raw model-API request/response dumps (Anthropic Messa
 Chat and Responses), the JSONL event streams of CLI agents (Claude Code, Codex, Gemini CLI),
 OpenHands' events, mini-swe-agent's trajectory, a custom agent's OpenAI-style messages, a
 harness's plain stdout, and, of any other log and of the output a non-zero exit captured, the
-terminal error alone (terminal.py). `read_all()` returns every log it finds (an agent may leave several:
-Harbor converts Claude Code's stream to ATIF, for one), most native first.
+terminal error alone (terminal.py). `read_all()` returns every log it finds (an agent may leave
+several: Harbor converts Claude Code's stream to ATIF, for one), most native first.
 """
 
 from __future__ import annotations
