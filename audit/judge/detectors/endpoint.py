@@ -589,7 +589,7 @@ def endpoint_in_agent_log(ev: TrialEvidence, ctx: JobContext) -> Classification 
     for log in ev.agent_logs():
         if log.source in TERMINAL_SOURCES and not ended_in_failure(ev, log):
             continue  # an error the run went on after, or a run that finished
-        where, words, quote = _ending_error(log)
+        where, words, quote = _ending_error(log, etype(ev) == _EXIT_ERROR)
         failure = _log_failure(words) if words else None
         if failure is not None:
             return _judge_log_ending(ev, ctx, log.source, failure, (where, words, quote))
@@ -681,11 +681,15 @@ def _stream_failed(ev: TrialEvidence, ctx: JobContext, own: Proof) -> Classifica
     )
 
 
-def _ending_error(log) -> tuple[str, str, str]:
-    """(where, words to judge, verbatim quote) of the error the run ended on, if any."""
+def _ending_error(log, failed: bool = False) -> tuple[str, str, str]:
+    """(where, words to judge, verbatim quote) of the error the run ended on, if any. A
+    console's last error is the endpoint's only in a model client's words, unless the run ended
+    in failure on it (`failed`: Harbor recorded the agent exiting non-zero), when it is the
+    run's terminal error (issue #34) and judged by the words the audit knows."""
     if log.end is not None and log.end.is_error and log.end.message:
-        if log.source == "stdout" and not ME.from_client(log.end.message):
-            return "", "", ""  # a console's last error: the endpoint's only in a client's words
+        console = log.source == "stdout" and not (failed and readings.on("terminal_error"))
+        if console and not ME.from_client(log.end.message):
+            return "", "", ""
         return log.end.where, f"{log.end.status}: {log.end.message}", log.end.message
     last = log.last()
     if isinstance(last, Call) and last.error:
