@@ -26,9 +26,12 @@ from audit.read import readings
 from audit.read.evidence import TrialEvidence
 
 # Verdicts that rest on a kill or a setup timeout alone: with nothing logged, no owner.
-_UNLOGGED = ("container_killed", "tool_install_timeout", "agent_exec_failed")
+_UNLOGGED = ("container_killed", "tool_install_timeout")
 # What Harbor writes under agent/ that is no log of the agent's: the bare exit code.
 _NOT_THE_AGENTS = ("exit-code.txt",)
+# A log the agent kept in result.json (a custom agent's metadata) counts; Harbor's capture of a
+# non-zero exit's output is Harbor's record, not the agent's log.
+_HARBORS = ("exit-output",)
 
 
 def families_of(ev: TrialEvidence, ctx: JobContext) -> tuple[str, ...]:
@@ -36,7 +39,8 @@ def families_of(ev: TrialEvidence, ctx: JobContext) -> tuple[str, ...]:
     had = {
         "harbor_record": ev.result is not None or bool(ev.text(L.TRIAL_LOG)),
         "exception_chain": bool(ev.chain()),
-        "agent_log": any(f not in _NOT_THE_AGENTS for f in ev.agent_files()),
+        "agent_log": any(f not in _NOT_THE_AGENTS for f in ev.agent_files())
+        or any(log.source not in _HARBORS for log in ev.agent_logs()),
         "verifier_output": bool((ev.text(L.VERIFIER_STDOUT) or "").strip()),
         "serving_record": record_of(ev, ctx).present,
         "job_trials": len(ctx.evidences) > 1,

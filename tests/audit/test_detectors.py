@@ -801,8 +801,10 @@ def _setup_timeout_trial(tmp_path, setup_stdout: str):
 
 
 def test_an_installed_agents_own_setup_is_not_blamed_on_the_tool_bundle(tmp_path):
+    # Issue #34: a setup that failed with no outside cause shown is insufficient, not infra.
     trial = _setup_timeout_trial(tmp_path, "added 312 packages in 41s\nstarting gateway...\n")
-    assert (trial.category, trial.signature) == ("infra", "agent_setup_failed")
+    assert (trial.category, trial.signature) == (
+        "insufficient_evidence", "unproven_agent_setup_failed")
     assert "tool bundle" not in trial.explanation.lower()
     assert "agent/setup/stdout.txt" in trial.evidence[-1]
 

@@ -43,7 +43,7 @@ def test_the_rule_is_written_in_rules_md():
     for clause in (
         "The system under test is the model together with the agent harness as configured",
         "A harness crash triggered by an outside response",
-        "A model call that timed out is infra when the record shows the request produced nothing",
+        "A call that produced nothing before its limit is the endpoint's",
         "An agent's setup that fails for an outside reason",
         "A quota, credit or rate-limit refusal from the endpoint is the endpoint's",
         "A 4xx is the request's, unless",
@@ -157,7 +157,8 @@ def test_a_setup_that_cannot_run_in_the_image_is_the_agents_a_hung_one_is_not(tm
     (trial / "agent" / "setup").mkdir(parents=True)
     out = trial / "agent" / "setup" / "stdout.txt"
     out.write_text("+ npm install -g @openai/codex\nadded 1 package in 2s\n+ codex --version\n")
-    assert _row(job).category == "infra"  # its setup's exec never returned: the sandbox's
+    # Its setup timed out and nothing shows why (issue #34): no outside cause, insufficient.
+    assert _row(job).category == "insufficient_evidence"
     out.write_text("+ codex --version\n/usr/bin/codex: cannot execute binary file: Exec format "
                    "error\n")
     row = _row(job)
