@@ -229,6 +229,16 @@ def classify_words(text: str) -> EndpointFailure | None:
     if readings.on("address_not_built") and _ADDRESS.search(text):
         return EndpointFailure("address_invalid", None, None)
     status = status_in(text)
+    return (
+        _by_request(text, status)
+        or _by_server_status(text, status)
+        or _by_observation(text, status)
+    )
+
+
+def _by_request(text: str, status: int | None) -> EndpointFailure | None:
+    """What the request met before any server failure: the window, the model's own output, the
+    account refused, any other 4xx."""
     if _CONTEXT.search(text) or _CONTEXT_LLAMA.search(text):
         ctx = _SERVED_CTX.search(text) or _SERVED_CTX_LLAMA.search(text)
         return EndpointFailure("context_overflow", status, int(ctx.group(1)) if ctx else None)
@@ -241,6 +251,11 @@ def classify_words(text: str) -> EndpointFailure | None:
         return EndpointFailure("rate_limit", status, None)
     if status is not None and 400 <= status < 500:
         return EndpointFailure("bad_request", status, None)
+    return None
+
+
+def _by_server_status(text: str, status: int | None) -> EndpointFailure | None:
+    """A 5xx that says what it failed to parse, then a 5xx by its status and body."""
     server = status is not None and status >= 500
     if (server or _INTERNAL.search(text) or _UNAVAILABLE.search(text)) and _PARSE_FAILED.search(
         text
@@ -248,11 +263,15 @@ def classify_words(text: str) -> EndpointFailure | None:
         named = _GENERATION.search(text)
         kind = "unparseable_output" if named else "content_rejected"
         return EndpointFailure(kind, status, None)
-    if server:
-        unavailable = status in (502, 503, 504, 529) or _UNAVAILABLE.search(text)
-        if unavailable or _UNREACHABLE.search(text):
-            return EndpointFailure("server_error", status, None)
-        return EndpointFailure("internal_error", status, None)
+    if not server:
+        return None
+    if status in (502, 503, 504, 529) or _UNAVAILABLE.search(text) or _UNREACHABLE.search(text):
+        return EndpointFailure("server_error", status, None)
+    return EndpointFailure("internal_error", status, None)
+
+
+def _by_observation(text: str, status: int | None) -> EndpointFailure | None:
+    """What the client observed without a status, then the 5xx words without one."""
     for kind, pattern in _OBSERVED:
         if pattern.search(text):
             return EndpointFailure(kind, status, None)
