@@ -492,11 +492,13 @@ def _answered_before(ev: TrialEvidence, ctx: JobContext) -> Proof | None:
         ended = parse_time(_ended_at(other))
         if ended is None or (ended.tzinfo is None) != (started.tzinfo is None) or ended > started:
             continue
-        if (other.result.agent_result and other.result.agent_result.n_output_tokens or 0) > 0:
+        agent = other.result.agent_result
+        tokens = (agent.n_output_tokens if agent else None) or 0
+        if tokens > 0:
             return Proof(
                 "endpoint_response",
                 f"../{other.trial_dir}/{L.TRIAL_RESULT}",
-                f"n_output_tokens: {other.result.agent_result.n_output_tokens}",
+                f"n_output_tokens: {tokens}",
                 "the endpoint answered this job's requests before the moment",
             )
     return None
