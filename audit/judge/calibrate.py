@@ -10,8 +10,9 @@ timeout, an exception whose type or own words name the cause (what the rules and
 read). Where the record only says the run ended, not why, the verdict is insufficient:
 - an exception that cut the agent's run before a graded 0 with no logged cause (an exit code,
   NonZeroAgentExitCodeError's "Command failed (exit 1)"): `undecided_<type>`;
-- a kill (exit 137/143) that no timeout explains, and a setup that timed out, with nothing
-  logged of either: `unproven_<signature>`.
+- a kill (exit 137/143) that no timeout explains, the OOM killer or a full disk (the agent's own
+  build or install, which draws them too, cannot be ruled out without its log), and a setup
+  that timed out, with nothing logged: `unproven_<signature>`.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from audit.read import layout as L
 from audit.read import readings
 from audit.read.evidence import TrialEvidence
 
-# Verdicts that rest on a kill or a setup timeout alone: with nothing logged, no owner.
-_UNLOGGED = ("container_killed", "tool_install_timeout")
+# Verdicts that rest on a kill, a full disk or a setup timeout alone: with nothing logged of
+# what the agent ran (its own build, install or download draws the same kill and fills the same
+# disk, RULES.md §2), no owner.
+_UNLOGGED = ("container_killed", "out_of_memory", "disk_full", "tool_install_timeout")
 # What Harbor writes under agent/ that is no log of the agent's: the bare exit code.
 _NOT_THE_AGENTS = ("exit-code.txt",)
 # A log the agent kept in result.json (a custom agent's metadata) counts; Harbor's capture of a
@@ -70,8 +73,8 @@ def calibrate(c: Classification, ev: TrialEvidence, ctx: JobContext) -> Classifi
             c,
             category="insufficient_evidence",
             signature=f"unproven_{c.signature}",
-            explanation="Only Harbor's record was kept, and it shows a kill or a timeout, not "
-            f"its cause: nothing logged says whose it was. {c.explanation}",
+            explanation="Only Harbor's record was kept, and it shows a kill, a full disk or a "
+            f"timeout, not its cause: nothing logged says whose it was. {c.explanation}",
             proof=[],
         )
     return c

@@ -526,3 +526,17 @@ def test_every_reading_is_registered_with_a_real_source():
     assert all(r.met_in in real for r in readings.READINGS.values())
     with pytest.raises(KeyError):
         readings.on("no_such_reading")
+
+
+def test_record_alone_proves_no_full_disk_or_oom(tmp_path):
+    """Without the agent's log its own install or build cannot be ruled out: a full disk or the
+    OOM killer in Harbor's record alone proves nothing; with the log (nothing of the agent's
+    running) it does."""
+    spec = TrialSpec("fix-git", reward=None, exception_type="OSError",
+                     exception_message="[Errno 28] No space left on device: '/app/out.bin'",
+                     verifier_stdout=None)
+    job, trial = _trial(tmp_path, spec)
+    assert (_one(job).category, _one(job).signature) == ("infra", "disk_full")
+    _record_only(trial)
+    assert (_one(job).category, _one(job).signature) == ("insufficient_evidence",
+                                                         "unproven_disk_full")
