@@ -29,7 +29,9 @@ from audit.read.evidence import TrialEvidence
 # Verdicts that rest on a kill, a full disk or a setup timeout alone: with nothing logged of
 # what the agent ran (its own build, install or download draws the same kill and fills the same
 # disk, RULES.md §2), no owner.
-_UNLOGGED = ("container_killed", "out_of_memory", "disk_full", "tool_install_timeout")
+_UNLOGGED = (
+    "container_killed", "out_of_memory", "disk_full", "tool_install_timeout", "agent_setup_hung"
+)
 # What Harbor writes under agent/ that is no log of the agent's: the bare exit code.
 _NOT_THE_AGENTS = ("exit-code.txt",)
 # A log the agent kept in result.json (a custom agent's metadata) counts; Harbor's capture of a
