@@ -70,10 +70,11 @@ def product_files(root: Path = ROOT) -> dict[str, str]:
 def config_defaults(files: dict[str, str]) -> dict[str, set[str]]:
     """The config's keys that have a default, each with its defaults as source text: the fields
     with a value in the classes of components/config.py (or the modules it is split into,
-    components/config*.py or components/config/); `Field(default=X)` gives X."""
+    components/config*.py or a package such as components/config_models/); `Field(default=X)`
+    gives X."""
     keys: dict[str, set[str]] = {}
     for path, text in files.items():
-        if not re.fullmatch(r"components/config[^/]*\.py|components/config/.*\.py", path):
+        if not re.fullmatch(r"components/config[^/]*\.py|components/config[^/]*/.*\.py", path):
             continue
         for node in walk(parse(text)):
             if isinstance(node, ast.ClassDef):

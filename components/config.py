@@ -7,9 +7,9 @@ on. Every error names the config key to change (`benchstack:serving.tp_size`, ..
 
 Owns the loading: the stack file or `pulumi.Config` read (`load_pulumi_config`,
 `load_stack_file`), the CLI's value encoding decoded, secrets kept apart, and pydantic's errors
-turned into `benchstack:<key>: <message>` lines. The models are components/config_models.py's,
-the cross-section checks components/config_checks.py's; this module is the import point for all
-of them (`from components.config import HarborConfig`).
+turned into `benchstack:<key>: <message>` lines. The models are components/config_models/'s (one
+module per plane), the cross-section checks components/config_checks.py's; this module is the
+import point for all of them (`from components.config import HarborConfig`).
 
 Components never read config: `__main__.py` loads a `StackConfig` and hands typed args to them.
 Secrets (SSH key, API key, registry and S3 credentials) are not part of the model: they are read

@@ -8,7 +8,7 @@ against the dataset (`check_rerun_tasks`), what the dataset's tasks need against
 (`check_task_needs`: GPUs left on the Harbor host after serving, a Harbor version and
 environment that can run GPU tasks at all, timeouts the job can hold), and `ConfigError`,
 which lists the problems. Each problem is one `benchstack:<key>: <message>` line naming the key
-to change. The models and their field checks are components/config_models.py's;
+to change. The models and their field checks are components/config_models/'s;
 components/config.py runs both.
 """
 

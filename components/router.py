@@ -3,8 +3,8 @@
 The seed's "Launch the SGLang router on Worker B", with the gateway `router.implementation`
 names: `smg` (the Shepherd Model Gateway, `python3 -m smg launch`, the default) or the seed's
 own `sglang-router` (`python3 -m sglang_router.launch_router`), each pinned to one version
-that the image must carry (config_models.GATEWAY_VERSIONS, read in the container at
-readiness). Both take the seed's flags (worker URLs, dp-aware, cache_aware, balance
+that the image must carry (GATEWAY_VERSIONS in components/config_models/serving.py, read in the
+container at readiness). Both take the seed's flags (worker URLs, dp-aware, cache_aware, balance
 thresholds); both serve Prometheus metrics, bound here to `router.metrics_host:metrics_port`
 (127.0.0.1:29000) instead of their default of every interface; smg's worker overload
 protection is as `router.worker_overload_protection` decides. On 127.0.0.1 of the Harbor host

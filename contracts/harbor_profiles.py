@@ -3,8 +3,8 @@
 `harbor.version` in a stack file picks a profile; the program renders the job for it
 (components/harbor_config.py), the host side preflights and launches it (hostside/
 harbor_preflight.py, harbor_launch.py), and the audit and the progress command read its results
-by it. A version without a profile is refused (components/config_models.py), naming the known
-ones.
+by it. A version without a profile is refused (components/config_models/harbor.py), naming the
+known ones.
 
 Every fact below was read from the wheels' sources (paths inside the wheel, `harbor/...`):
 
