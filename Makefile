@@ -2,6 +2,8 @@
 #   (tests/run.sh: in stages, the Go builds in the background, each stage's time at the end).
 # `make up STACK=local` (the default stack): the real `pulumi up` on the local file state backend;
 #   setup/setup.sh first gets what the stack needs on this machine.
+# `make setup`: a developer's machine, without running a test (an operator needs none: `make up`
+#   sets up what its stack needs).
 STACK ?= local
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -12,18 +14,19 @@ setting = $(shell bash -c 'source setup/lib.sh && load_defaults >/dev/null && ec
 
 .PHONY: setup test unit lint up preview destroy refresh output bench
 
-# Every test peer and build, without running a test.
+# A developer's machine: what every local stack needs (setup/), then the tests' own peers and
+# builds (setup/dev.sh runs tests/env/setup.sh for them), without running a test.
 setup:
-	bash tests/env/setup.sh
+	bash setup/dev.sh
 
 # Every host probe, setup and test-environment script: shellcheck, zero findings (a directive that
 # silences one carries its reason on the same line).
 SHELL_SCRIPTS := $(wildcard hostside/probes/*.sh setup/*.sh setup/lib.sh setup/engine/*.sh setup/k8s/*.sh \
-	tests/*.sh tests/env/*.sh tests/env/hosts/*.sh tests/hostplane/*.sh tests/gpu/*.sh) .ci/run tests/standins/sglang
+	tests/*.sh tests/env/*.sh tests/env/hosts/*.sh tests/hostplane/*.sh tests/gpu/*.sh) .ci/run demo/gpu_standin/sglang
 
 # ruff's complexity rules ignore a listed file whole: the test holds the list to its functions.
 lint:
-	$(PY) -m ruff check components hostside contracts audit tests benchmarks __main__.py
+	$(PY) -m ruff check components hostside contracts audit tests benchmarks demo __main__.py
 	$(PY) -m pytest -q -p no:cacheprovider tests/architecture/test_complexity.py
 	$(PY) -m mypy components hostside contracts audit __main__.py
 	@command -v shellcheck >/dev/null || { echo "make lint: shellcheck not found: apt-get install shellcheck (make setup does)" >&2; exit 1; }

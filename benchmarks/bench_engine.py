@@ -1,7 +1,7 @@
 """The real Pulumi engine's cost beside the program's own evaluation, side by side in one run.
 
 Measured, median of 3 each, on a copy of the project (the local stack, its workspace in a temp
-dir), with the engine tests/env/setup.sh built (CLI, language host, command provider):
+dir), with the engine `make setup` built (CLI, language host, command provider):
 - the `local` program under Pulumi mocks (what tests/graph runs: the program alone);
 - `pulumi preview` of the live local stack (the language host starts the program, the probes run
   on the host, the engine diffs every step: nothing to do);

@@ -12,7 +12,7 @@ protection on an agent workload.
    model's reply and a 1,500-token terminal output, so the shared prefix grows), against
    stand-ins that behave as a loaded GPU server (5 running requests a rank, a queue beyond, a
    prefix cache per rank with a KV pool of `--kv-tokens`, prefill of uncached tokens at 20,000
-   tokens/s, decode at 60 tokens/s, 64 tokens a reply: tests/standins/sglang_worker.py "Serving").
+   tokens/s, decode at 60 tokens/s, 64 tokens a reply: demo/gpu_standin/sglang_worker.py "Serving").
    Four configurations: smg's protection on (its default: >= 8 waiting or >= 80% KV leaves a
    worker out) and off, in the stack's layout (2 workers, dp-aware) and in a layout smg can read
    loads in (4 workers of dp 1, not dp-aware). Reported per configuration: the agents' wall
@@ -52,7 +52,7 @@ from benchmarks.bench_router import (  # noqa: E402
 from components.config import RouterConfig  # noqa: E402
 from components.router import router_argv  # noqa: E402
 
-STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
+STANDIN = ROOT / "demo" / "gpu_standin" / "sglang_worker.py"
 MODEL = "Qwen/Qwen3.8-27B"
 GOAL = 1.05
 FIRST_PROMPT_WORDS = 3000

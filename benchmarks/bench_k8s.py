@@ -458,12 +458,12 @@ def make_namespace(cluster: Cluster) -> str:
 
 def check_prereqs() -> None:
     if not HARBOR.exists():
-        raise SystemExit(f"bench_k8s: no Harbor at {HARBOR}: run tests/env/setup.sh")
+        raise SystemExit(f"bench_k8s: no Harbor at {HARBOR}: run `make setup`")
     proc = subprocess.run([str(HARBOR_VENV / "bin" / "python"), "-c", "import kubernetes"],
                           capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"bench_k8s: no kubernetes client in {HARBOR_VENV}: "
-                         "run tests/env/setup.sh")
+                         "run `make setup`")
     for task in TASKS.iterdir():
         env = tomllib.loads((task / "task.toml").read_text())["environment"]
         if env.get("docker_image") != IMAGE:

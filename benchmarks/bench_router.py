@@ -1,6 +1,6 @@
 """Latency the real SGLang router adds, at the agents' concurrency (20).
 
-Two stand-in workers (tests/standins/sglang_worker.py, dp_size 2 each: the seed's 4 replicas)
+Two stand-in workers (demo/gpu_standin/sglang_worker.py, dp_size 2 each: the seed's 4 replicas)
 on 127.0.0.1 and 127.0.0.2, the real `sglang-router` (PyPI) in front of them with the seed's
 flags (dp-aware, cache_aware, balance 1 / 1.2). The same chat completions are sent at
 concurrency 20 directly to the workers (round robin) and, at the same time, 20 through the
@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT))
 from components.config import RouterConfig  # noqa: E402
 from components.router import router_argv  # noqa: E402
 
-STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
+STANDIN = ROOT / "demo" / "gpu_standin" / "sglang_worker.py"
 MODEL = "Qwen/Qwen3.8-27B"
 CONCURRENCY = 20
 GOAL = 1.05

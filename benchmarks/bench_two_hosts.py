@@ -15,7 +15,7 @@
 
     python benchmarks/bench_two_hosts.py [--only lifecycle|teardown] [--rounds N]
 
-Needs what `make test` sets up (tests/env/setup.sh: the engine, Harbor, the registry, the proxy)
+Needs what `make setup` sets up (setup/dev.sh: the engine, Harbor, the registry, the proxy)
 and the hosts' image (tests/env/hosts/build.sh, which hosts.sh runs). Uses this machine's Docker
 engine: hold the machine's Docker lock if others share it. Asserts nothing but that the runs
 themselves succeeded.

@@ -1,21 +1,37 @@
 # shellcheck shell=bash
 # What setting up a machine for benchstack takes, one function a peer: sourced by setup/setup.sh
-# (an operator's `make up`) and tests/env/setup.sh (the tests' peers), so both run the same code.
-# Every function is idempotent: a second call only checks that its peer answers.
+# (an operator's `make up`), setup/dev.sh (a developer's `make setup`: every local stack's needs)
+# and the tests' own scripts under tests/env, so all of them run the same code. Every function is
+# idempotent: a second call only checks that its peer answers.
 
 SETUP_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$SETUP_DIR/.." && pwd)
 
+# The Debian packages of the local stack, and of the local-k8s stack (the cluster: etcd, a
+# containerd of its own with runc, the CNI bridge plugin, iptables and conntrack for the kubelet,
+# openssl for its certificates, gcc for the pause binary).
+# shellcheck disable=SC2034  # read by the scripts that source this file
+LOCAL_PACKAGES=(docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2 curl
+  procps psmisc python3-venv)
+# shellcheck disable=SC2034  # read by the scripts that source this file
+LOCAL_K8S_PACKAGES=(docker.io debootstrap docker-registry skopeo jq iproute2 curl procps psmisc
+  python3-venv etcd-server containerd runc containernetworking-plugins iptables conntrack openssl
+  gcc libc6-dev)
+
 log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 
-# Export every default of setup/defaults.env not already set in the environment.
+# load_defaults [FILE...]: export every default of setup/defaults.env (the operator's), then of
+# each FILE (the tests' own: tests/env/defaults.env), not already set in the environment.
+# shellcheck disable=SC2120  # its arguments are the tests' defaults file, given by their scripts only
 load_defaults() {
-  local key value
-  while IFS='=' read -r key value; do
-    [[ -z "$key" || "$key" == \#* ]] && continue
-    [[ -n "${!key+set}" ]] || export "$key=$value"
-  done <"$SETUP_DIR/defaults.env"
+  local key value file
+  for file in "$SETUP_DIR/defaults.env" "$@"; do
+    while IFS='=' read -r key value; do
+      [[ -z "$key" || "$key" == \#* ]] && continue
+      [[ -n "${!key+set}" ]] || export "$key=$value"
+    done <"$file"
+  done
   # A relative vendor path is the project's sibling, wherever the clone is.
   [[ "$BENCHSTACK_VENDOR" == /* ]] || export BENCHSTACK_VENDOR="$ROOT/$BENCHSTACK_VENDOR"
 }
@@ -117,7 +133,8 @@ YAML
   fi
 }
 
-# The local stack's CPU stand-in serving image in the registry (setup/serving_image.sh).
+# The local stack's CPU stand-in serving image in the registry (setup/serving_image.sh, from
+# demo/gpu_standin).
 ensure_serving_image() {
   bash "$SETUP_DIR/serving_image.sh" || die "the stand-in serving image did not build (see the line above)"
 }

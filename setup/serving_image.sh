@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the stand-in SGLang serving image (the local rehearsal and the tests only, never the
-# product: the stand-in itself is tests/standins/, packed in as data) and
+# product: the stand-in for a GPU server itself is demo/gpu_standin/, packed in as data) and
 # pushes it to the loopback registry the local stack pulls from, as
 # $BENCHSTACK_REGISTRY/benchstack/sglang-standin:<sglang-router version> (the tag it always had).
 #
@@ -34,8 +34,8 @@ STATE=$BENCHSTACK_STATE
 REGISTRY=$BENCHSTACK_REGISTRY
 PYTHON=$BENCHSTACK_PYTHON
 CACHE=$STATE/sglang-standin
-STANDIN=$ROOT/tests/standins/sglang_worker.py
-SHIM=$ROOT/tests/standins/sglang
+STANDIN=$ROOT/demo/gpu_standin/sglang_worker.py
+SHIM=$ROOT/demo/gpu_standin/sglang
 REMOTE=$REGISTRY/$IMAGE
 
 log() { printf '[serving_image] %s\n' "$*" >&2; }

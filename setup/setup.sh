@@ -9,8 +9,9 @@
 #   setup.sh --stack NAME       a GPU stack: only the engine; its hosts are reached over SSH
 #
 # Defaults: setup/defaults.env (an environment variable of the same name wins). Idempotent: a
-# second run only checks that each peer answers (a few seconds). The tests' peers are
-# tests/env/setup.sh's, which runs these same functions (setup/lib.sh) and adds its own.
+# second run only checks that each peer answers (a few seconds). Nothing here reads tests/: a
+# developer's machine is setup/dev.sh's (`make setup`), which runs these same functions
+# (setup/lib.sh) and then the tests' own peers.
 set -euo pipefail
 # shellcheck source=setup/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -21,13 +22,8 @@ load_defaults
 mkdir -p "$BENCHSTACK_STATE"
 
 case "$STACK" in
-  local) install_packages docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux \
-    iproute2 curl procps psmisc python3-venv ;;
-  # The cluster: etcd, a containerd of its own with runc, the CNI bridge plugin, iptables and
-  # conntrack for the kubelet, openssl for its certificates, gcc for the pause binary.
-  local-k8s) install_packages docker.io debootstrap docker-registry skopeo jq iproute2 curl procps \
-    psmisc python3-venv etcd-server containerd runc containernetworking-plugins iptables conntrack \
-    openssl gcc libc6-dev ;;
+  local) install_packages "${LOCAL_PACKAGES[@]}" ;;
+  local-k8s) install_packages "${LOCAL_K8S_PACKAGES[@]}" ;;
   *) install_packages jq openssh-client ;;
 esac
 

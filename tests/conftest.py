@@ -1,7 +1,8 @@
 """Shared test plumbing: where the real peers are, and how a host script is run by hand.
 
-The peers (Docker engine, registry, proxy, Harbor venv) are started by tests/env/setup.sh with
-the same defaults as below. A missing peer is a test failure, never a skip.
+The peers (Docker engine, registry, proxy, Harbor venv) are started by `make setup`
+(setup/dev.sh, then tests/env/setup.sh) with the same defaults as below. A missing peer is a test
+failure, never a skip.
 """
 
 from __future__ import annotations
@@ -16,11 +17,10 @@ import pytest
 
 from components.seam import code as seam_code
 from components.seam.code import PROJECT_ROOT
-from tests.machine import setting
+from tests.machine import SHARED, setting
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBES = ROOT / "hostside" / "probes"
-SHARED = ROOT.parent / "shared"
 TB21_TASKS = SHARED / "data" / "tb21-tasks"
 SAMPLE_JOBS = SHARED / "reference" / "harbor-sample-jobs"
 
@@ -110,19 +110,19 @@ def scratch_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="session")
 def docker_engine() -> None:
-    """The real Docker engine; its absence fails the test (run tests/env/setup.sh first)."""
+    """The real Docker engine; its absence fails the test (run `make setup` first)."""
     if shutil.which("docker") is None:
-        pytest.fail("docker CLI not found: run `bash tests/env/setup.sh`")
+        pytest.fail("docker CLI not found: run `make setup`")
     proc = docker("info", "--format", "{{.ServerVersion}}", check=False, timeout=30)
     if proc.returncode != 0:
-        pytest.fail(f"Docker engine not answering: {proc.stderr.strip()} (run tests/env/setup.sh)")
+        pytest.fail(f"Docker engine not answering: {proc.stderr.strip()} (run `make setup`)")
 
 
 @pytest.fixture(scope="session")
 def canary_image(docker_engine: None) -> str:
     """An image with neither tmux nor python: what the tool bundle must work in."""
     if docker("image", "inspect", CANARY_IMAGE, check=False).returncode != 0:
-        pytest.fail(f"canary image {CANARY_IMAGE} missing: run tests/env/setup.sh")
+        pytest.fail(f"canary image {CANARY_IMAGE} missing: run `make setup`")
     return CANARY_IMAGE
 
 
@@ -130,7 +130,7 @@ def canary_image(docker_engine: None) -> str:
 def harbor_bin() -> Path:
     harbor = HARBOR_VENV / "bin" / "harbor"
     if not harbor.exists():
-        pytest.fail(f"Harbor 0.21.0 not installed at {HARBOR_VENV}: run tests/env/setup.sh")
+        pytest.fail(f"Harbor 0.21.0 not installed at {HARBOR_VENV}: run `make setup`")
     return harbor
 
 
@@ -140,7 +140,7 @@ def harbor_latest_bin() -> Path:
     harbor = HARBOR_LATEST_VENV / "bin" / "harbor"
     if not harbor.exists():
         pytest.fail(f"Harbor {setting('HARBOR_LATEST_VERSION')} not installed at "
-                    f"{HARBOR_LATEST_VENV}: run tests/env/setup.sh")
+                    f"{HARBOR_LATEST_VENV}: run `make setup`")
     return harbor
 
 

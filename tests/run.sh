@@ -6,10 +6,10 @@
 # on 2 cores) are most of the run, and most real tests need neither: the builds start in the
 # background (niced) as soon as the Debian packages are in, and the stages that need them wait:
 #
-#   packages  the Debian packages (tests/env/setup.sh --packages)
+#   packages  the Debian packages (setup/dev.sh --packages)
 #   builds    in the background from here: the engine's CLI, command and Docker providers ("core"),
 #             then the cluster's binaries, then the Kubernetes provider (the whole engine)
-#   peers     tests/env/setup.sh --peers (no Go build)
+#   peers     setup/dev.sh --peers (no Go build)
 #   lint      ruff, mypy, shellcheck
 #   unit      every test with no peer
 #   real      the real tests that need neither the engine nor the cluster (two at a time)
@@ -24,7 +24,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=setup/lib.sh
 source setup/lib.sh
-load_defaults
+load_defaults "$ROOT/tests/env/defaults.env"
 
 PY=${PY:-.venv/bin/python}
 BUILDS=$BENCHSTACK_TEST_STATE/builds
@@ -73,10 +73,10 @@ builds() {
 
 run_start=$SECONDS
 # The Debian packages first (the builds need some), then the builds start beside the rest.
-stage packages bash tests/env/setup.sh --packages
+stage packages bash setup/dev.sh --packages
 builds >"$BUILDS/builds.log" 2>&1 &
 builds_pid=$!
-stage peers bash tests/env/setup.sh --peers
+stage peers bash setup/dev.sh --peers
 if [[ " ${failed[*]} " == *" packages "* || " ${failed[*]} " == *" peers "* ]]; then
   printf '\n%s\n' "${TIMES[@]}" >&2
   kill "$builds_pid" 2>/dev/null

@@ -20,7 +20,8 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 RULES = ("C901", "PLR0915")
-LINTED = ["components", "hostside", "contracts", "audit", "tests", "benchmarks", "__main__.py"]
+LINTED = ["components", "hostside", "contracts", "audit", "tests", "benchmarks", "demo",
+          "__main__.py"]
 # `"path" = ["C901", ...]  # name, name` inside [tool.ruff.lint.per-file-ignores].
 IGNORE_LINE = re.compile(r'^"(?P<path>[^"]+)"\s*=\s*\[(?P<codes>[^\]]*)\]\s*#\s*(?P<names>.+)$')
 

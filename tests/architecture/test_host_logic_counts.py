@@ -1,4 +1,4 @@
-"""The counts of benchmarks/count_host_logic.py hold their targets (bash small, no default
+"""The counts of tests/architecture/host_logic.py hold their targets (bash small, no default
 outside the config, one owner of Harbor's job layout, the seam the only local-or-ssh decider),
 and each rule finds the violation it is for in a file written to have it."""
 
@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from benchmarks import count_host_logic as counts
+from tests.architecture import host_logic as counts
 from tests.conftest import ROOT
 
 CONFIG = 'class RouterConfig(Model):\n    worker_timeout_s: int = Field(default=60, gt=0)\n'

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.count_host_logic import Finding as Violation
+from tests.architecture.host_logic import Finding as Violation
 from tests.conftest import ROOT
 
 PROJECT = {"components", "hostside", "contracts", "audit", "tests", "benchmarks"}

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
+from tests.machine import SHARED
+
 TB21_TASKS = SHARED / "data" / "tb21-tasks"
 
 TRACEBACKS = {

@@ -27,9 +27,9 @@ from pathlib import Path
 from audit.output.report import TrialRow, build_report
 from audit.read import readings
 from audit.read.layout import JobLayout
-from tests.conftest import ROOT
+from tests.conftest import SHARED
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = SHARED / "data"
 DEV_SET = DATA / "real-jobs"
 LABELS = DEV_SET / "expert-labels.json"
 MODEL_FAILURES = {"agent_error", "agent_timeout"}

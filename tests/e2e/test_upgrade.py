@@ -26,6 +26,7 @@ from tests.conftest import ROOT
 from tests.e2e.conftest import DAEMON_JSON, LocalStack, docker0_address
 from tests.e2e.test_local_stack import assert_demo_scores, audit_json, leftovers, wait_for_job
 from tests.engine.conftest import Engine, ok, pulumi, steps, tracked_files
+from tests.machine import link_shared
 
 pytestmark = pytest.mark.real
 
@@ -52,9 +53,7 @@ def checkout(commit: str, dest: Path) -> Path:
         t.extractall(dest, filter="data")
     tar.unlink()
     (dest / ".venv").symlink_to(Path(ROOT / ".venv").resolve())
-    shared = dest.parent / "shared"
-    if not shared.exists():
-        shared.symlink_to(ROOT.parent / "shared")
+    link_shared(dest)
     return dest
 
 

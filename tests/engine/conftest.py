@@ -24,6 +24,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.engine.paths import engine_root
+from tests.machine import link_shared
 
 PASSPHRASE = "benchstack-engine-tests"
 PROGRAMS = Path(__file__).resolve().parent / "programs"
@@ -48,7 +49,7 @@ def make_engine(home: Path) -> Engine:
     """The built engine with its own PULUMI_HOME (`home`), whose plugins are the built ones."""
     root = engine_root()
     if not (root / "bin" / "pulumi").is_file():
-        pytest.fail(f"no Pulumi CLI under {root}: run `bash tests/env/setup.sh`")
+        pytest.fail(f"no Pulumi CLI under {root}: run `make setup`")
     home.mkdir(parents=True, exist_ok=True)
     plugins = home / "plugins"
     if not plugins.exists():
@@ -89,10 +90,7 @@ def copy_project(tmp_path: Path, *, venv: bool = True, program: str | None = Non
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(src, target)
-    # The shared data the stack files point at sits beside the checkout.
-    shared = tmp_path / "shared"
-    if not shared.exists():
-        shared.symlink_to(ROOT.parent / "shared")
+    link_shared(dest)
     if venv:
         (dest / ".venv").symlink_to(Path(sys.prefix))
     if program:

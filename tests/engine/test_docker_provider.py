@@ -32,7 +32,7 @@ CONTAINERS = {"local": "benchstack-test-sglang-local", "loop": "benchstack-test-
 def serving(engine: Engine, tmp_path: Path, docker_engine: None):
     key = SSHD_DIR / "id_ed25519"
     if not key.is_file():
-        pytest.fail(f"no test sshd under {SSHD_DIR}: run `bash tests/env/setup.sh`")
+        pytest.fail(f"no test sshd under {SSHD_DIR}: run `make setup`")
     project = copy_project(tmp_path, program="serving")
     known_hosts = tmp_path / "known_hosts"
 

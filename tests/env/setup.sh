@@ -1,51 +1,36 @@
 #!/usr/bin/env bash
-# Installs and starts what the tests need on a fresh machine of this kind (Debian, root): what
-# an operator's `make up` of the local stacks needs (setup/lib.sh, the same functions) and the
-# tests' own peers beyond it: the project's venv with its test extras, an SSH server on
-# loopback, Harbor in a venv of the tests' own, the k8s tests' cluster build.
+# The tests' own peers and builds, beyond what setup/ gives every local stack (run by
+# setup/dev.sh, `make setup`, after setup/'s own parts, which these need): the project's venv
+# with its test extras, an SSH server on loopback, Harbor in venvs of the tests' own, the two
+# hosts' image.
 #
-#   setup.sh            everything (what `make test` runs before any test)
-#   setup.sh --peers    everything but the Go builds: what the tests without the Pulumi engine
-#                       or the cluster need (tests/run.sh starts the builds beside those tests)
-#   setup.sh --builds   only the Go builds: the Pulumi engine, then the cluster's binaries
-#   setup.sh --packages only the Debian packages (what the builds need too)
+#   setup.sh --packages the tests' own Debian packages (sshd, shellcheck, static busybox/bash)
+#   setup.sh --peers    the venv, the sshd, the Harbor venvs
+#   setup.sh --builds   the two-host rehearsal's image
 #
-# Defaults: setup/defaults.env. Idempotent: a second run only checks that each peer answers.
+# Defaults: setup/defaults.env, then tests/env/defaults.env. Idempotent: a second run only checks
+# that each peer answers.
 set -euo pipefail
 # shellcheck source=setup/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../../setup/lib.sh"
 
-packages_only=false peers=true builds=true
 case "${1:-}" in
-  "") ;;
-  --packages) packages_only=true builds=false ;;
-  --peers) builds=false ;;
-  --builds) peers=false ;;
-  *) die "usage: tests/env/setup.sh [--packages | --peers | --builds]" ;;
+  --packages|--peers|--builds) part=${1#--} ;;
+  *) die "usage: tests/env/setup.sh --packages | --peers | --builds (all of them: setup/dev.sh)" ;;
 esac
-load_defaults
+load_defaults "$ROOT/tests/env/defaults.env"
 STATE=$BENCHSTACK_TEST_STATE
 mkdir -p "$STATE" "$BENCHSTACK_STATE"
 HARBOR_VENV=$STATE/harbor-$BENCHSTACK_HARBOR_VERSION
 
-if $peers; then
-  # The local stacks' packages, the SSH server and client, shellcheck for `make lint`, the
-  # cluster's (see setup/setup.sh), and the static busybox/bash the host-plane tests copy into
-  # images.
-  install_packages docker.io debootstrap docker-registry tinyproxy skopeo socat jq tmux iproute2 \
-    curl procps psmisc openssh-client openssh-server shellcheck bash-static busybox-static \
-    python3-venv etcd-server containerd runc containernetworking-plugins iptables conntrack \
-    openssl gcc libc6-dev
-  $packages_only && exit 0
+if [[ $part == packages ]]; then
+  # The SSH server and client, shellcheck for `make lint`, and the static busybox/bash the
+  # host-plane tests copy into images.
+  install_packages openssh-client openssh-server shellcheck bash-static busybox-static
+fi
+
+if [[ $part == peers ]]; then
   bash "$ROOT/tests/env/venv.sh"
-  check_harbor_python
-  ensure_compose
-  ensure_dockerd
-  docker compose version >/dev/null || die "the docker compose plugin does not run"
-  ensure_canary
-  ensure_registry
-  ensure_serving_image
-  ensure_proxy
 
   # --- An SSH server on loopback (the SSH seam's peer: probe, host keys, Docker over ssh) ------
   SSHD_DIR="$STATE/sshd"
@@ -103,15 +88,10 @@ CONF
       || die "pip install $BENCHSTACK_HARBOR_K8S_CLIENT failed; see $STATE/pip.log"
     echo "$BENCHSTACK_HARBOR_K8S_CLIENT" >"$k8s_stamp"
   fi
-  log "peers ready: docker $(docker version -f '{{.Server.Version}}'), registry $BENCHSTACK_REGISTRY, proxy $BENCHSTACK_PROXY, sshd 127.0.0.1:$BENCHSTACK_SSHD_PORT, harbor $HARBOR_VENV and $STATE/harbor-$BENCHSTACK_HARBOR_LATEST_VERSION"
+  log "peers ready: docker $(docker version -f '{{.Server.Version}}'), registry $BENCHSTACK_REGISTRY, proxy $BENCHSTACK_PROXY (setup/), sshd 127.0.0.1:$BENCHSTACK_SSHD_PORT, harbor $HARBOR_VENV and $STATE/harbor-$BENCHSTACK_HARBOR_LATEST_VERSION"
 fi
 
-if $builds; then
-  # The engine first: more tests wait for it than for the cluster (built only here; the k8s
-  # tests' fixture starts it).
-  ensure_engine  # the whole engine (no --core)
-  ensure_k8s_build
+if [[ $part == builds ]]; then
   # The a100 rehearsal's two hosts' image (tests/env/hosts; its test starts and stops the hosts).
   bash "$ROOT/tests/env/hosts/build.sh" >/dev/null || die "the two-host rehearsal's image did not build"
-  log "builds ready: pulumi $("$BENCHSTACK_ENGINE_DIR/current/bin/pulumi" version) ($BENCHSTACK_ENGINE_DIR/current), kubernetes $(jq -r .kubernetes "$BENCHSTACK_K8S_DIR/current/status.json") ($BENCHSTACK_K8S_DIR/current)"
 fi

@@ -92,7 +92,7 @@ def called_module(command: str) -> str:
 def installed_harbor(tmp_path_factory: pytest.TempPathFactory) -> dict:
     """Harbor 0.21.0 installed by harbor_install.sh from the pinned wheel (about 35 s)."""
     if not WHEEL.is_file():
-        pytest.fail(f"Harbor wheel missing at {WHEEL}: run tests/env/setup.sh")
+        pytest.fail(f"Harbor wheel missing at {WHEEL}: run `make setup`")
     workspace = tmp_path_factory.mktemp("harbor-ws")
     started = time.monotonic()
     result = install_harbor(workspace)

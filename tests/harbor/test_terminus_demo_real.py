@@ -19,7 +19,7 @@ from tests.harbor.conftest import JobFactory, harbor_section
 from tests.harbor.test_terminus_real import free_port, wait_http
 from tests.hostplane.steps import build_tool_bundle
 
-STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
+STANDIN = ROOT / "demo" / "gpu_standin" / "sglang_worker.py"
 DEMO_MODEL = ROOT / "demo" / "model"
 MODEL = "benchstack/standin-demo"
 

@@ -1,5 +1,5 @@
 """Terminus-2 for real: Harbor 0.21.0's agent, the real sglang-router, and a scripted stand-in
-model (tests/standins/sglang_worker.py) that solves hello-file. The task container has no
+model (demo/gpu_standin/sglang_worker.py) that solves hello-file. The task container has no
 network (`container_network: none`) and the image has neither tmux nor asciinema, so the only
 way the agent gets a terminal and a recording is the mounted tool bundle."""
 
@@ -21,7 +21,7 @@ from tests.conftest import ROOT, docker
 from tests.harbor.conftest import JobFactory, harbor_section
 from tests.hostplane.steps import build_tool_bundle
 
-STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
+STANDIN = ROOT / "demo" / "gpu_standin" / "sglang_worker.py"
 MODEL = "bench/stand-in"
 REPLIES = [
     {"analysis": "The file is missing.", "plan": "Write it.",

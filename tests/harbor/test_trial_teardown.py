@@ -34,7 +34,7 @@ def prebuilt_compose() -> Path:
                                     "docker-compose-prebuilt.yaml"))
     if not found:
         pytest.fail(f"Harbor's prebuilt compose file not found under {HARBOR_VENV}: run "
-                    "tests/env/setup.sh")
+                    "`make setup`")
     return found[0]
 
 

@@ -40,7 +40,7 @@ def _tag() -> str:
     missing = [str(src) for src in BINARIES.values() if not src.is_file()]
     if missing:
         pytest.fail(f"{', '.join(missing)} missing: apt-get install -y {PACKAGES} "
-                    "(tests/env/setup.sh)")
+                    "(`make setup`)")
     digest = hashlib.sha256(RECIPE.encode())
     for src in BINARIES.values():
         digest.update(src.read_bytes())

@@ -238,7 +238,7 @@ def test_loop_survives_the_calling_session(bridge: Bridge) -> None:
 
 def test_upstream_proxy_down_starts_nothing(bridge: Bridge, tmp_path: Path) -> None:
     tinyproxy = shutil.which("tinyproxy")
-    assert tinyproxy, "tinyproxy missing: run tests/env/setup.sh"
+    assert tinyproxy, "tinyproxy missing: run `make setup`"
     port = free_port()
     conf = tmp_path / "tinyproxy.conf"
     conf.write_text(

@@ -3,7 +3,7 @@ two-host rehearsal: with worker-a's network cut, and with worker-a's host key ch
 two `up`s, preview and up died with a 50-line traceback around the status probe's whole command,
 the host named only by its address inside ssh's own words).
 
-Against the real OpenSSH server on 127.0.0.1 (tests/env/setup.sh): the probe's command as the
+Against the real OpenSSH server on 127.0.0.1 (`make setup`): the probe's command as the
 seam renders it, run as the engine runs it, then read as the program reads it.
 """
 

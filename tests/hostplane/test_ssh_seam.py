@@ -1,4 +1,4 @@
-"""The SSH seam (components/host.py) against a real OpenSSH server on 127.0.0.1 (started by
+"""The SSH seam (components/seam/ssh.py) against a real OpenSSH server on 127.0.0.1 (started by
 tests/env/setup.sh): every path that runs the local ssh client (the status probe, the Docker
 provider's ssh://, the accept-new host-key lookup) with the stack's host-key policy, and the key
 as `pulumi config set --secret benchstack:sshPrivateKey -- < key` stores it (no final newline).
@@ -27,7 +27,7 @@ def sshd() -> dict:
     pub = SSHD_DIR / "host_ed25519.pub"
     key = SSHD_DIR / "id_ed25519"
     if not (pub.is_file() and key.is_file()):
-        pytest.fail(f"no test sshd under {SSHD_DIR}: run `bash tests/env/setup.sh`")
+        pytest.fail(f"no test sshd under {SSHD_DIR}: run `make setup`")
     with_newline = key.read_text()
     return {
         "host_key": " ".join(pub.read_text().split()[:2]),

@@ -83,7 +83,7 @@ class LocalRegistry:
 
     def start(self) -> None:
         if shutil.which("docker-registry") is None:
-            pytest.fail("docker-registry not installed: run tests/env/setup.sh")
+            pytest.fail("docker-registry not installed: run `make setup`")
         cfg = self._write_config()
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(

@@ -193,7 +193,7 @@ def harbor_with_k8s_client() -> Path:
     """Harbor 0.21.0's venv with the `kubernetes` client its ack environment imports."""
     harbor = HARBOR_VENV / "bin" / "harbor"
     if not harbor.exists():
-        pytest.fail(f"Harbor 0.21.0 not installed at {HARBOR_VENV}: run tests/env/setup.sh")
+        pytest.fail(f"Harbor 0.21.0 not installed at {HARBOR_VENV}: run `make setup`")
     proc = subprocess.run(
         [
             str(HARBOR_VENV / "bin" / "python"),
@@ -207,6 +207,6 @@ def harbor_with_k8s_client() -> Path:
     if proc.returncode != 0 or proc.stdout.strip() != KUBERNETES_CLIENT:
         pytest.fail(
             f"kubernetes=={KUBERNETES_CLIENT} not importable in {HARBOR_VENV} "
-            f"(got {proc.stdout.strip() or last_line(proc.stderr)}): run tests/env/setup.sh"
+            f"(got {proc.stdout.strip() or last_line(proc.stderr)}): run `make setup`"
         )
     return harbor

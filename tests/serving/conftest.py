@@ -26,7 +26,7 @@ from components.router import router_argv
 from components.seam.step import render_step
 from tests.conftest import CODE, ROOT, ScriptResult
 
-STANDIN = ROOT / "tests" / "standins" / "sglang_worker.py"
+STANDIN = ROOT / "demo" / "gpu_standin" / "sglang_worker.py"
 PYTHON = Path(sys.executable)
 MODEL = "Qwen/Qwen3.8-27B"
 # The seed's layout: what a healthy worker reports and the probe expects.

@@ -1,4 +1,4 @@
-"""The stand-in worker's own contract (tests/standins/sglang_worker.py): what other tests and the
+"""The stand-in worker's own contract (demo/gpu_standin/sglang_worker.py): what other tests and the
 Harbor-job developer rely on when they script a Terminus-2 agent through it.
 
 Tests that start processes or the real router use the `processes` fixture (marked real); the
@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from demo.gpu_standin import sglang_worker as standin
 from hostside.readiness import READY_PROMPT
 from tests.conftest import ROOT
 from tests.serving.conftest import MODEL, Processes, chat, free_port, run_step
-from tests.standins import sglang_worker as standin
 
 DEMO_MODEL = ROOT / "demo" / "model"
 DEMO_TASKS = ROOT / "demo" / "tasks"

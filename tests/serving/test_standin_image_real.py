@@ -86,13 +86,13 @@ def stack(docker_engine: None) -> Iterator[Stack]:
     pulled = docker("pull", "-q", IMAGE, check=False)
     if pulled.returncode != 0:
         pytest.fail(f"{IMAGE} not in the registry ({pulled.stderr.strip()}): "
-                    "run tests/env/setup.sh")
-    for source, target in ((ROOT / "tests/standins/sglang_worker.py",
+                    "run `make setup`")
+    for source, target in ((ROOT / "demo/gpu_standin/sglang_worker.py",
                             "/opt/benchstack-standin/sglang_worker.py"),
-                           (ROOT / "tests/standins/sglang", "/usr/local/bin/sglang")):
+                           (ROOT / "demo/gpu_standin/sglang", "/usr/local/bin/sglang")):
         inside = docker("run", "--rm", "--network", "none", IMAGE, "cat", target).stdout
         if inside != source.read_text():
-            pytest.fail(f"{IMAGE} holds an older {source.name}: run tests/env/setup.sh")
+            pytest.fail(f"{IMAGE} holds an older {source.name}: run `make setup`")
 
     tag = uuid.uuid4().hex[:8]
     names: list[str] = []

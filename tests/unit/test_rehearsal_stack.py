@@ -20,7 +20,7 @@ REHEARSAL = ROOT / "Pulumi.a100-rehearsal.yaml"
 
 # Every key allowed to differ (a regular expression over the flattened key), and why.
 ALLOWED = {
-    r"serving\.image": "the CPU stand-in of SGLang (tests/standins) instead of SGLang, which "
+    r"serving\.image": "the CPU stand-in of SGLang (demo/gpu_standin) instead of SGLang, which "
                        "needs GPUs",
     r"serving\.gpus": "no GPU: the stand-in runs without `--gpus`",
     r"serving\.extra_server_args": "the stand-in's decode speed (it would answer at once; GPUs "

@@ -12,14 +12,14 @@
 # as a label, so a warm run is one `docker image inspect`. The debootstrap tarball is kept per package list under
 # $BENCHSTACK_TEST_STATE/hosts, so a changed boot script rebuilds in about a minute, not three.
 #
-# Inputs (environment; defaults in setup/defaults.env): BENCHSTACK_TEST_STATE (the cache),
+# Inputs (environment; defaults in setup/ and tests/env/defaults.env): BENCHSTACK_TEST_STATE (the cache),
 # BENCHSTACK_HARBOR_PYTHON (the Python >= 3.12 copied in). Prints the image name.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=setup/lib.sh
 source "$HERE/../../../setup/lib.sh"
-load_defaults
+load_defaults "$ROOT/tests/env/defaults.env"
 
 SUITE=bookworm
 IMAGE=benchstack/test-host:$SUITE
@@ -55,7 +55,7 @@ python=$(readlink -f "$(command -v "$BENCHSTACK_HARBOR_PYTHON")") \
 python_home=$(dirname "$(dirname "$python")")
 python_version=$("$python" -c 'import sys; print("%d.%d.%d" % sys.version_info[:3])')
 python_short=${python_version%.*}
-[[ -x "$COMPOSE" ]] || die "no Compose v2 plugin at $COMPOSE: run tests/env/setup.sh --peers"
+[[ -x "$COMPOSE" ]] || die "no Compose v2 plugin at $COMPOSE: run setup/dev.sh --peers"
 
 # One build at a time (tests/run.sh builds in the background while a test may start the hosts).
 mkdir -p "$CACHE"

@@ -37,7 +37,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=setup/lib.sh
 source "$HERE/../../../setup/lib.sh"
-load_defaults
+load_defaults "$ROOT/tests/env/defaults.env"
 
 STATE=$BENCHSTACK_TEST_STATE/hosts
 KEYS=$STATE/keys

@@ -1,4 +1,5 @@
-"""A stand-in SGLang worker for tests: the HTTP surface the router, the probes and Harbor use.
+"""A stand-in SGLang worker for the demo and the tests: the HTTP surface the router, the probes
+and Harbor use.
 
 SGLang itself needs GPUs; this speaks the same endpoints on a loopback port so that the real
 `sglang-router` can sit in front of it:
@@ -45,10 +46,11 @@ parameters, the DP rank the router pinned, this worker's host:port, the episode 
 timestamp; with --request-log FILE also appended to FILE with the whole body. Progress and
 warnings go to stderr. Unknown flags (SGLang has hundreds) are ignored with a warning.
 
-Tests only: never shipped as product (setup/serving_image.sh packages it, with a `sglang`
-shim, as the local stack's CPU "model"). Standard library only, so it runs from any Python 3.11+.
+A stand-in for a GPU server, never shipped as product: setup/serving_image.sh packages it, with
+the `sglang` shim beside it, as the local stack's CPU "model"; the tests run it too. Standard
+library only, so it runs from any Python 3.11+.
 
-    python tests/standins/sglang_worker.py --host 127.0.0.1 --port 30001 \
+    python demo/gpu_standin/sglang_worker.py --host 127.0.0.1 --port 30001 \
         [--model-path DIR] [--tp-size 4 --dp-size 2 ...] [--never-healthy] \
         [--healthy-after 2.5] [--replies FILE] [--latency-ms 50] [--request-log FILE]
         [--enable-metrics] [--decode-tokens-per-s 30] [--prefill-tokens-per-s 5000]

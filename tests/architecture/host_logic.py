@@ -20,10 +20,11 @@ d. the places outside the host seam (components/seam/) that decide local-or-ssh:
    `is_local` whose branches build an ssh path, or an ssh command built outside the seam.
 
 Python is read with `ast` (docstrings and comments do not count; f-string pieces do); bash line
-by line, comments skipped. tests/unit/test_host_logic_counts.py asserts the targets and feeds
-each rule a file with the violation it is for.
+by line, comments skipped. tests/architecture/test_host_logic_counts.py asserts the targets and
+feeds each rule a file with the violation it is for; test_layers.py reports its violations as
+these findings.
 
-    .venv/bin/python benchmarks/count_host_logic.py [--json]
+    .venv/bin/python -m tests.architecture.host_logic [--json]
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = "hostside/probes"
 HOSTSIDE = "hostside"
 JOBDIR = "contracts/jobdir.py"
