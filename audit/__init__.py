@@ -9,8 +9,10 @@ Four rooms, each importing only the ones before it (tests/audit/test_architectur
 - `score/`: raw and adjusted scores, attempts and pass@k, the merge with reruns, adjudications,
   the leaderboard conformance, and whether the raw score can be quoted;
 - `output/`: the report of a job and its renderings (table, JSON, Markdown, HTML), the archive.
-It imports nothing of the rest of the project but two contracts: the stack-output key names in
-`contracts/outputs.py` and Harbor's job-directory layout in `contracts/jobdir.py`.
+It imports nothing of the rest of the project but four contracts: the stack-output key names in
+`contracts/outputs.py`, Harbor's job-directory layout in `contracts/jobdir.py`, the Harbor
+versions' facts in `contracts/harbor_profiles.py` and the copy of a remote Harbor host's job dir
+in `contracts/job_copy.py` (tests/audit/test_architecture.py).
 """
 
 __all__ = ["__version__"]

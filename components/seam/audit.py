@@ -3,17 +3,16 @@
 The audit is its own program (`python -m audit JOB_DIR --format json`); the program only runs it,
 here, at program time (every `up` and `preview`, read-only), on a finished job's directory: the
 job dir itself on the local host, a copy made once over the seam's ssh for a remote one (a
-finished job does not change; `~/.cache/benchstack/jobs/<host>/<job>`). Its JSON report's
-`rerun` list is the answer.
+finished job does not change; contracts/job_copy.py, the copy the audit's `--stack` makes too).
+Its JSON report's `rerun` list is the answer.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import sys
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import pulumi
 
@@ -33,12 +32,6 @@ def audit_command(job_dir: str) -> str:
     )
 
 
-def job_copy_dir(host: Host, job_name: str) -> Path:
-    """Where a remote host's finished job is copied to be audited here (once: it is final)."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "benchstack" / "jobs" / host.name / job_name
-
-
 def rerun_list(report_json: str) -> list[str] | None:
     """The `rerun` list of the audit's JSON report; None for no report (nothing audited)."""
     report = json.loads(report_json or "{}")
@@ -51,9 +44,5 @@ def tasks_to_rerun(
 ) -> pulumi.Output[list[str] | None]:
     """The tasks the audit of the finished job at `finished_job_dir` on `host` lists for rerun
     (infra or cancelled); None while there is no finished job ("")."""
-    stdout = read_dir_here(
-        host, finished_job_dir,
-        copy=lambda path: job_copy_dir(host, PurePosixPath(path).name),
-        then=audit_command,
-    )
+    stdout = read_dir_here(host, finished_job_dir, then=audit_command)
     return stdout.apply(rerun_list)

@@ -8,11 +8,13 @@ import json
 import shlex
 import sys
 from collections.abc import Callable
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pulumi
 import pulumi_command as command
+
+from contracts import job_copy
 
 if TYPE_CHECKING:  # host.py asks known_host_key for its accepted key: no import cycle
     from components.seam.host import Host
@@ -34,6 +36,12 @@ def parse_outputs(stdout: str) -> dict:
     except json.JSONDecodeError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+# The private key from standard input into the private temp file $key, with the final newline
+# OpenSSH needs (see ssh_command): the one way a command run here gets the stack's key.
+KEY_FILE = 'chmod 600 "$key"; printf \'%s\\n\' "$(cat)" >"$key"'
+KEY_FROM_STDIN = f"key=$(mktemp); trap 'rm -f \"$key\"' EXIT; {KEY_FILE}"
 
 
 # The last stdout line of a command made with `ssh_command(..., report_failure=True)` when ssh
@@ -81,10 +89,7 @@ def ssh_command(
     trap = f"trap 'rm -f {' '.join(cleanup)}' EXIT; "
     if not with_key:
         return f"set -euo pipefail; {trap}{call}"
-    return (
-        f"set -euo pipefail; key=$(mktemp); {trap}chmod 600 \"$key\"; "
-        f"printf '%s\\n' \"$(cat)\" >\"$key\"; {call}"
-    )
+    return f"set -euo pipefail; key=$(mktemp); {trap}{KEY_FILE}; {call}"
 
 
 def reached(host: Host, stdout: str) -> str:
@@ -150,31 +155,27 @@ def run_here(
 
 
 def copy_here_command(host: Host, path: str, copy: Path, *, with_key: bool) -> str:
-    """A bash command, run here, that copies the directory `path` of the remote `host` to
-    `copy` once (`tar` over ssh, read-only there; a `.copied` mark makes the copy final)."""
-    parent, name = str(PurePosixPath(path).parent), PurePosixPath(path).name
-    tmp = copy.with_name(f"{copy.name}.partial")
-    fetch = ssh_command(host, f"tar -C {shlex.quote(parent)} -czf - -- {shlex.quote(name)}",
-                        with_key=with_key)
-    q = shlex.quote
-    return (
-        f"set -euo pipefail; if [ ! -f {q(str(copy / '.copied'))} ]; then "
-        f"rm -rf {q(str(tmp))}; mkdir -p {q(str(tmp))}; "
-        f"echo 'copying {host.name}:{path} to {copy}' >&2; "
-        f"( {fetch} ) | tar -xzf - -C {q(str(tmp))}; "
-        f"rm -rf {q(str(copy))}; mv {q(str(tmp / name))} {q(str(copy))}; rm -rf {q(str(tmp))}; "
-        f"touch {q(str(copy / '.copied'))}; fi; "
-    )
+    """A bash command, run here, that copies the finished job dir `path` of the remote `host` to
+    `copy` once: contracts/job_copy.py (the audit's `--stack` makes the same copy), run by the
+    program's own python with the seam's ssh access to the host; with `with_key`, the private
+    key arrives on standard input and lives in a private temp file for the call."""
+    spec = {"host": host.name, "access": host.ssh_access(), "path": path, "dest": str(copy),
+            "final": True}
+    argv = [sys.executable, "-I", job_copy.__file__, json.dumps(spec, sort_keys=True)]
+    call = " ".join(shlex.quote(a) for a in argv)
+    if not with_key:
+        return f"set -euo pipefail; {call} >/dev/null; "
+    return f"set -euo pipefail; {KEY_FROM_STDIN}; {call} \"$key\" >/dev/null; "
 
 
 def read_dir_here(
-    host: Host, path: pulumi.Input[str], copy: Callable[[str], Path], then: Callable[[str], str]
+    host: Host, path: pulumi.Input[str], then: Callable[[str], str]
 ) -> pulumi.Output[str]:
     """Run the read-only bash command `then(dir)` here, now (every preview and up), on the
     directory `path` of `host` (one that no longer changes, e.g. a finished job): `dir` is `path`
-    itself on the local host; for a remote host, a copy at `copy(path)` made once with `tar`
-    over ssh (read-only there, the key on standard input). Its stdout; an empty `path` runs
-    nothing and reads as an empty stdout."""
+    itself on the local host; for a remote host, its copy here (contracts/job_copy.py: made once,
+    read-only there, the key on standard input). Its stdout; an empty `path` runs nothing and
+    reads as an empty stdout."""
     key = None if host.is_local else host.private_key
 
     def command_text(where: str) -> str:
@@ -182,7 +183,7 @@ def read_dir_here(
             return "true"
         if host.is_local:
             return then(where)
-        here = copy(where)
+        here = job_copy.cache_dir(host.name, where)
         return copy_here_command(host, where, here, with_key=key is not None) + then(str(here))
 
     text = pulumi.Output.from_input(path).apply(command_text)

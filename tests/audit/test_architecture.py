@@ -1,4 +1,4 @@
-"""The audit's shape: it links to the rest of the project only through three contracts, its rooms
+"""The audit's shape: it links to the rest of the project only through four contracts, its rooms
 import downwards only (read < judge < score < output; the CLI on top), and no module imports
 another that imports it back, directly or through others (TYPE_CHECKING imports included)."""
 
@@ -10,9 +10,10 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 AUDIT = ROOT / "audit"
-# The job layout, the stack output names, and the Harbor versions' facts (their score
-# conventions and 0.26's error-policy table).
-CONTRACTS = {"contracts.jobdir", "contracts.outputs", "contracts.harbor_profiles"}
+# The job layout, the stack output names, the Harbor versions' facts (their score conventions
+# and 0.26's error-policy table), and the copy of a remote host's job dir (the program's too).
+CONTRACTS = {"contracts.jobdir", "contracts.outputs", "contracts.harbor_profiles",
+             "contracts.job_copy"}
 ROOMS = ("read", "judge", "score", "output")
 
 
@@ -51,7 +52,7 @@ def _graph() -> dict[str, set[str]]:
     }
 
 
-def test_the_audit_imports_only_the_three_contracts_of_the_project():
+def test_the_audit_imports_only_the_four_contracts_of_the_project():
     for path in AUDIT.rglob("*.py"):
         for module in _imports(path):
             top = module.split(".")[0]

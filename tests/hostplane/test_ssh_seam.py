@@ -121,34 +121,3 @@ def test_docker_provider_options_reach_the_engine(sshd, tmp_path, policy) -> Non
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip()
-
-
-def test_from_audit_copies_a_remote_job_once_and_audits_the_copy(sshd, tmp_path, monkeypatch):
-    """harbor.reruns.from_audit on a remote Harbor host: the finished job is copied over the
-    seam's ssh (read-only there), audited here, and the copy is reused on the next `up`."""
-    from components.seam.audit import audit_command, job_copy_dir
-    from components.seam.ssh import copy_here_command
-    from tests.audit.audit_jobgen import TrialSpec, write_job
-
-    remote_root = tmp_path / "remote" / "results"
-    job = write_job(remote_root, "main-job", [
-        TrialSpec(task="hello-file"),
-        TrialSpec(task="hello-proxy", reward=None, exception_type="CancelledError",
-                  exception_message=""),
-    ])
-    before = {p: p.stat().st_mtime_ns for p in job.rglob("*")}
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    peer = host(host_key=sshd["host_key"])
-    copy = job_copy_dir(peer, "main-job")
-    # What read_dir_here runs for a remote host: the copy (once), then the audit of the copy.
-    text = copy_here_command(peer, str(job), copy, with_key=True) + audit_command(str(copy))
-    assert sshd["stored_key"] not in text
-    first = run(text, stdin=sshd["stored_key"])
-    assert first.returncode == 0, first.stderr[-2000:]
-    assert json.loads(first.stdout)["rerun"] == ["hello-proxy"]
-    assert (copy / "result.json").is_file() and "copying" in first.stderr
-    assert {p: p.stat().st_mtime_ns for p in job.rglob("*")} == before, "the host's job changed"
-
-    again = run(text, stdin=sshd["stored_key"])
-    assert again.returncode == 0 and "copying" not in again.stderr
-    assert json.loads(again.stdout)["rerun"] == json.loads(first.stdout)["rerun"]
