@@ -48,7 +48,7 @@ def host_of(cfg: HostConfig, ssh: SshConfig, ssh_private_key) -> Host:
         address=cfg.address,
         user=cfg.user,
         port=cfg.port,
-        # Given for every host: the seam (components/host.py) uses it only over ssh.
+        # Given for every host: the seam (components/seam/host.py) uses it only over ssh.
         private_key=ssh_private_key,
         key_path=cfg.ssh_key_path,
         host_key=cfg.host_key,

@@ -3,10 +3,10 @@
 Everything that looks at a Harbor job asks this module: the steps on the Harbor host (the launch,
 the stop, the preflight's saved config, the provenance) and their status probes, the program
 (components/harbor_job.py, harbor_rerun.py, provenance.py: the paths it declares and exports),
-the progress command (components/progress.py) and the audit (audit/layout.py, job_state.py,
-report.py). So the paths (`results/`, `logs/`, `<job>.pid`, `<job>.log`...), "finished",
-"running" (the PID check) and the per-trial files are decided here alone (tests/unit/
-test_jobdir.py fails when another file spells them).
+the progress command (components/progress.py) and the audit (audit/read/layout.py,
+audit/judge/job_state.py, audit/output/report.py). So the paths (`results/`, `logs/`,
+`<job>.pid`, `<job>.log`...), "finished", "running" (the PID check) and the per-trial files are
+decided here alone (tests/unit/test_jobdir.py fails when another file spells them).
 
 It is shipped to the hosts with the host package and also inlined whole into the status probes
 (hostside/probes/harbor_status.sh, harbor_reruns.sh), which run it with the host's python3
@@ -111,10 +111,6 @@ def read_json(path: Path) -> dict | None:
     except (OSError, ValueError):
         return None
     return value if isinstance(value, dict) else None
-
-
-def is_job_dir(path: Path) -> bool:
-    return (path / JOB_RESULT).is_file() or (path / JOB_CONFIG).is_file()
 
 
 def ended(finished_at: object) -> bool:

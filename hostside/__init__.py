@@ -1,7 +1,7 @@
 """The code benchstack runs on a host: one module per resource kind, standard library only.
 
 HostCode (components/host_code.py) copies this package to `<workspace>/.benchstack/code` on
-every host, and each step's command is one call of it (components/host.py, `host_step`):
+every host, and each step's command is one call of it (components/seam/step.py, `host_step`):
 
     PYTHONPATH=<code> BENCHSTACK_INPUTS='{"tools_dir": ...}' python3 -m hostside tool_bundle create
 

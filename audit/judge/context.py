@@ -68,10 +68,6 @@ class JobContext:
         )
 
     @property
-    def job_interrupted(self) -> bool:
-        return self.job_run.finished is False
-
-    @property
     def max_input_tokens(self) -> int | None:
         return max((w.tokens for w in self.told), default=None)
 

@@ -287,8 +287,3 @@ def _by_observation(text: str, status: int | None) -> EndpointFailure | None:
 def stream_failed(text: str) -> bool:
     """The words say the server ended its stream with its protocol's failure event."""
     return readings.on("stream_failed_event") and bool(_STREAM_FAILED.search(text))
-
-
-def parse_failure_named(text: str) -> bool:
-    """The text says a parse failed (any parser's wording): used with the generated markup."""
-    return bool(_PARSE_FAILED.search(text))

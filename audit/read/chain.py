@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from audit.read.status import says_status, status_in
+from audit.read.status import says_status
 
 _FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<func>.+?)\s*$')
 _LINK = {
@@ -235,12 +235,3 @@ def _is_remote(root: Raised, frames: tuple[Frame, ...]) -> bool:
         paths = [f.path for f in frames]
         return any(_INSTALLED.search(p) for p in paths) and any("json" in p for p in paths)
     return False
-
-
-def status_of(chain: tuple[Raised, ...]) -> int | None:
-    """The HTTP status any exception of the chain names."""
-    for raised in reversed(chain):
-        found = status_in(raised.message)
-        if found is not None:
-            return found
-    return None

@@ -75,7 +75,6 @@ class TrialEvidence:
     _commands: list[Exchange] | None = field(default=None, repr=False)
     _exchanges: list[Exchange] = field(default_factory=list, repr=False)
     _written: list[str] = field(default_factory=list, repr=False)
-    _llm_steps: list[dict] = field(default_factory=list, repr=False)
     _logs: list[AgentLog] | None = field(default=None, repr=False)
     _json: dict[str, object] = field(default_factory=dict, repr=False)
     _log_exchanges: list[Exchange] | None = field(default=None, repr=False)
@@ -349,11 +348,6 @@ class TrialEvidence:
             self._log_exchanges = out
         return self._log_exchanges
 
-    def llm_steps(self) -> list[dict]:
-        """Trajectory steps that are model calls (they carry a model name or token metrics)."""
-        self._trajectory()
-        return self._llm_steps
-
     # --- parsers -------------------------------------------------------------------------------
     def _trajectory(self) -> tuple[list[Chunk] | None, list[Chunk] | None]:
         """(command chunks, observation chunks) from the ATIF trajectory; (None, None) if absent."""
@@ -466,8 +460,6 @@ def _trajectory_chunks(steps: list, ev: TrialEvidence) -> tuple[list[Chunk], lis
         if not isinstance(step, dict) or step.get("source") != "agent":
             continue
         step_id = step.get("step_id")
-        if step.get("model_name") or step.get("metrics"):
-            ev._llm_steps.append(step)
         keys: list[str] = []
         for call in step.get("tool_calls") or []:
             args = (call or {}).get("arguments") or {}

@@ -38,11 +38,6 @@ _VERIFIER_SESSION = "__verifier__"
 _NEVER = datetime.max.replace(tzinfo=UTC)
 
 
-def session_of(trial: str) -> str:
-    """Harbor's session id of a trial's environment (jobdir.py owns the spelling)."""
-    return jobdir.environment_session(trial)
-
-
 def pod_name(trial: str) -> str:
     """The name Harbor 0.21's ack (and gke) environment gives a trial's pod."""
     return jobdir.trial_pod(trial)

@@ -10,8 +10,6 @@ job for the HTML timeline, and the plane's own failures with the reads that show
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from audit.read.serving import ServingRecord
 from audit.read.timing import TrialTime
 from audit.score.scores import Out as _Out
@@ -66,11 +64,6 @@ def time_split(time: TrialTime | None) -> TimeSplit | None:
 
 def _round(value: float | None) -> float | None:
     return round(value, 1) if value is not None else None
-
-
-class Timed(Protocol):
-    category: str
-    time: TimeSplit | None
 
 
 def annotate_timeouts(rows: list, record: ServingRecord) -> None:

@@ -23,8 +23,8 @@ HOSTSIDE_SHARED = ("__init__", "__main__", "step")
 
 
 def _imports(path: Path) -> list[str]:
-    """The project files `path` imports: `hostside/X.py` for its relative imports, `contracts/
-    X.py` for the contracts it names."""
+    """The project files `path` imports: `hostside/<module>.py` for its relative imports,
+    `contracts/<module>.py` for the contracts it names."""
     found: list[str] = []
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level == 1:

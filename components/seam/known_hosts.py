@@ -2,7 +2,7 @@
 through OpenSSH (the seam's `StrictHostKeyChecking=accept-new` options) records it. The key is
 checked before any login, so no credentials are used and nothing runs on the host.
 
-Used only by the host seam (components/host.py, `known_host_key`), which builds the ssh command
+Used only by the host seam (components/seam/ssh.py, `known_host_key`), which builds the ssh command
 of the first contact and runs this on the machine running Pulumi, at every preview and up (an
 invoke), as a program of the program's own python, standard library only:
 

@@ -72,7 +72,7 @@ from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-# What components/readiness.py asks through the router before it declares it ready.
+# What hostside/readiness.py asks through the router before it declares it ready.
 READY_PROMPT = "Reply with exactly READY."
 EPISODES_FILE = "standin-episodes.json"
 # The body fields that say how the model was asked to sample. The router (0.3.2) re-encodes

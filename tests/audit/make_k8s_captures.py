@@ -1,6 +1,6 @@
 """Regenerate `tests/audit/captures/k8s/`: what Harbor 0.21.0's ack environment writes, and what
 the cluster reports, when a trial's pod cannot run or goes away, on the REAL test cluster
-(tests/env/k8s/cluster.sh; started here when it is not running, and then stopped again).
+(setup/k8s/cluster.sh; started here when it is not running, and then stopped again).
 
 Every case is a real `harbor run -e ack` with the oracle agent, one task, in a namespace of its
 own that this script makes and deletes; nothing is written by hand:

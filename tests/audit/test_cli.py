@@ -124,7 +124,7 @@ def test_stack_reads_job_dir_and_reference_score(seed_job, run_cli, tmp_path):
     outputs.update({K.JOB_DIR: str(seed_job), K.REFERENCE_SCORE: 73.0, K.HARBOR_HOST: "local"})
     # The rerun list is a list in real stack outputs (test_merge.py covers a non-empty one).
     outputs[K.RERUN_JOB_DIRS] = []
-    # The local host: a remote one is copied from (tests/hostplane/test_audit_remote_job.py).
+    # The local host: a remote one is copied from (tests/hostplane/test_job_copy.py).
     outputs[K.HARBOR_SSH] = None
     env = _fake_pulumi(tmp_path, outputs)
     res = run_cli("--stack", "a100", "--format", "json", env=env)

@@ -33,6 +33,7 @@ from audit.read import kubernetes as K
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
 from audit.read.layout import JobLayout
+from contracts import jobdir
 from tests.audit import dev_set
 from tests.audit.proof_check import quoted_in_file
 
@@ -149,7 +150,7 @@ def test_harbors_pod_name_and_session_label_are_the_captured_pods(case):
     for item in captured_pods(case):
         meta = item["object"]["metadata"]
         assert meta["name"] == K.pod_name(trial)
-        assert meta["labels"]["session"] == K.session_of(trial) == f"{trial}__env"
+        assert meta["labels"]["session"] == jobdir.environment_session(trial) == f"{trial}__env"
 
 
 @pytest.mark.parametrize("case", CASES)

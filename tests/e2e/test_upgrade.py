@@ -30,7 +30,7 @@ from tests.machine import link_shared
 
 pytestmark = pytest.mark.real
 
-# The last commit with the old layout (components/hostside, components/host.py).
+# The last commit with the old layout (the host code under components/, the seam one module).
 PREVIOUS_RELEASE = "7fa2f99"
 # What this tree replaces or adds in a stack of that release: the serving plane's containers
 # (new flags), their readiness (a new container is proven again), the provenance (its facts

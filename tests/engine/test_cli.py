@@ -1,7 +1,7 @@
 """The real Pulumi engine on the project: its build and plugins, the state backend of a fresh
 clone and its Python environment, the config as the CLI encodes it, rejected configs, and
 secrets. Every program here is run by the language host; the lifecycle of the stacks' resources
-is tests/e2e (the local stack) and tests/serving/test_docker_provider_real.py (containers).
+is tests/e2e (the local stack) and tests/engine/test_docker_provider.py (containers).
 """
 
 from __future__ import annotations

@@ -207,7 +207,7 @@ def test_gpu_stacks_prove_the_proxy_from_a_task_image(stack):
 
 
 def step_inputs(create) -> dict:
-    """The inputs a host step's command gives its module (components/host.py, render_step)."""
+    """The inputs a host step's command gives its module (components/seam/step.py, render_step)."""
     text = create["value"] if isinstance(create, dict) else create
     inner = shlex.split(text)[2]
     for line in inner.splitlines():

@@ -2,7 +2,8 @@
 8-hour agent timeout, Harbor 0.26.0) under Pulumi mocks: what the program declares for the 0.26.0
 profile, and the layouts it refuses before anything runs, each naming the key and the tasks.
 
-The task.toml files are fixtures in the release's shape (datasets/terminal-bench-4.0/SOURCE.md).
+The task.toml files are fixtures in the release's shape
+(tests/graph/datasets/terminal-bench-4.0/SOURCE.md).
 """
 
 from __future__ import annotations

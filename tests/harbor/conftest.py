@@ -2,7 +2,7 @@
 datasets in tmp dirs, and a job tracker that stops every job a test launched (SIGTERM, then the
 leftover compose projects), also when the test fails.
 
-Every step runs exactly as the host seam runs it: the command `components.host.render_step`
+Every step runs exactly as the host seam runs it: the command `components.seam.step.render_step`
 gives a step (`python3 -m hostside MODULE VERB` from the host code, its inputs one JSON object,
 its secrets as JSON on standard input), under `bash -c` (`seam_step`). The status probe runs
 as `probe_host` runs it (`probe`).
@@ -90,7 +90,7 @@ def called_module(command: str) -> str:
 
 @pytest.fixture(scope="session")
 def installed_harbor(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """Harbor 0.21.0 installed by harbor_install.sh from the pinned wheel (about 35 s)."""
+    """Harbor 0.21.0 installed by hostside/harbor_install.py from the pinned wheel (about 35 s)."""
     if not WHEEL.is_file():
         pytest.fail(f"Harbor wheel missing at {WHEEL}: run `make setup`")
     workspace = tmp_path_factory.mktemp("harbor-ws")

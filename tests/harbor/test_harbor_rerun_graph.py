@@ -1,5 +1,5 @@
 """What the program declares for `harbor.reruns`, under mocks whose status probe and audit
-answer like a host would (tests/harbor/test_reruns_real.py runs the steps for real)."""
+answer like a host would (tests/e2e/test_local_stack.py runs the rerun loop for real)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""harbor_preflight.sh against the real Harbor 0.21.0 `--print-config`: the rendered files
+"""hostside/harbor_preflight.py against the real Harbor 0.21.0 `--print-config`: the rendered files
 resolve to what the stack asked for, and each kind of bad input stops before anything runs."""
 
 from __future__ import annotations

@@ -17,8 +17,7 @@ emulation), `command_cap` (a command that never returned: the agent's wait or a 
 container), `setup` (failures before the model ran), `network_failures` (downloads, judged by
 who owns the endpoint), `kubernetes` (the cluster refused, never scheduled, could not pull,
 evicted or deleted the trial's pod), `serving` (the serving plane's own record: a worker down, a
-circuit open, no worker, a burst of 5xx while the trial waited on the model). Each detector
-names where its knowledge came from (audit/learned.py).
+circuit open, no worker, a burst of 5xx while the trial waited on the model).
 """
 
 from __future__ import annotations

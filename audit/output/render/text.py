@@ -5,7 +5,7 @@ from __future__ import annotations
 from audit.output.report import Report, Score, TrialRow
 from audit.score.attempts import Attempts
 from audit.score.conformance import line as conformance_line
-from audit.score.merge import Merge, MergedTask
+from audit.score.merge import Merge
 
 
 def duration(seconds: float | None) -> str:
@@ -223,11 +223,3 @@ def merge_headline(m: Merge) -> list[tuple[str, str]]:
         ("merged pass@k", pass_at_k(m.attempts)),
         ("still to rerun", " ".join(m.rerun_args) if m.rerun else "none"),
     ]
-
-
-def attempt_chain(t: MergedTask) -> str:
-    """A task's attempts in merge order: `job/trial category [status]`, arrows between."""
-    return " -> ".join(
-        f"{a.job}/{a.trial} {a.category} (reward {reward(a.reward)}, {a.status})"
-        for a in t.attempts
-    )
