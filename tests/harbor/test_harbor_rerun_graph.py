@@ -11,6 +11,7 @@ import pytest
 
 from components.config import ConfigError, split_stack_file
 from components.harbor_rerun import rerun_job_name
+from contracts import job_copy
 from contracts import outputs as keys
 from tests.conftest import ROOT
 from tests.graph.program import mock_local_run, run_program
@@ -192,7 +193,10 @@ def test_from_audit_on_a_remote_harbor_host_copies_the_job_over_ssh():
         mocks=answers,
     )
     (text,) = answers.audit_commands
-    assert "ssh -n" in text and "bench@10.0.0.12" in text and "tar -C" in text
+    # The one remote job copy (contracts/job_copy.py) first, then the audit of the copy.
+    copy, audit = text.split(" -m audit ")
+    assert job_copy.__file__ in copy and '"target": "bench@10.0.0.12"' in copy
+    assert "/benchstack/jobs/worker-b/" in audit
     assert "KEY-SECRET" not in text
     name = rerun_job_name(run.exports[keys.JOB_NAME], ("dna-assembly",))
     assert inputs_of(run, "rerun-launch")["triggers"] == [name, "start"]
