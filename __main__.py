@@ -16,6 +16,9 @@ from components.config import (
     PROJECT_DIR,
     ConfigError,
     HostConfig,
+    ModelConfig,
+    RouterConfig,
+    ServingConfig,
     SshConfig,
     StackConfig,
     check_rerun_tasks,
@@ -28,7 +31,7 @@ from components.harbor_rerun import HarborRerun, HarborRerunArgs
 from components.host_code import HostCode, HostCodeArgs
 from components.image_set import ImageSet, ImageSetArgs, RegistryCredentials
 from components.job_spec import JobSpec
-from components.manifest import ManifestError, load_manifest
+from components.manifest import ImageManifest, ManifestError, load_manifest
 from components.provenance import Provenance, ProvenanceArgs
 from components.proxy_bridge import ProxyBridge, ProxyBridgeArgs
 from components.router import Router, RouterArgs
@@ -170,10 +173,10 @@ def pods_on_the_cluster(cfg: StackConfig, manifest, secrets) -> Trials:
     )
 
 
-def main() -> None:
-    leave_quietly_when_interrupted()
-    cfg, secrets = load_pulumi_config()
-    # Read before any resource exists: a bad dataset or rerun list changes nothing.
+def checked_manifest(cfg: StackConfig) -> tuple[ImageManifest, str]:
+    """The dataset's image manifest and where it was read, checked against the reruns and the
+    tasks' needs: read before any resource exists, so a bad dataset or rerun list changes
+    nothing."""
     manifest_dir = local_path(cfg, cfg.dataset.manifest_path)
     try:
         manifest = load_manifest(manifest_dir)
@@ -182,10 +185,13 @@ def main() -> None:
     check_rerun_tasks(cfg.harbor.reruns, manifest.tasks, manifest_dir)
     # GPU tasks the Harbor host or version cannot run, trials longer than the job may hold.
     check_task_needs(cfg, manifest.needs, manifest_dir)
-    # The Harbor host's plane (router, images, bundle, bridge, job) lives in its workspace.
-    workspace = cfg.workspace_of(cfg.harbor_host)
-    # Every step on a host runs code copied there first (components/host_code.py).
-    hosts = {
+    return manifest, manifest_dir
+
+
+def hosts_with_code(cfg: StackConfig, secrets) -> dict[str, Host]:
+    """Every host by name, once the code its steps run is copied there (components/
+    host_code.py)."""
+    return {
         h.name: HostCode(
             f"{h.name}-code",
             HostCodeArgs(host=host_of(h, cfg.ssh, secrets.ssh_private_key),
@@ -193,11 +199,12 @@ def main() -> None:
         ).host
         for h in cfg.hosts
     }
-    harbor_cfg = cfg.harbor_host
-    harbor_host = hosts[harbor_cfg.name]
 
-    # Only where the stack runs containers (config_checks requires the docker section there).
-    daemons = {
+
+def docker_daemons(cfg: StackConfig, hosts: dict[str, Host]) -> dict[str, DockerDaemonConfig]:
+    """The daemon config of each host whose engine runs the stack's containers (config_checks
+    requires the docker section there)."""
+    return {
         h.name: DockerDaemonConfig(
             f"{h.name}-docker-daemon",
             DockerDaemonConfigArgs(host=hosts[h.name], docker=cfg.docker),
@@ -206,131 +213,140 @@ def main() -> None:
         if cfg.docker is not None
     }
 
-    # --- serving plane (the GPU hosts; the local host with CPU stand-ins in the rehearsal) ----
-    workers: list[SGLangWorker] = []
+
+@dataclass(frozen=True)
+class ServingPlane:
+    """The workers, the router in front of them and the speed check through it; none of them
+    for a stack without a model (the oracle agent)."""
+
+    workers: list[SGLangWorker]
     router: Router | None = None
-    if cfg.serving and cfg.model and cfg.router:
-        model_path = local_path(cfg, cfg.model.path)
-        for h in cfg.gpu_hosts:
-            index = cfg.hosts.index(h)
-            workers.append(
-                SGLangWorker(
-                    f"{h.name}-sglang",
-                    SGLangWorkerArgs(
-                        host=hosts[h.name],
-                        serving=cfg.serving,
-                        model=cfg.model,
-                        bind_host=h.reach_address,
-                        port=cfg.worker_port(h),
-                        container_name=f"benchstack-sglang-{h.name}",
-                        model_path=model_path,
-                        workspace=cfg.workspace_of(h),
-                        s3_access_key_id=secrets.s3_access_key_id,
-                        s3_secret_access_key=secrets.s3_secret_access_key,
-                        gpu_spec=h.gpus,
-                        gpu_spec_key=f"benchstack:hosts[{index}].gpus",
-                    ),
-                    opts=pulumi.ResourceOptions(depends_on=[daemons[h.name]]),
-                )
-            )
-        router = Router(
-            "router",
-            RouterArgs(
-                host=harbor_host,
-                router=cfg.router,
-                serving=cfg.serving,
-                model=cfg.model,
-                worker_urls=[w.args.url for w in workers],
-                container_name="benchstack-sglang-router",
-                workspace=workspace,
-                model_path=model_path,
-            ),
-            # The router is only useful once every worker reports the config we asked for.
-            opts=pulumi.ResourceOptions(
-                depends_on=[*workers, *[d for n, d in daemons.items() if n == harbor_cfg.name]]),
-        )
-
-    # The serving plane measured at the job's agent concurrency before the job launches.
     speed: SpeedCheck | None = None
-    if router and cfg.model and cfg.serving and cfg.needs_model and cfg.serving.speed_check.enabled:
-        speed = SpeedCheck(
-            "speed",
-            SpeedCheckArgs(
-                host=harbor_host,
-                check=cfg.serving.speed_check,
-                router_url=router.router_url,
-                model=cfg.model.name,
-                concurrency=cfg.harbor.agent.n_concurrent,
-                tasks_dir=manifest_dir,
-                ready=[router.container_id, *[w.container_id for w in workers]],
+
+    @property
+    def worker_urls(self) -> list[str]:
+        # From the config, not the readiness outputs: see RouterArgs.worker_urls.
+        return [w.args.url for w in self.workers]
+
+
+def sglang_workers(cfg: StackConfig, serving: ServingConfig, model: ModelConfig,
+                   hosts: dict[str, Host], daemons: dict[str, DockerDaemonConfig],
+                   secrets) -> list[SGLangWorker]:
+    """One SGLang worker per GPU host (the local host with CPU stand-ins in the rehearsal)."""
+    return [
+        SGLangWorker(
+            f"{h.name}-sglang",
+            SGLangWorkerArgs(
+                host=hosts[h.name],
+                serving=serving,
+                model=model,
+                bind_host=h.reach_address,
+                port=cfg.worker_port(h),
+                container_name=f"benchstack-sglang-{h.name}",
+                model_path=local_path(cfg, model.path),
+                workspace=cfg.workspace_of(h),
+                s3_access_key_id=secrets.s3_access_key_id,
+                s3_secret_access_key=secrets.s3_secret_access_key,
+                gpu_spec=h.gpus,
+                gpu_spec_key=f"benchstack:hosts[{cfg.hosts.index(h)}].gpus",
             ),
-            opts=pulumi.ResourceOptions(depends_on=[router]),
+            opts=pulumi.ResourceOptions(depends_on=[daemons[h.name]]),
         )
+        for h in cfg.gpu_hosts
+    ]
 
-    # --- the Harbor host's plane: where the trials run ------------------------------------
-    k8s = cfg.harbor.kubernetes
-    if k8s is None:
-        trials = containers_on_the_host(cfg, manifest, harbor_host, daemons[harbor_cfg.name],
-                                        workspace, secrets)
-    else:
-        trials = pods_on_the_cluster(cfg, manifest, secrets)
 
+def router_of(cfg: StackConfig, plane: tuple[RouterConfig, ServingConfig, ModelConfig],
+              harbor_host: Host, workers: list[SGLangWorker],
+              harbor_daemon: DockerDaemonConfig | None) -> Router:
+    """The router on the Harbor host, in front of every worker."""
+    router, serving, model = plane
+    return Router(
+        "router",
+        RouterArgs(
+            host=harbor_host,
+            router=router,
+            serving=serving,
+            model=model,
+            worker_urls=[w.args.url for w in workers],
+            container_name="benchstack-sglang-router",
+            workspace=cfg.workspace_of(cfg.harbor_host),
+            model_path=local_path(cfg, model.path),
+        ),
+        # The router is only useful once every worker reports the config we asked for.
+        opts=pulumi.ResourceOptions(
+            depends_on=[*workers, *([harbor_daemon] if harbor_daemon else [])]),
+    )
+
+
+def speed_check(cfg: StackConfig, serving: ServingConfig, model: ModelConfig, harbor_host: Host,
+                router: Router, workers: list[SGLangWorker], tasks_dir: str) -> SpeedCheck | None:
+    """The serving plane measured at the job's agent concurrency before the job launches."""
+    if not (cfg.needs_model and serving.speed_check.enabled):
+        return None
+    return SpeedCheck(
+        "speed",
+        SpeedCheckArgs(
+            host=harbor_host,
+            check=serving.speed_check,
+            router_url=router.router_url,
+            model=model.name,
+            concurrency=cfg.harbor.agent.n_concurrent,
+            tasks_dir=tasks_dir,
+            ready=[router.container_id, *[w.container_id for w in workers]],
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[router]),
+    )
+
+
+def serving_plane(cfg: StackConfig, hosts: dict[str, Host],
+                  daemons: dict[str, DockerDaemonConfig], tasks_dir: str,
+                  secrets) -> ServingPlane:
+    """The GPU hosts' workers, the router on the Harbor host and the speed check through it."""
+    serving, model = cfg.serving, cfg.model
+    if not (serving and model and cfg.router):
+        return ServingPlane(workers=[])
+    harbor_host = hosts[cfg.harbor_host.name]
+    workers = sglang_workers(cfg, serving, model, hosts, daemons, secrets)
+    router = router_of(cfg, (cfg.router, serving, model), harbor_host, workers,
+                       daemons.get(cfg.harbor_host.name))
+    return ServingPlane(workers, router,
+                       speed_check(cfg, serving, model, harbor_host, router, workers, tasks_dir))
+
+
+def job_spec(cfg: StackConfig, harbor_host: Host, serving: ServingPlane, trials: Trials,
+             secrets) -> JobSpec:
+    """What the Harbor job is: the agent's endpoint, the trials' tools and proxy, the record."""
     dataset = cfg.dataset
-    spec = JobSpec(
+    workspace = cfg.workspace_of(cfg.harbor_host)
+    return JobSpec(
         host=harbor_host,
         harbor=cfg.harbor,
         dataset=dataset,
         workspace=workspace,
         dataset_path=(
             local_path(cfg, dataset.path)
-            if dataset.path and harbor_cfg.is_local
+            if dataset.path and cfg.harbor_host.is_local
             else dataset.path
         ),
         model_name=f"openai/{cfg.model.name}" if cfg.model and cfg.needs_model else None,
         # From the config, not the router's readiness output: see RouterArgs.worker_urls.
-        api_base=f"{router.url}/v1" if router else None,
+        api_base=f"{serving.router.url}/v1" if serving.router else None,
         tools_dir=trials.tools_dir,
         proxy_url=trials.proxy_url,
         api_key=secrets.api_key,
-        serving_record=serving_record(cfg, [w.args.url for w in workers]),
-    )
-    job = HarborJob(
-        "job",
-        HarborJobArgs(spec=spec, cluster=trials.cluster),
-        opts=pulumi.ResourceOptions(
-            depends_on=[d for d in (router, speed, *trials.resources) if d is not None]
-        ),
+        serving_record=serving_record(cfg, serving.worker_urls),
     )
 
-    # Declared beside the main job from the start: it waits (and says why) until that job has
-    # finished, then runs the listed tasks again as a job of its own.
-    rerun = (
-        HarborRerun("rerun", HarborRerunArgs(job=job, reruns=cfg.harbor.reruns),
-                    opts=pulumi.ResourceOptions(depends_on=[job]))
-        if cfg.harbor.reruns
-        else None
-    )
-    provenance = Provenance(
-        "provenance",
-        ProvenanceArgs(
-            stack=pulumi.get_stack(),
-            job=job,
-            dataset=dataset,
-            task_count=len(manifest.tasks),
-            image_digests=trials.image_digests,
-            model=cfg.model,
-            workers=workers,
-            router=router,
-            rerun=rerun,
-            speed=speed,
-        ),
-        opts=pulumi.ResourceOptions(depends_on=[job] + ([rerun] if rerun else [])),
-    )
 
-    pulumi.export(keys.HARBOR_HOST, harbor_cfg.name)
+def export_outputs(cfg: StackConfig, harbor_host: Host, serving: ServingPlane, trials: Trials,
+                   job: HarborJob, rerun: HarborRerun | None, provenance: Provenance) -> None:
+    """The stack outputs (contracts/outputs.py: the audit reads them by these names)."""
+    router = serving.router
+    pulumi.export(keys.HARBOR_HOST, cfg.harbor_host.name)
     pulumi.export(keys.HARBOR_SSH, harbor_host.ssh_access())
     pulumi.export(keys.ROUTER_URL, router.router_url if router else None)
-    pulumi.export(keys.WORKER_URLS, [w.url for w in workers])
+    pulumi.export(keys.WORKER_URLS, [w.url for w in serving.workers])
     pulumi.export(keys.JOB_NAME, job.job_name)
     pulumi.export(keys.JOBS_DIR, job.jobs_dir)
     pulumi.export(keys.JOB_DIR, job.job_dir)
@@ -347,6 +363,55 @@ def main() -> None:
     pulumi.export(keys.RERUN_JOB_DIRS, rerun.job_dirs if rerun else [])
     pulumi.export(keys.RERUN_WAITING, rerun.waiting if rerun else "")
     pulumi.export(keys.PROVENANCE_PATH, provenance.path)
+
+
+def main() -> None:
+    leave_quietly_when_interrupted()
+    cfg, secrets = load_pulumi_config()
+    manifest, manifest_dir = checked_manifest(cfg)
+    hosts = hosts_with_code(cfg, secrets)
+    harbor_host = hosts[cfg.harbor_host.name]
+    daemons = docker_daemons(cfg, hosts)
+    serving = serving_plane(cfg, hosts, daemons, manifest_dir, secrets)
+
+    # The Harbor host's plane (images, bundle, bridge, job) lives in its workspace.
+    if cfg.harbor.kubernetes is None:
+        trials = containers_on_the_host(cfg, manifest, harbor_host, daemons[cfg.harbor_host.name],
+                                        cfg.workspace_of(cfg.harbor_host), secrets)
+    else:
+        trials = pods_on_the_cluster(cfg, manifest, secrets)
+    job = HarborJob(
+        "job",
+        HarborJobArgs(spec=job_spec(cfg, harbor_host, serving, trials, secrets),
+                      cluster=trials.cluster),
+        opts=pulumi.ResourceOptions(depends_on=[
+            d for d in (serving.router, serving.speed, *trials.resources) if d is not None]),
+    )
+    # Declared beside the main job from the start: it waits (and says why) until that job has
+    # finished, then runs the listed tasks again as a job of its own.
+    rerun = (
+        HarborRerun("rerun", HarborRerunArgs(job=job, reruns=cfg.harbor.reruns),
+                    opts=pulumi.ResourceOptions(depends_on=[job]))
+        if cfg.harbor.reruns
+        else None
+    )
+    provenance = Provenance(
+        "provenance",
+        ProvenanceArgs(
+            stack=pulumi.get_stack(),
+            job=job,
+            dataset=cfg.dataset,
+            task_count=len(manifest.tasks),
+            image_digests=trials.image_digests,
+            model=cfg.model,
+            workers=serving.workers,
+            router=serving.router,
+            rerun=rerun,
+            speed=serving.speed,
+        ),
+        opts=pulumi.ResourceOptions(depends_on=[job] + ([rerun] if rerun else [])),
+    )
+    export_outputs(cfg, harbor_host, serving, trials, job, rerun, provenance)
 
 
 main()
