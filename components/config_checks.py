@@ -27,6 +27,7 @@ from components.config_models import (
     DatasetConfig,
     HarborConfig,
     RerunsConfig,
+    ServingConfig,
     StackConfig,
     ip_of,
 )
@@ -143,51 +144,73 @@ def _model_problems(cfg: StackConfig) -> list[str]:
 
 def _serving_problems(cfg: StackConfig) -> list[str]:
     """The serving plane against the GPUs, the model's weights, the agents and its own limits."""
-    problems: list[str] = []
-    ns = NAMESPACE
-    serving, model = cfg.serving, cfg.model
+    serving = cfg.serving
     if serving is None:
-        return problems
-    per_host = serving.tp_size * serving.dp_size
+        return []
+    return [*_gpu_layout_problems(cfg, serving), *_weights_problems(cfg, serving),
+            *_capacity_problems(cfg, serving), *_context_problems(cfg, serving),
+            *_serving_limit_problems(serving)]
+
+
+def _gpu_layout_problems(cfg: StackConfig, serving: ServingConfig) -> list[str]:
+    """TP x DP against each GPU host's GPU count."""
+    ns, per_host = NAMESPACE, serving.tp_size * serving.dp_size
+    return [
+        f"{ns}:serving.tp_size: tp_size x dp_size = {serving.tp_size} x {serving.dp_size} = "
+        f"{per_host}, but {ns}:hosts[{i}].gpus.count of {host.name} is {host.gpus.count}"
+        for i, host in enumerate(cfg.hosts)
+        if "gpu_worker" in host.roles and host.gpus and host.gpus.count != per_host
+    ]
+
+
+def _weights_problems(cfg: StackConfig, serving: ServingConfig) -> list[str]:
+    """The model's weights per GPU (at tp_size) against each GPU host's static memory."""
+    model, ns = cfg.model, NAMESPACE
+    if model is None:
+        return []
+    weights_gb = model.params_billion * BYTES_PER_PARAM[model.dtype] / serving.tp_size
+    problems = []
     for i, host in enumerate(cfg.hosts):
-        if "gpu_worker" in host.roles and host.gpus and host.gpus.count != per_host:
+        if "gpu_worker" not in host.roles or host.gpus is None:
+            continue
+        budget = host.gpus.memory_gb * serving.mem_fraction_static
+        if weights_gb > budget:
             problems.append(
-                f"{ns}:serving.tp_size: tp_size x dp_size = {serving.tp_size} x "
-                f"{serving.dp_size} = {per_host}, but {ns}:hosts[{i}].gpus.count of "
-                f"{host.name} is {host.gpus.count}"
+                f"{ns}:serving.tp_size: {model.name} ({model.params_billion:g}B "
+                f"{model.dtype}) needs {weights_gb:.1f} GB of weights per GPU at "
+                f"tp_size {serving.tp_size}, above {host.gpus.memory_gb:g} GB x "
+                f"mem_fraction_static {serving.mem_fraction_static:g} = {budget:.1f} GB "
+                f"on {host.name} ({ns}:hosts[{i}].gpus.memory_gb)"
             )
-    if model:
-        weights_gb = model.params_billion * BYTES_PER_PARAM[model.dtype] / serving.tp_size
-        for i, host in enumerate(cfg.hosts):
-            if "gpu_worker" not in host.roles or host.gpus is None:
-                continue
-            budget = host.gpus.memory_gb * serving.mem_fraction_static
-            if weights_gb > budget:
-                problems.append(
-                    f"{ns}:serving.tp_size: {model.name} ({model.params_billion:g}B "
-                    f"{model.dtype}) needs {weights_gb:.1f} GB of weights per GPU at "
-                    f"tp_size {serving.tp_size}, above {host.gpus.memory_gb:g} GB x "
-                    f"mem_fraction_static {serving.mem_fraction_static:g} = {budget:.1f} GB "
-                    f"on {host.name} ({ns}:hosts[{i}].gpus.memory_gb)"
-                )
+    return problems
+
+
+def _capacity_problems(cfg: StackConfig, serving: ServingConfig) -> list[str]:
+    """The job's concurrent agents against what the replicas run at once."""
+    ns, agents = NAMESPACE, cfg.harbor.agent.n_concurrent
     capacity = cfg.replicas * serving.max_running_requests
-    if cfg.needs_model and cfg.harbor.agent.n_concurrent > capacity:
-        problems.append(
-            f"{ns}:harbor.agent.n_concurrent: {cfg.harbor.agent.n_concurrent} concurrent "
-            f"agents exceed the serving capacity of {cfg.replicas} replicas x "
-            f"max_running_requests {serving.max_running_requests} = {capacity}"
-        )
-    agent = cfg.harbor.agent
-    if agent.max_input_tokens and agent.max_input_tokens > serving.context_length:
-        problems.append(
-            f"{ns}:harbor.agent.max_input_tokens: {agent.max_input_tokens} is above "
-            f"{ns}:serving.context_length {serving.context_length}"
-        )
-    if agent.max_output_tokens and agent.max_output_tokens > serving.context_length:
-        problems.append(
-            f"{ns}:harbor.agent.max_output_tokens: {agent.max_output_tokens} is above "
-            f"{ns}:serving.context_length {serving.context_length}"
-        )
+    if not cfg.needs_model or agents <= capacity:
+        return []
+    return [f"{ns}:harbor.agent.n_concurrent: {agents} concurrent agents exceed the serving "
+            f"capacity of {cfg.replicas} replicas x max_running_requests "
+            f"{serving.max_running_requests} = {capacity}"]
+
+
+def _context_problems(cfg: StackConfig, serving: ServingConfig) -> list[str]:
+    """The agent's token limits against the context length."""
+    ns, agent = NAMESPACE, cfg.harbor.agent
+    return [
+        f"{ns}:harbor.agent.{key}: {limit} is above {ns}:serving.context_length "
+        f"{serving.context_length}"
+        for key, limit in (("max_input_tokens", agent.max_input_tokens),
+                           ("max_output_tokens", agent.max_output_tokens))
+        if limit and limit > serving.context_length
+    ]
+
+
+def _serving_limit_problems(serving: ServingConfig) -> list[str]:
+    """The serving section against itself: its token pool and its port."""
+    ns, problems = NAMESPACE, []
     if serving.max_total_tokens and serving.max_total_tokens < serving.context_length:
         problems.append(
             f"{ns}:serving.max_total_tokens: {serving.max_total_tokens} is below "
@@ -366,40 +389,38 @@ def _pool_clashes(cfg: StackConfig) -> list[str]:
     return problems
 
 
+def _port_claims(cfg: StackConfig) -> list[tuple[str, int, str]]:
+    """(host, port, key) of every port a service of the stack binds: each GPU host's worker,
+    and on the Harbor host the router, its metrics listener and the proxy's two ends."""
+    ns = NAMESPACE
+    claims = [
+        (host.name, cfg.worker_port(host),
+         f"{ns}:hosts[{i}].serving_port" if host.serving_port else f"{ns}:serving.port")
+        for i, host in enumerate(cfg.hosts)
+        if cfg.serving and "gpu_worker" in host.roles
+    ]
+    if not any("harbor" in h.roles for h in cfg.hosts):
+        return claims
+    harbor = cfg.harbor_host.name
+    if cfg.router:
+        claims += [(harbor, cfg.router.port, f"{ns}:router.port"),
+                   (harbor, cfg.router.metrics_port, f"{ns}:router.metrics_port")]
+    if cfg.proxy:
+        claims += [(harbor, cfg.proxy.upstream_port, f"{ns}:proxy.upstream"),
+                   (harbor, cfg.proxy.bridge_port, f"{ns}:proxy.bridge_port")]
+    return claims
+
+
 def _port_clashes(cfg: StackConfig) -> list[str]:
     """Ports that two services would bind on the same host."""
-    ns = NAMESPACE
-    bound: dict[str, dict[int, str]] = {}
-
-    def bind(host: str, port: int, key: str) -> str | None:
-        owner = bound.setdefault(host, {}).get(port)
-        if owner:
-            return f"{key}: port {port} on {host} is already used by {owner}"
-        bound[host][port] = key
-        return None
-
+    owners: dict[tuple[str, int], str] = {}
     problems = []
-    harbor = cfg.harbor_host.name if any("harbor" in h.roles for h in cfg.hosts) else None
-    if cfg.serving:
-        for i, host in enumerate(cfg.hosts):
-            if "gpu_worker" not in host.roles:
-                continue
-            key = f"{ns}:hosts[{i}].serving_port" if host.serving_port else f"{ns}:serving.port"
-            clash = bind(host.name, cfg.worker_port(host), key)
-            if clash:
-                problems.append(clash)
-    if cfg.router and harbor:
-        for port, key in ((cfg.router.port, "router.port"),
-                          (cfg.router.metrics_port, "router.metrics_port")):
-            clash = bind(harbor, port, f"{ns}:{key}")
-            if clash:
-                problems.append(clash)
-    if cfg.proxy and harbor:
-        for port, key in ((cfg.proxy.upstream_port, "proxy.upstream"),
-                          (cfg.proxy.bridge_port, "proxy.bridge_port")):
-            clash = bind(harbor, port, f"{ns}:{key}")
-            if clash:
-                problems.append(clash)
+    for host, port, key in _port_claims(cfg):
+        if (host, port) in owners:
+            problems.append(f"{key}: port {port} on {host} is already used by "
+                            f"{owners[host, port]}")
+        else:
+            owners[host, port] = key
     return problems
 
 
