@@ -535,231 +535,235 @@ def usage_of(prompt_tokens: int, completion_tokens: int) -> dict:
             "total_tokens": prompt_tokens + completion_tokens}
 
 
-def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        # Keep-alive: the router pools connections, and a close per request would dominate
-        # the latency the benchmark measures.
-        protocol_version = "HTTP/1.1"
-        # Headers and body go out as two writes: with Nagle on, the body waits for the
-        # client's delayed ACK (40 ms on Linux) on every keep-alive response.
-        disable_nagle_algorithm = True
-        # The request being handled, as the request log tells it: logged once, just before
-        # the response goes out (a client that reads the log after its answer finds it).
-        req_path = ""
-        body: dict | None = None
-        status: int | None = None
-        choice: Choice | None = None
-        logged = False
+class Handler(BaseHTTPRequestHandler):
+    """The worker's HTTP surface; `make_handler` binds it to its worker."""
 
-        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-            pass
+    worker: Worker
+    # Keep-alive: the router pools connections, and a close per request would dominate
+    # the latency the benchmark measures.
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out as two writes: with Nagle on, the body waits for the
+    # client's delayed ACK (40 ms on Linux) on every keep-alive response.
+    disable_nagle_algorithm = True
+    # The request being handled, as the request log tells it: logged once, just before
+    # the response goes out (a client that reads the log after its answer finds it).
+    req_path = ""
+    body: dict | None = None
+    status: int | None = None
+    choice: Choice | None = None
+    logged = False
 
-        def _log(self) -> None:
-            if self.logged:
-                return
-            self.logged = True
-            record = request_record(worker.address, self.command, self.req_path, self.body,
-                                    self.choice, self.status)
-            worker.log(record, self.body)
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
 
-        def _write(self, code: int, content_type: str, data: bytes) -> None:
-            self.status = code
+    def _log(self) -> None:
+        if self.logged:
+            return
+        self.logged = True
+        record = request_record(self.worker.address, self.command, self.req_path, self.body,
+                                self.choice, self.status)
+        self.worker.log(record, self.body)
+
+    def _write(self, code: int, content_type: str, data: bytes) -> None:
+        self.status = code
+        self._log()
+        self.send_response(code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _send(self, code: int, body: object) -> None:
+        self._write(code, "application/json", json.dumps(body).encode())
+
+    def _begin(self, body: dict | None) -> str:
+        self.req_path = self.path.split("?", 1)[0]
+        self.body, self.status, self.choice, self.logged = body, None, None, False
+        return self.req_path
+
+    def _read_json(self) -> dict:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            value = json.loads(raw or b"{}")
+        except json.JSONDecodeError:
+            return {}
+        return value if isinstance(value, dict) else {}
+
+    def do_GET(self) -> None:  # noqa: N802
+        path = self._begin(None)
+        try:
+            self._get(path)
+        finally:
             self._log()
-            self.send_response(code)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
 
-        def _send(self, code: int, body: object) -> None:
-            self._write(code, "application/json", json.dumps(body).encode())
-
-        def _begin(self, body: dict | None) -> str:
-            self.req_path = self.path.split("?", 1)[0]
-            self.body, self.status, self.choice, self.logged = body, None, None, False
-            return self.req_path
-
-        def _read_json(self) -> dict:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                value = json.loads(raw or b"{}")
-            except json.JSONDecodeError:
-                return {}
-            return value if isinstance(value, dict) else {}
-
-        def do_GET(self) -> None:  # noqa: N802
-            path = self._begin(None)
-            try:
-                self._get(path)
-            finally:
-                self._log()
-
-        def _get(self, path: str) -> None:
-            if path in ("/health", "/health_generate"):
-                if worker.healthy():
-                    self._send(200, {})
-                else:
-                    self._send(503, {"error": "model is still loading"})
-            elif path in ("/server_info", "/get_server_info"):
-                self._send(200, worker.server_info())
-            elif path in ("/model_info", "/get_model_info"):
-                self._send(
-                    200,
-                    {
-                        "model_path": worker.args.model_path,
-                        "tokenizer_path": worker.args.model_path,
-                        "is_generation": True,
-                        "model_type": "qwen3_next",
-                        "architectures": ["Qwen3NextForCausalLM"],
-                    },
-                )
-            elif path == "/v1/models":
-                self._send(
-                    200,
-                    {
-                        "object": "list",
-                        "data": [
-                            {
-                                "id": worker.args.served_model_name,
-                                "object": "model",
-                                "created": int(worker.started),
-                                "owned_by": "sglang",
-                                "root": worker.args.served_model_name,
-                                "max_model_len": worker.args.context_length,
-                            }
-                        ],
-                    },
-                )
-            elif path == "/get_load":
-                with worker.running_lock:
-                    running = worker.running
-                self._send(200, [{"dp_rank": r, "num_reqs": running, "num_waiting_reqs": 0,
-                                  "num_tokens": 0} for r in range(worker.args.dp_size)])
-            elif path == "/metrics" and worker.args.enable_metrics:
-                self._write(200, "text/plain; version=0.0.4",
-                            worker.engine.metrics().encode())
-            else:
-                self._send(404, {"error": f"no route {path}"})
-
-        def do_POST(self) -> None:  # noqa: N802
-            body = self._read_json()
-            path = self._begin(body)
-            try:
-                self._post(path, body)
-            finally:
-                self._log()
-
-        def _post(self, path: str, body: dict) -> None:
-            if path == "/flush_cache":
+    def _get(self, path: str) -> None:
+        if path in ("/health", "/health_generate"):
+            if self.worker.healthy():
                 self._send(200, {})
-                return
-            if path not in ("/v1/chat/completions", "/generate"):
-                self._send(404, {"error": f"no route {path}"})
-                return
-            if not worker.healthy():
+            else:
                 self._send(503, {"error": "model is still loading"})
-                return
-            rank = body.get("data_parallel_rank")
-            # A dp-aware router pins each request to a rank; SGLang rejects a rank it lacks.
-            if rank is not None and not (0 <= int(rank) < worker.args.dp_size):
-                self._send(400, {"error": f"data_parallel_rank {rank} out of range "
-                                          f"(dp_size {worker.args.dp_size})"})
-                return
-            messages = body.get("messages")
-            if path == "/generate":
-                messages = [{"role": "user", "content": str(body.get("text") or "")}]
-            engine, args = worker.engine, worker.args
-            on_rank = engine.rank_of(body)
-            prompt_tokens = count_tokens(messages if messages is not None else [])
-            began = time.monotonic()
-            with worker.running_lock:
-                worker.running += 1
-            cached = engine.admit(on_rank, conversation_of(messages), prompt_tokens)
-            try:
-                if args.latency_ms:
-                    time.sleep(args.latency_ms / 1000)
-                if args.prefill_tokens_per_s:
-                    time.sleep((prompt_tokens - cached) / args.prefill_tokens_per_s)
-                # A request for a fixed length (SGLang's ignore_eos) is a load (the speed check,
-                # a benchmark), never an agent's turn: no scripted episode answers it.
-                self.choice = (Choice("load", "load") if body.get("ignore_eos")
-                               else worker.choose(messages))
-                tokens = reply_tokens(self.choice.content, body)
-                first = time.monotonic() - began
-                if body.get("stream") and path != "/generate":
-                    self._stream(body, tokens, prompt_tokens, engine)
-                else:
-                    engine.produced(1)
-                    list(pace(tokens[1:], args.decode_tokens_per_s, engine))
-                    self._answer(path, body, tokens, prompt_tokens)
-            finally:
-                with worker.running_lock:
-                    worker.running -= 1
-                engine.release(on_rank, prompt_tokens, first if "first" in locals() else 0.0,
-                               time.monotonic() - began)
-
-        def _answer(self, path: str, body: dict, tokens: list[str], prompt_tokens: int) -> None:
-            content = " ".join(tokens) if body.get("ignore_eos") else self.choice.content
-            if path == "/generate":
-                self._send(200, {"text": content, "meta_info": {"finish_reason": {"type": "stop"},
-                                 "prompt_tokens": prompt_tokens,
-                                 "completion_tokens": len(tokens)}})
-                return
+        elif path in ("/server_info", "/get_server_info"):
+            self._send(200, self.worker.server_info())
+        elif path in ("/model_info", "/get_model_info"):
             self._send(
                 200,
                 {
-                    "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
-                    "object": "chat.completion",
-                    "created": int(time.time()),
-                    "model": body.get("model") or worker.args.served_model_name,
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": {"role": "assistant", "content": content},
-                            "finish_reason": "length" if body.get("ignore_eos") else "stop",
-                            "logprobs": None,
-                        }
-                    ],
-                    "usage": usage_of(prompt_tokens, len(tokens)),
+                    "model_path": self.worker.args.model_path,
+                    "tokenizer_path": self.worker.args.model_path,
+                    "is_generation": True,
+                    "model_type": "qwen3_next",
+                    "architectures": ["Qwen3NextForCausalLM"],
                 },
             )
+        elif path == "/v1/models":
+            self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": [
+                        {
+                            "id": self.worker.args.served_model_name,
+                            "object": "model",
+                            "created": int(self.worker.started),
+                            "owned_by": "sglang",
+                            "root": self.worker.args.served_model_name,
+                            "max_model_len": self.worker.args.context_length,
+                        }
+                    ],
+                },
+            )
+        elif path == "/get_load":
+            with self.worker.running_lock:
+                running = self.worker.running
+            self._send(200, [{"dp_rank": r, "num_reqs": running, "num_waiting_reqs": 0,
+                              "num_tokens": 0} for r in range(self.worker.args.dp_size)])
+        elif path == "/metrics" and self.worker.args.enable_metrics:
+            self._write(200, "text/plain; version=0.0.4",
+                        self.worker.engine.metrics().encode())
+        else:
+            self._send(404, {"error": f"no route {path}"})
 
-        def _stream(self, body: dict, tokens: list[str], prompt_tokens: int,
-                    engine: Engine) -> None:
-            """Server-sent events, one chunk a token as it is generated (chunked encoding)."""
-            cid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
-            model = body.get("model") or worker.args.served_model_name
-
-            def event(delta: dict, finish: str | None, usage: dict | None = None) -> bytes:
-                value = {"id": cid, "object": "chat.completion.chunk", "created": created,
-                         "model": model,
-                         "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-                if usage is not None:
-                    value["usage"] = usage
-                return f"data: {json.dumps(value)}\n\n".encode()
-
-            def send(data: bytes) -> None:
-                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
-                self.wfile.flush()
-
-            self.status = 200
+    def do_POST(self) -> None:  # noqa: N802
+        body = self._read_json()
+        path = self._begin(body)
+        try:
+            self._post(path, body)
+        finally:
             self._log()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            send(event({"role": "assistant", "content": tokens[0]}, None))
-            engine.produced(1)
-            for token in pace(tokens[1:], worker.args.decode_tokens_per_s, engine):
-                send(event({"content": " " + token}, None))
-            finish = "length" if body.get("ignore_eos") else "stop"
-            send(event({}, finish, usage_of(prompt_tokens, len(tokens))))
-            send(b"data: [DONE]\n\n")
-            self.wfile.write(b"0\r\n\r\n")
+
+    def _post(self, path: str, body: dict) -> None:
+        if path == "/flush_cache":
+            self._send(200, {})
+            return
+        if path not in ("/v1/chat/completions", "/generate"):
+            self._send(404, {"error": f"no route {path}"})
+            return
+        if not self.worker.healthy():
+            self._send(503, {"error": "model is still loading"})
+            return
+        rank = body.get("data_parallel_rank")
+        # A dp-aware router pins each request to a rank; SGLang rejects a rank it lacks.
+        if rank is not None and not (0 <= int(rank) < self.worker.args.dp_size):
+            self._send(400, {"error": f"data_parallel_rank {rank} out of range "
+                                      f"(dp_size {self.worker.args.dp_size})"})
+            return
+        messages = body.get("messages")
+        if path == "/generate":
+            messages = [{"role": "user", "content": str(body.get("text") or "")}]
+        engine, args = self.worker.engine, self.worker.args
+        on_rank = engine.rank_of(body)
+        prompt_tokens = count_tokens(messages if messages is not None else [])
+        began = time.monotonic()
+        with self.worker.running_lock:
+            self.worker.running += 1
+        cached = engine.admit(on_rank, conversation_of(messages), prompt_tokens)
+        try:
+            if args.latency_ms:
+                time.sleep(args.latency_ms / 1000)
+            if args.prefill_tokens_per_s:
+                time.sleep((prompt_tokens - cached) / args.prefill_tokens_per_s)
+            # A request for a fixed length (SGLang's ignore_eos) is a load (the speed check,
+            # a benchmark), never an agent's turn: no scripted episode answers it.
+            self.choice = (Choice("load", "load") if body.get("ignore_eos")
+                           else self.worker.choose(messages))
+            tokens = reply_tokens(self.choice.content, body)
+            first = time.monotonic() - began
+            if body.get("stream") and path != "/generate":
+                self._stream(body, tokens, prompt_tokens, engine)
+            else:
+                engine.produced(1)
+                list(pace(tokens[1:], args.decode_tokens_per_s, engine))
+                self._answer(path, body, tokens, prompt_tokens)
+        finally:
+            with self.worker.running_lock:
+                self.worker.running -= 1
+            engine.release(on_rank, prompt_tokens, first if "first" in locals() else 0.0,
+                           time.monotonic() - began)
+
+    def _answer(self, path: str, body: dict, tokens: list[str], prompt_tokens: int) -> None:
+        content = " ".join(tokens) if body.get("ignore_eos") else self.choice.content
+        if path == "/generate":
+            self._send(200, {"text": content, "meta_info": {"finish_reason": {"type": "stop"},
+                             "prompt_tokens": prompt_tokens,
+                             "completion_tokens": len(tokens)}})
+            return
+        self._send(
+            200,
+            {
+                "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+                "object": "chat.completion",
+                "created": int(time.time()),
+                "model": body.get("model") or self.worker.args.served_model_name,
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": content},
+                        "finish_reason": "length" if body.get("ignore_eos") else "stop",
+                        "logprobs": None,
+                    }
+                ],
+                "usage": usage_of(prompt_tokens, len(tokens)),
+            },
+        )
+
+    def _stream(self, body: dict, tokens: list[str], prompt_tokens: int,
+                engine: Engine) -> None:
+        """Server-sent events, one chunk a token as it is generated (chunked encoding)."""
+        cid, created = f"chatcmpl-{uuid.uuid4().hex[:24]}", int(time.time())
+        model = body.get("model") or self.worker.args.served_model_name
+
+        def event(delta: dict, finish: str | None, usage: dict | None = None) -> bytes:
+            value = {"id": cid, "object": "chat.completion.chunk", "created": created,
+                     "model": model,
+                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+            if usage is not None:
+                value["usage"] = usage
+            return f"data: {json.dumps(value)}\n\n".encode()
+
+        def send(data: bytes) -> None:
+            self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
             self.wfile.flush()
 
-    return Handler
+        self.status = 200
+        self._log()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        send(event({"role": "assistant", "content": tokens[0]}, None))
+        engine.produced(1)
+        for token in pace(tokens[1:], self.worker.args.decode_tokens_per_s, engine):
+            send(event({"content": " " + token}, None))
+        finish = "length" if body.get("ignore_eos") else "stop"
+        send(event({}, finish, usage_of(prompt_tokens, len(tokens))))
+        send(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+def make_handler(worker: Worker) -> type[BaseHTTPRequestHandler]:
+    return type("WorkerHandler", (Handler,), {"worker": worker})
 
 
 class Server(ThreadingHTTPServer):
