@@ -34,7 +34,7 @@ import functools
 import json
 import re
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -274,6 +274,43 @@ def shell_fallbacks(path: str, text: str) -> tuple[list[Finding], list[Finding]]
     return defaults, guards
 
 
+def _call_default(node: ast.Call, named: Callable[[str, ast.AST], bool]) -> str | None:
+    """Why a call decides a default (an environment read, a key's fallback, a CLI option's),
+    or None."""
+    if not isinstance(node.func, ast.Attribute):
+        return None
+    attr, owner = node.func.attr, node.func.value
+    env = _is_environ(owner) or attr == "getenv"
+    if env and attr in ("get", "getenv", "setdefault", "pop") and len(node.args) > 1 and (
+            not (isinstance(node.args[1], ast.Constant) and node.args[1].value is None)):
+        return "an environment default"
+    if (attr == "get" and len(node.args) > 1 and _const_key(node.args[0]) is not None
+            and is_literal_value(node.args[1])):
+        return "a default for a key"
+    if attr == "add_argument" and any(
+            kw.arg == "default" and named(_option_name(node), kw.value) for kw in node.keywords):
+        return "a CLI default for an input"
+    return None
+
+
+def _or_default(node: ast.BoolOp) -> bool:
+    """`m.get("key") or value`, `os.environ["X"] or value`."""
+    for left, right in zip(node.values, node.values[1:], strict=False):
+        getter = _get_call(left)
+        env_read = isinstance(left, ast.Subscript) and _is_environ(left.value)
+        if (getter is not None or env_read) and is_literal_value(right):
+            return True
+    return False
+
+
+def _inputs_defaults(node: ast.ClassDef) -> list[ast.AnnAssign]:
+    """The fields of a step's inputs dataclass that have a default (a ClassVar, the RENAMED map
+    step.read honours, is not an input)."""
+    return [stmt for stmt in node.body
+            if isinstance(stmt, ast.AnnAssign) and stmt.value is not None
+            and "ClassVar" not in ast.unparse(stmt.annotation)]
+
+
 def python_defaults(path: str, text: str, config: dict[str, set[str]]) -> list[Finding]:
     """The defaults a host module decides for itself (see the module docstring, b). A literal
     default on a parameter or CLI option counts when the module reads that name from its inputs
@@ -291,37 +328,17 @@ def python_defaults(path: str, text: str, config: dict[str, set[str]]) -> list[F
         found.append(Finding(path, node.lineno, f"{why}: {ast.unparse(node)}"))
 
     for node in walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            attr, owner = node.func.attr, node.func.value
-            env = _is_environ(owner) or attr == "getenv"
-            if env and attr in ("get", "getenv", "setdefault", "pop") and len(node.args) > 1 and (
-                    not (isinstance(node.args[1], ast.Constant) and node.args[1].value is None)):
-                add(node, "an environment default")
-            elif (attr == "get" and len(node.args) > 1 and _const_key(node.args[0]) is not None
-                  and is_literal_value(node.args[1])):
-                add(node, "a default for a key")
-            elif attr == "add_argument":
-                for kw in node.keywords:
-                    if kw.arg == "default" and named(_option_name(node), kw.value):
-                        add(node, "a CLI default for an input")
-        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or):
-            for left, right in zip(node.values, node.values[1:], strict=False):
-                getter = _get_call(left)
-                env_read = isinstance(left, ast.Subscript) and _is_environ(left.value)
-                if (getter is not None or env_read) and is_literal_value(right):
-                    add(node, "a default for a key (or)")
+        if isinstance(node, ast.Call) and (why := _call_default(node, named)):
+            add(node, why)
+        elif isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or) and _or_default(node):
+            add(node, "a default for a key (or)")
         elif isinstance(node, ast.ClassDef) and node.name in inputs:
-            for stmt in node.body:
-                # A ClassVar (the RENAMED map step.read honours) is not an input: no default.
-                if (isinstance(stmt, ast.AnnAssign) and stmt.value is not None
-                        and "ClassVar" not in ast.unparse(stmt.annotation)):
-                    add(stmt, f"a default on the step's inputs ({node.name})")
+            for stmt in _inputs_defaults(node):
+                add(stmt, f"a default on the step's inputs ({node.name})")
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            for name, default in _parameters(node):
-                if named(name, default):
-                    found.append(Finding(path, default.lineno,
-                                         f"a default for {name} in {node.name}(): "
-                                         f"{ast.unparse(default)}"))
+            found += [Finding(path, default.lineno, f"a default for {name} in {node.name}(): "
+                                                    f"{ast.unparse(default)}")
+                      for name, default in _parameters(node) if named(name, default)]
     return sorted(found, key=lambda f: f.line)
 
 
