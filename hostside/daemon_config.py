@@ -237,62 +237,14 @@ def create(inputs: Inputs) -> None:
     docker = Docker(inputs.docker_host)
     docker.require()
     path = inputs.daemon_json
-    record_file = dj.record_path(path)
     current = dj.read_config(path)
-    p = dj.plan(current, dj.read_record(record_file), pools, docker.pools(), docker.docker0())
-
-    how = ""
-    if p.need_restart:
-        # Overlaps with host routes and Docker networks (only while the pools are not in use).
-        routes = _run(["ip", "-4", "route", "show", "table", "all"]).stdout
-        found = dj.conflicts(pools, routes, docker.networks())
-        if found:
-            raise HostError("; ".join(found) + f": choose another base in {dj.POOLS_CONFIG} or "
-                            "remove what overlaps")
-        how = restart_how(inputs)
-        refuse_to_stop(docker, inputs)
-
+    p = dj.plan(current, dj.read_record(dj.record_path(path)), pools, docker.pools(),
+                docker.docker0())
+    how = _may_restart(inputs, docker, pools) if p.need_restart else ""
     change = dj.Change(path)
-    proof = Proof(docker)
     try:
-        backup = p.backup
-        if p.need_write:
-            run_backup = dj.install(change, p.merged, pools=pools,
-                                    dockerd=shutil.which("dockerd"),
+        done = _merge_restart_prove(inputs, p, change, docker, pools, how,
                                     file_existed=current is not None)
-            backup = p.backup_to_restore(run_backup)
-        restarted = False
-        if p.need_restart:
-            log(MODULE, f"restarting the engine ({how})")
-            why = restart_engine(docker, inputs)
-            if why:
-                raise HostError(f"{why} with the merged config; original restored (see the "
-                                "engine log)")
-            restarted = True
-            got = docker.pools()
-            if got != pools:
-                raise HostError(f"after the restart the engine reports default-address-pools "
-                                f"{dj.compact(got)}, not {dj.compact(pools)}: is "
-                                "docker.daemon_json the file this engine reads? original "
-                                "restored")
-        first = last = ""
-        if inputs.proof_networks > 0:
-            try:
-                first, last = proof.run(inputs.proof_networks)
-            finally:
-                proof.remove()
-            for subnet in (first, last):
-                if not dj.in_pools(subnet, pools):
-                    raise HostError(f"proof network got {subnet}, which is not a /size subnet "
-                                    f"of {dj.POOLS_CONFIG} {dj.compact(pools)}; original "
-                                    "restored")
-        record = record_file if p.from_record else ""
-        if p.need_write:
-            try:
-                record = dj.write_record(path, p, backup, pools)
-            except OSError:
-                raise HostError(f"cannot write the record {record_file}; original "
-                                "restored") from None
     except OSError as exc:
         _roll_back(change, docker, inputs)
         raise _file_errors(exc) from None
@@ -300,10 +252,77 @@ def create(inputs: Inputs) -> None:
         _roll_back(change, docker, inputs)
         raise
     emit({
-        "changed": p.need_write, "restarted": restarted, "original": p.original,
-        "backup": backup, "record": record, "daemon_json": path, "address_pools": pools,
-        "first_subnet": first, "last_subnet": last, "proof_networks": inputs.proof_networks,
+        "changed": p.need_write, "restarted": done["restarted"], "original": p.original,
+        "backup": done["backup"], "record": done["record"], "daemon_json": path,
+        "address_pools": pools, "first_subnet": done["first_subnet"],
+        "last_subnet": done["last_subnet"], "proof_networks": inputs.proof_networks,
     })
+
+
+def _may_restart(inputs: Inputs, docker: Docker, pools: list[dict]) -> str:
+    """Before a restart: the pools overlap no host route and no Docker network (checked only
+    while they are not in use), and no container would be stopped (unless allowed). How the
+    engine will be restarted."""
+    routes = _run(["ip", "-4", "route", "show", "table", "all"]).stdout
+    found = dj.conflicts(pools, routes, docker.networks())
+    if found:
+        raise HostError("; ".join(found) + f": choose another base in {dj.POOLS_CONFIG} or "
+                        "remove what overlaps")
+    how = restart_how(inputs)
+    refuse_to_stop(docker, inputs)
+    return how
+
+
+def _merge_restart_prove(inputs: Inputs, p: dj.Plan, change: dj.Change, docker: Docker,
+                         pools: list[dict], how: str, *, file_existed: bool) -> dict:
+    """The plan carried out: the merged file installed (its backup kept), the engine restarted
+    on it, the pools proven, the record written. What the outputs report of it."""
+    backup = p.backup
+    if p.need_write:
+        run_backup = dj.install(change, p.merged, pools=pools, dockerd=shutil.which("dockerd"),
+                                file_existed=file_existed)
+        backup = p.backup_to_restore(run_backup)
+    if p.need_restart:
+        _restart_on(docker, inputs, pools, how)
+    first, last = _prove(docker, inputs.proof_networks, pools)
+    record = dj.record_path(inputs.daemon_json) if p.from_record else ""
+    if p.need_write:
+        try:
+            record = dj.write_record(inputs.daemon_json, p, backup, pools)
+        except OSError:
+            raise HostError(f"cannot write the record {dj.record_path(inputs.daemon_json)}; "
+                            "original restored") from None
+    return {"restarted": p.need_restart, "backup": backup, "record": record,
+            "first_subnet": first, "last_subnet": last}
+
+
+def _restart_on(docker: Docker, inputs: Inputs, pools: list[dict], how: str) -> None:
+    """The engine restarted on the merged file, and using exactly its pools."""
+    log(MODULE, f"restarting the engine ({how})")
+    why = restart_engine(docker, inputs)
+    if why:
+        raise HostError(f"{why} with the merged config; original restored (see the engine log)")
+    got = docker.pools()
+    if got != pools:
+        raise HostError(f"after the restart the engine reports default-address-pools "
+                        f"{dj.compact(got)}, not {dj.compact(pools)}: is docker.daemon_json the "
+                        "file this engine reads? original restored")
+
+
+def _prove(docker: Docker, networks: int, pools: list[dict]) -> tuple[str, str]:
+    """The first and last subnets of `networks` proof networks, each inside the pools."""
+    if networks <= 0:
+        return "", ""
+    proof = Proof(docker)
+    try:
+        first, last = proof.run(networks)
+    finally:
+        proof.remove()
+    for subnet in (first, last):
+        if not dj.in_pools(subnet, pools):
+            raise HostError(f"proof network got {subnet}, which is not a /size subnet of "
+                            f"{dj.POOLS_CONFIG} {dj.compact(pools)}; original restored")
+    return first, last
 
 
 def _roll_back(change: dj.Change, docker: Docker, inputs: Inputs) -> None:

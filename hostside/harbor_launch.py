@@ -149,8 +149,30 @@ def record_serving(inputs: Inputs, job_dir: Path, pid: int) -> None:
         f"(PID {sampler}) into {job_dir / jobdir.SERVING_RECORD}")
 
 
-@verb(Inputs)
-def create(inputs: Inputs) -> None:
+@dataclass(frozen=True)
+class JobFiles:
+    """Where the launch keeps a job (jobdir.py's layout) and what it reports of it."""
+
+    name: str
+    job_dir: Path
+    job_log: Path
+    pid_file: Path
+    token_file: Path
+
+    @classmethod
+    def of(cls, inputs: Inputs) -> JobFiles:
+        name, jobs, logs = inputs.job_name, inputs.jobs_dir, inputs.log_dir
+        return cls(name, Path(jobdir.job_dir(jobs, name)), Path(jobdir.job_log(logs, name)),
+                   Path(jobdir.pid_file(logs, name)), Path(jobdir.token_file(logs, name)))
+
+    def done(self, pid: int | None, mode: str) -> None:
+        emit({"job_name": self.name, "job_dir": str(self.job_dir), "job_log": str(self.job_log),
+              "pid_file": str(self.pid_file), "pid": pid, "mode": mode})
+
+
+def _launch_profile(inputs: Inputs) -> harbor_profiles.HarborProfile:
+    """The inputs a launch needs, and the Harbor version's profile; a HostError naming what is
+    missing."""
     for key in ("harbor_bin", "job_config", "job_name", "jobs_dir", "log_dir"):
         if not getattr(inputs, key):
             raise HostError(f"{key} is empty: the component must pass it")
@@ -165,76 +187,95 @@ def create(inputs: Inputs) -> None:
             and (not inputs.compose_path or Path(inputs.compose_path).is_file())):
         raise HostError(f"config files missing ({inputs.job_config}, {inputs.compose_path}): "
                         "run the configs step first")
-    name, jobs, logs = inputs.job_name, inputs.jobs_dir, inputs.log_dir
-    job_dir = Path(jobdir.job_dir(jobs, name))
-    job_log = Path(jobdir.job_log(logs, name))
-    pid_file = Path(jobdir.pid_file(logs, name))
-    token_file = Path(jobdir.token_file(logs, name))
-    Path(jobs).mkdir(parents=True, exist_ok=True)
-    Path(logs).mkdir(parents=True, exist_ok=True)
+    return profile
 
-    def done(pid: int | None, mode: str) -> None:
-        emit({"job_name": name, "job_dir": str(job_dir), "job_log": str(job_log),
-              "pid_file": str(pid_file), "pid": pid, "mode": mode})
 
-    pid = jobdir.harbor_pid(Path(logs), name)
+def _left_alone(inputs: Inputs, files: JobFiles) -> bool:
+    """A job Harbor already runs (its cluster watcher and serving sampler kept going), or one
+    that has finished: reported, and left alone."""
+    pid = jobdir.harbor_pid(Path(inputs.log_dir), files.name)
     if pid is not None:
-        log(NAME, f"Harbor is already running job {name} (PID {pid})")
-        watch_cluster(inputs, job_dir, pid)
-        record_serving(inputs, job_dir, pid)
-        token_file.write_text(inputs.launch_token + "\n")
-        done(pid, "running")
-        return
-    if jobdir.finished(jobdir.read_json(job_dir / jobdir.JOB_RESULT)):
-        log(NAME, f"job {name} is finished; results in {job_dir}")
-        token_file.write_text(inputs.launch_token + "\n")
-        done(None, "finished")
-        return
+        log(NAME, f"Harbor is already running job {files.name} (PID {pid})")
+        watch_cluster(inputs, files.job_dir, pid)
+        record_serving(inputs, files.job_dir, pid)
+        files.token_file.write_text(inputs.launch_token + "\n")
+        files.done(pid, "running")
+        return True
+    if jobdir.finished(jobdir.read_json(files.job_dir / jobdir.JOB_RESULT)):
+        log(NAME, f"job {files.name} is finished; results in {files.job_dir}")
+        files.token_file.write_text(inputs.launch_token + "\n")
+        files.done(None, "finished")
+        return True
+    return False
 
-    if (job_dir / jobdir.JOB_CONFIG).is_file():
-        mode = "resume"
+
+def _harbor_argv(inputs: Inputs, profile: harbor_profiles.HarborProfile,
+                 files: JobFiles) -> tuple[str, list[str]]:
+    """(mode, argv): a job dir that exists is resumed, else the job is run."""
+    if (files.job_dir / jobdir.JOB_CONFIG).is_file():
         # Resume re-reads config.json (same config) and re-runs cancelled and half-written trials.
-        set_aside_cancelled_setups(jobs, name)
-        argv = [inputs.harbor_bin, *profile.resume_args, str(job_dir)]
-    else:
-        mode = "run"
-        argv = [inputs.harbor_bin, "run", "--config", inputs.job_config,
-                *compose_flags(inputs.compose_path), *inputs.harbor_flags,
-                "--job-name", name, "--jobs-dir", jobs, "--yes"]
-    raise_nofile(inputs.nofile)
+        set_aside_cancelled_setups(inputs.jobs_dir, files.name)
+        return "resume", [inputs.harbor_bin, *profile.resume_args, str(files.job_dir)]
+    return "run", [inputs.harbor_bin, "run", "--config", inputs.job_config,
+                   *compose_flags(inputs.compose_path), *inputs.harbor_flags,
+                   "--job-name", files.name, "--jobs-dir", inputs.jobs_dir, "--yes"]
 
-    log(NAME, f"starting Harbor ({mode}) for job {name}; log: {job_log}")
+
+def _start_harbor(inputs: Inputs, files: JobFiles, mode: str,
+                  argv: list[str]) -> subprocess.Popen:
+    """Harbor started detached, its output appended to the job's log, its PID and the launch
+    token recorded, the cluster watcher and the serving sampler beside it."""
+    log(NAME, f"starting Harbor ({mode}) for job {files.name}; log: {files.job_log}")
     stamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with job_log.open("a") as header:
+    with files.job_log.open("a") as header:
         header.write(f"\n=== {stamp}: harbor {mode} (benchstack launch) ===\n")
-    pid_file.unlink(missing_ok=True)
-    launched_at = time.time()
-    with job_log.open("ab") as out:
+    files.pid_file.unlink(missing_ok=True)
+    with files.job_log.open("ab") as out:
         # Its own session: neither this step's exit nor a terminal hang-up reaches it; the PID
         # recorded is Harbor's own, the one SIGTERM must go to.
         harbor = subprocess.Popen(
             argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            cwd=str(Path(jobs).parent), start_new_session=True,
+            cwd=str(Path(inputs.jobs_dir).parent), start_new_session=True,
             env=harbor_env({"LITELLM_LOCAL_MODEL_COST_MAP": "True",
                             harbor_profiles.API_KEY_VAR: inputs.openai_api_key}),
         )
-    pid_file.write_text(f"{harbor.pid}\n")
-    token_file.write_text(inputs.launch_token + "\n")
-    watch_cluster(inputs, job_dir, harbor.pid)
-    record_serving(inputs, job_dir, harbor.pid)
+    files.pid_file.write_text(f"{harbor.pid}\n")
+    files.token_file.write_text(inputs.launch_token + "\n")
+    watch_cluster(inputs, files.job_dir, harbor.pid)
+    record_serving(inputs, files.job_dir, harbor.pid)
+    return harbor
 
-    deadline = time.monotonic() + inputs.start_timeout_s
-    while not jobdir.started_since(job_dir, launched_at):
+
+def _wait_first_trial(harbor: subprocess.Popen, files: JobFiles, launched_at: float,
+                      timeout_s: int) -> None:
+    """Until Harbor has started a trial of this launch; a HostError if it exits or times out."""
+    deadline = time.monotonic() + timeout_s
+    while not jobdir.started_since(files.job_dir, launched_at):
         if harbor.poll() is not None:
             raise HostError(f"Harbor exited before starting a trial (last log line: "
-                            f"{_last_line(job_log)}): see {job_log}")
+                            f"{_last_line(files.job_log)}): see {files.job_log}")
         if time.monotonic() >= deadline:
-            raise HostError(f"no trial started within {inputs.start_timeout_s}s (Harbor PID "
-                            f"{harbor.pid} still running): see {job_log}; raise "
+            raise HostError(f"no trial started within {timeout_s}s (Harbor PID {harbor.pid} "
+                            f"still running): see {files.job_log}; raise "
                             "harbor.start_timeout_s if images are slow to start")
         time.sleep(POLL_S)
-    log(NAME, f"Harbor PID {harbor.pid} has started job {name}")
-    done(harbor.pid, mode)
+
+
+@verb(Inputs)
+def create(inputs: Inputs) -> None:
+    profile = _launch_profile(inputs)
+    files = JobFiles.of(inputs)
+    Path(inputs.jobs_dir).mkdir(parents=True, exist_ok=True)
+    Path(inputs.log_dir).mkdir(parents=True, exist_ok=True)
+    if _left_alone(inputs, files):
+        return
+    mode, argv = _harbor_argv(inputs, profile, files)
+    raise_nofile(inputs.nofile)
+    launched_at = time.time()
+    harbor = _start_harbor(inputs, files, mode, argv)
+    _wait_first_trial(harbor, files, launched_at, inputs.start_timeout_s)
+    log(NAME, f"Harbor PID {harbor.pid} has started job {files.name}")
+    files.done(harbor.pid, mode)
 
 
 def stop_bound(running: int, n_concurrent_trials: int, minimum: int) -> int:
@@ -273,9 +314,7 @@ def remove_leftovers(job_dir: Path) -> tuple[int, int]:
     return containers, networks
 
 
-@verb(StopInputs)
-def delete(inputs: StopInputs) -> None:
-    step = f"{NAME}.stop"
+def _check_stop_inputs(inputs: StopInputs) -> None:
     for key in ("job_name", "jobs_dir"):
         if not getattr(inputs, key):
             raise HostError(f"{key} is empty: the component must pass it")
@@ -285,49 +324,64 @@ def delete(inputs: StopInputs) -> None:
     if inputs.stop_timeout_s < 0:
         raise HostError(f"stop_timeout_s must be a number of seconds, got "
                         f"'{inputs.stop_timeout_s}'")
+
+
+def _wait_or_kill(pid: int, name: str, bound: int) -> bool:
+    """Until Harbor PID `pid` no longer runs job `name`, at most `bound` seconds (with progress),
+    then SIGKILL. Whether it was killed."""
+    step = f"{NAME}.stop"
+    start = time.monotonic()
+    report_at = REPORT_EVERY_S
+    while jobdir.runs_job(pid, name):
+        if int(time.monotonic() - start) >= bound:
+            log(step, f"Harbor PID {pid} still running after {bound}s: SIGKILL, then "
+                "removing its containers")
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+            return True
+        time.sleep(POLL_S)
+        waited = int(time.monotonic() - start)
+        if waited >= report_at:
+            report_at = waited + REPORT_EVERY_S
+            log(step, f"waiting for Harbor PID {pid} to cancel its trials: {waited}s of "
+                f"{bound}s")
+    log(step, f"Harbor PID {pid} exited after {int(time.monotonic() - start)}s")
+    return False
+
+
+def _stop_harbor(inputs: StopInputs, pid: int, job_dir: Path) -> bool:
+    """SIGTERM to Harbor, a wait bounded by its running trials, then SIGKILL. Whether it was
+    killed."""
+    running = jobdir.running_trials(jobdir.read_json(job_dir / jobdir.JOB_RESULT))
+    bound = stop_bound(running, inputs.n_concurrent_trials, inputs.stop_timeout_s)
+    log(f"{NAME}.stop", f"SIGTERM to Harbor PID {pid} ({running} trials running); waiting up "
+        f"to {bound}s for its shutdown")
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass  # it ended on its own meanwhile: nothing to wait for
+    return _wait_or_kill(pid, inputs.job_name, bound)
+
+
+@verb(StopInputs)
+def delete(inputs: StopInputs) -> None:
+    step = f"{NAME}.stop"
+    _check_stop_inputs(inputs)
     name = inputs.job_name
     job_dir = Path(jobdir.job_dir(inputs.jobs_dir, name))
-    signalled, exited, killed = None, True, False
     pid = jobdir.harbor_pid(Path(inputs.log_dir), name)
+    killed = False
     if pid is not None:
-        running = jobdir.running_trials(jobdir.read_json(job_dir / jobdir.JOB_RESULT))
-        bound = stop_bound(running, inputs.n_concurrent_trials, inputs.stop_timeout_s)
-        log(step, f"SIGTERM to Harbor PID {pid} ({running} trials running); waiting up to "
-            f"{bound}s for its shutdown")
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass  # it ended on its own meanwhile: nothing to wait for
-        signalled = pid
-        start = time.monotonic()
-        report_at = REPORT_EVERY_S
-        while jobdir.runs_job(pid, name):
-            waited = int(time.monotonic() - start)
-            if waited >= bound:
-                log(step, f"Harbor PID {pid} still running after {bound}s: SIGKILL, then "
-                    "removing its containers")
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except OSError:
-                    pass
-                killed, exited = True, False
-                break
-            time.sleep(POLL_S)
-            waited = int(time.monotonic() - start)
-            if waited >= report_at:
-                report_at = waited + REPORT_EVERY_S
-                log(step, f"waiting for Harbor PID {pid} to cancel its trials: {waited}s of "
-                    f"{bound}s")
-        if not killed:
-            log(step, f"Harbor PID {pid} exited after {int(time.monotonic() - start)}s")
+        killed = _stop_harbor(inputs, pid, job_dir)
     else:
         log(step, f"no running Harbor process for job {name}")
-
     sampler = serving_sampler.stop(str(job_dir))
     if sampler is not None:
         log(step, f"stopped the serving sampler (PID {sampler}) after its last read")
     containers = networks = 0
     if job_dir.is_dir() and shutil.which("docker"):
         containers, networks = remove_leftovers(job_dir)
-    emit({"job_dir": str(job_dir), "signalled_pid": signalled, "exited": exited,
+    emit({"job_dir": str(job_dir), "signalled_pid": pid, "exited": not killed,
           "killed": killed, "removed_containers": containers, "removed_networks": networks})
