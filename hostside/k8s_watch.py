@@ -239,6 +239,9 @@ class Resource:
         self.path = f"/api/v1/namespaces/{namespace}/{plural}"
         self.plural = plural
         self.kind = kind
+        # Where the watch goes on from, and how long it waits after a failure.
+        self.version = ""
+        self.backoff = 1.0
 
     def record(self, kind: str, obj: dict) -> None:
         if self.plural == "events":
@@ -263,60 +266,70 @@ class Resource:
 
     def follow(self, stop: threading.Event) -> None:
         """List, then watch until `stop`; never raises (a daemon thread's whole life)."""
-        version = ""
-        backoff = 1.0
+        self.version, self.backoff = "", 1.0
         while not stop.is_set():
             try:
-                if not version:
-                    version = self.list()
-                    say(f"{self.plural}: listed at resourceVersion {version}")
-                query = (f"?watch=1&allowWatchBookmarks=true&timeoutSeconds={WATCH_S}"
-                         f"&resourceVersion={quote(version)}")
-                began, delivered = time.monotonic(), 0
-                for delivery in self.client.stream(self.path + query, timeout=READ_TIMEOUT_S):
-                    if stop.is_set():
-                        return
-                    delivered += 1
-                    kind = str(delivery.get("type", ""))
-                    obj = delivery.get("object")
-                    if not isinstance(obj, dict):
-                        continue
-                    if kind == "ERROR":
-                        if obj.get("code") == 410:
-                            say(f"{self.plural}: resourceVersion {version} is gone (410): "
-                                "listing again")
-                        else:
-                            say(f"{self.plural}: the watch said {obj.get('message', obj)}")
-                            stop.wait(backoff)
-                            backoff = min(backoff * 2, MAX_BACKOFF_S)
-                        version = ""
-                        break
-                    version = identity(obj)[1] or version
-                    if kind in ("ADDED", "MODIFIED", "DELETED"):
-                        self.record(kind, obj)
-                    backoff = 1.0
-                else:
-                    if not delivered and time.monotonic() - began < 1:
-                        # A server that ends every watch at once: not a busy loop.
-                        stop.wait(backoff)
-                        backoff = min(backoff * 2, MAX_BACKOFF_S)
+                if not self.version:
+                    self.version = self.list()
+                    say(f"{self.plural}: listed at resourceVersion {self.version}")
+                self._watch(stop)
             except ApiError as exc:
                 if exc.status == 410:
-                    say(f"{self.plural}: resourceVersion {version} is gone (410): listing again")
-                    version = ""
+                    say(f"{self.plural}: resourceVersion {self.version} is gone (410): "
+                        "listing again")
+                    self.version = ""
                     continue
-                say(f"{self.plural}: {exc}; again in {backoff:.0f}s")
-                stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                self._pause(stop, f"{self.plural}: {exc}; again in {self.backoff:.0f}s")
             except (HostError, OSError, http.client.HTTPException, ValueError) as exc:
                 # A timeout or a broken connection: watch again from the same version.
-                say(f"{self.plural}: the watch ended ({exc or type(exc).__name__}); again in "
-                    f"{backoff:.0f}s")
-                stop.wait(backoff)
-                backoff = min(backoff * 2, MAX_BACKOFF_S)
+                self._pause(stop, f"{self.plural}: the watch ended "
+                                  f"({exc or type(exc).__name__}); again in {self.backoff:.0f}s")
             except Exception as exc:  # noqa: BLE001  # the watcher must outlive any surprise
                 say(f"{self.plural}: unexpected {type(exc).__name__}: {exc}")
                 stop.wait(MAX_BACKOFF_S)
+
+    def _pause(self, stop: threading.Event, why: str = "") -> None:
+        """Say why, wait the backoff (or until `stop`), and double it."""
+        if why:
+            say(why)
+        stop.wait(self.backoff)
+        self.backoff = min(self.backoff * 2, MAX_BACKOFF_S)
+
+    def _watch(self, stop: threading.Event) -> None:
+        """One watch from the version last seen, each delivery recorded, until it ends, says
+        to list again, or `stop`."""
+        query = (f"?watch=1&allowWatchBookmarks=true&timeoutSeconds={WATCH_S}"
+                 f"&resourceVersion={quote(self.version)}")
+        began, delivered = time.monotonic(), 0
+        for delivery in self.client.stream(self.path + query, timeout=READ_TIMEOUT_S):
+            if stop.is_set():
+                return
+            delivered += 1
+            if not self._deliver(delivery, stop):
+                return
+        if not delivered and time.monotonic() - began < 1:
+            # A server that ends every watch at once: not a busy loop.
+            self._pause(stop)
+
+    def _deliver(self, delivery: dict, stop: threading.Event) -> bool:
+        """Record one delivery; False when the watch must start over from a new list."""
+        kind = str(delivery.get("type", ""))
+        obj = delivery.get("object")
+        if not isinstance(obj, dict):
+            return True
+        if kind == "ERROR":
+            if obj.get("code") == 410:
+                say(f"{self.plural}: resourceVersion {self.version} is gone (410): listing "
+                    "again")
+            else:
+                self._pause(stop, f"{self.plural}: the watch said {obj.get('message', obj)}")
+            self.version = ""
+            return False
+        self.version = identity(obj)[1] or self.version
+        if kind in ("ADDED", "MODIFIED", "DELETED"):
+            self.record(kind, obj)
+        self.backoff = 1.0
+        return True
 
 
 def run(kubeconfig_path: str, namespace: str, job_dir: str, until_pid: int) -> int:
