@@ -520,6 +520,77 @@ def _outputs(inputs: Inputs, versions: tuple[str, str], digest: str, rebuilt: bo
             "canary_image": canary, "canary_validated": bool(canary)}
 
 
+def _up_to_date(inputs: Inputs, host: Sources, tools: str, digest: str) -> None:
+    """The bundle built from the same inputs, checked on the host again; a canary image it was
+    not proven in yet is checked against it as it stands, without a rebuild (the canary result
+    of the build that produced it still holds)."""
+    log(MODULE, f"bundle at {tools} is up to date (input hash {digest}): not rebuilt")
+    versions = check_on_host(tools, host)
+    canary = inputs.canary_image or ""
+    record = Path(tools, CANARY_RECORD)
+    checked = record.read_text().strip() if record.is_file() else ""
+    if canary and canary != checked:
+        require_image(canary)
+        check_in_canary(tools, canary, inputs.bundle_root)
+        record.write_text(canary + "\n")
+        record.chmod(0o644)
+        checked = canary
+    emit(_outputs(inputs, versions, digest, False, checked))
+
+
+def _refuse_foreign(tools: str, stamp: str) -> None:
+    """Never replace a directory that is not a bundle of ours (tools_dir=/opt would lose /opt)."""
+    if not os.path.lexists(tools) or os.path.isfile(stamp):
+        return
+    try:
+        empty = not os.listdir(tools)
+    except OSError:
+        empty = False
+    if not empty:
+        raise HostError(f"tools_dir={tools} exists and is not a benchstack tool bundle: "
+                        "choose a new or empty directory")
+
+
+def _stage_dir(tools: str) -> str:
+    """A fresh stage beside tools_dir (the swap is a rename on one filesystem)."""
+    parent = os.path.dirname(tools)
+    try:
+        os.makedirs(parent, exist_ok=True)
+        return tempfile.mkdtemp(prefix=os.path.basename(tools) + ".stage.", dir=parent)
+    except OSError:
+        raise HostError(f"cannot write next to tools_dir={tools}: choose a writable "
+                        "tools_dir") from None
+
+
+def _build_and_prove(stage: str, host: Sources, inputs: Inputs, digest: str) -> tuple[str, str]:
+    """The bundle built in `stage`, checked on the host and in the canary, stamped, opened to
+    every user; the host's tmux and asciinema versions."""
+    canary = inputs.canary_image or ""
+    build(stage, host, inputs)
+    versions = check_on_host(stage, host)
+    log(MODULE, f"host check: {versions[0]} / {versions[1]}")
+    if canary:
+        check_in_canary(stage, canary, inputs.bundle_root)
+    Path(stage, STAMP).write_text(digest + "\n")
+    if canary:
+        Path(stage, CANARY_RECORD).write_text(canary + "\n")
+    open_to_all(stage)
+    return versions
+
+
+def _swap_in(stage: str, tools: str, old: str) -> None:
+    """The checked bundle in place of the old one; running containers keep the tree they
+    mounted. A failed swap puts the old one back."""
+    if os.path.lexists(tools):
+        os.rename(tools, old)
+    try:
+        os.rename(stage, tools)
+    except OSError:
+        if os.path.lexists(old):
+            os.rename(old, tools)
+        raise
+
+
 @verb(Inputs)
 def create(inputs: Inputs) -> None:
     host = find_host(inputs)
@@ -527,67 +598,22 @@ def create(inputs: Inputs) -> None:
     tools = inputs.tools_dir.rstrip("/") or "/"
     digest = input_hash(host, inputs)
     stamp = os.path.join(tools, STAMP)
-    canary = inputs.canary_image or ""
-
     if os.path.isfile(stamp) and Path(stamp).read_text().strip() == digest:
-        log(MODULE, f"bundle at {tools} is up to date (input hash {digest}): not rebuilt")
-        versions = check_on_host(tools, host)
-        # The canary result of the build that produced this bundle still holds (same inputs); a
-        # new canary image is checked against the bundle as it stands, without a rebuild.
-        record = Path(tools, CANARY_RECORD)
-        checked = record.read_text().strip() if record.is_file() else ""
-        if canary and canary != checked:
-            require_image(canary)
-            check_in_canary(tools, canary, inputs.bundle_root)
-            record.write_text(canary + "\n")
-            record.chmod(0o644)
-            checked = canary
-        emit(_outputs(inputs, versions, digest, False, checked))
+        _up_to_date(inputs, host, tools, digest)
         return
-
-    # Never replace a directory that is not a bundle of ours (tools_dir=/opt would lose /opt).
-    if os.path.lexists(tools) and not os.path.isfile(stamp):
-        try:
-            empty = not os.listdir(tools)
-        except OSError:
-            empty = False
-        if not empty:
-            raise HostError(f"tools_dir={tools} exists and is not a benchstack tool bundle: "
-                            "choose a new or empty directory")
-    if canary:
-        require_image(canary)
-    parent = os.path.dirname(tools)
-    try:
-        os.makedirs(parent, exist_ok=True)
-        stage = tempfile.mkdtemp(prefix=os.path.basename(tools) + ".stage.", dir=parent)
-    except OSError:
-        raise HostError(f"cannot write next to tools_dir={tools}: choose a writable "
-                        "tools_dir") from None
+    _refuse_foreign(tools, stamp)
+    if inputs.canary_image:
+        require_image(inputs.canary_image)
+    stage = _stage_dir(tools)
     old = f"{tools}.old.{os.getpid()}"
     try:
-        build(stage, host, inputs)
-        versions = check_on_host(stage, host)
-        log(MODULE, f"host check: {versions[0]} / {versions[1]}")
-        if canary:
-            check_in_canary(stage, canary, inputs.bundle_root)
-        Path(stage, STAMP).write_text(digest + "\n")
-        if canary:
-            Path(stage, CANARY_RECORD).write_text(canary + "\n")
-        open_to_all(stage)
-        # Swap in the checked bundle; running containers keep the tree they mounted.
-        if os.path.lexists(tools):
-            os.rename(tools, old)
-        try:
-            os.rename(stage, tools)
-        except OSError:
-            if os.path.lexists(old):
-                os.rename(old, tools)
-            raise
+        versions = _build_and_prove(stage, host, inputs, digest)
+        _swap_in(stage, tools, old)
     finally:
         shutil.rmtree(stage, ignore_errors=True)
         shutil.rmtree(old, ignore_errors=True)
     log(MODULE, f"bundle ready at {tools}")
-    emit(_outputs(inputs, versions, digest, True, canary))
+    emit(_outputs(inputs, versions, digest, True, inputs.canary_image or ""))
 
 
 @verb(DeleteInputs)
