@@ -182,6 +182,18 @@ class PodWatch:
         self.thread.join(10)
 
 
+def end(proc: subprocess.Popen) -> None:
+    """A process still running is terminated, then killed after a minute."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 class Bench:
     def __init__(self, work: Path, cluster: Cluster, namespace: str) -> None:
         self.work = work
@@ -227,40 +239,16 @@ class Bench:
         watch = PodWatch(self.cluster, self.namespace) if side == "ack" else None
         busy0, all0 = cpu_times()
         started = time.monotonic()
-        last_report, last_done = started, -1
         with log.open("wb") as fh:
             proc = subprocess.Popen(argv, stdout=fh, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, env=harbor_env(), cwd=self.work)
             try:
-                while True:
-                    try:  # returns the moment harbor exits: the wall time is not rounded
-                        proc.wait(1)
-                        break
-                    except subprocess.TimeoutExpired:
-                        pass
-                    now = time.monotonic()
-                    done = len(list(job_dir.glob("*__*/result.json")))
-                    if watch and watch.proc.poll() is not None:
-                        # The watch ends when the apiserver does: is our cluster still there?
-                        self.check_cluster(side)
-                        watch.stop()
-                        watch = PodWatch(self.cluster, self.namespace, watch)
-                    if now - started > JOB_TIMEOUT:
-                        raise SystemExit(f"bench_k8s: {name} not done in {JOB_TIMEOUT} s")
-                    if done != last_done and now - last_report >= 5 or now - last_report >= 20:
-                        say(f"{label}: {done}/{total} trials done, {now - started:.0f} s")
-                        last_report, last_done = now, done
+                watch = self.wait(proc, job_dir, watch, label, total, name, started)
                 result.wall = time.monotonic() - started
                 busy1, all1 = cpu_times()
                 result.cpu_busy = (busy1 - busy0) / max(1, all1 - all0)
             finally:
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(60)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait()
+                end(proc)
                 if side == "docker":
                     self.remove_compose_leftovers(job_dir)
                 if watch:
@@ -272,6 +260,40 @@ class Bench:
         if proc.returncode != 0:
             self.check_cluster(side)
             raise SystemExit(f"bench_k8s: {name}: harbor exit {proc.returncode}\n{tail}")
+        result.trials = self.passed_trials(job_dir, name, side)
+        if len(result.trials) != total:
+            raise SystemExit(f"bench_k8s: {name}: {len(result.trials)} trials of {total}\n{tail}")
+        say(f"{label}: {total} trials in {result.wall:.1f} s "
+            f"(setup median {statistics.median(result.setup):.2f} s)")
+        return result
+
+    def wait(self, proc: subprocess.Popen, job_dir: Path, watch: PodWatch | None, label: str,
+             total: int, name: str, started: float) -> PodWatch | None:
+        """Until harbor exits (at once: the wall time is not rounded), saying how many trials
+        are done, the pod watch renewed when the apiserver ended it; the watch in use."""
+        last_report, last_done = started, -1
+        while True:
+            try:
+                proc.wait(1)
+                return watch
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            done = len(list(job_dir.glob("*__*/result.json")))
+            if watch and watch.proc.poll() is not None:
+                # The watch ends when the apiserver does: is our cluster still there?
+                self.check_cluster("ack")
+                watch.stop()
+                watch = PodWatch(self.cluster, self.namespace, watch)
+            if now - started > JOB_TIMEOUT:
+                raise SystemExit(f"bench_k8s: {name} not done in {JOB_TIMEOUT} s")
+            if done != last_done and now - last_report >= 5 or now - last_report >= 20:
+                say(f"{label}: {done}/{total} trials done, {now - started:.0f} s")
+                last_report, last_done = now, done
+
+    def passed_trials(self, job_dir: Path, name: str, side: str) -> list[dict]:
+        """Every trial's result, each of which must have passed (reward 1.0, no exception)."""
+        trials = []
         for path in sorted(job_dir.glob("*__*/result.json")):
             trial = json.loads(path.read_text())
             reward = ((trial.get("verifier_result") or {}).get("rewards") or {}).get("reward")
@@ -281,12 +303,8 @@ class Bench:
                 raise SystemExit(
                     f"bench_k8s: {name}: trial {trial['trial_name']} reward {reward}: "
                     f"{info.get('exception_type')}: {info.get('exception_message')}")
-            result.trials.append(trial)
-        if len(result.trials) != total:
-            raise SystemExit(f"bench_k8s: {name}: {len(result.trials)} trials of {total}\n{tail}")
-        say(f"{label}: {total} trials in {result.wall:.1f} s "
-            f"(setup median {statistics.median(result.setup):.2f} s)")
-        return result
+            trials.append(trial)
+        return trials
 
     def check_cluster(self, side: str) -> None:
         if side == "ack" and not namespace_exists(self.cluster, self.namespace):
