@@ -67,14 +67,27 @@ def _agent(agent: AgentConfig, model_name: str | None, api_base: str | None,
     kwargs["record_terminal_session"] = agent.record_terminal_session
     if agent.temperature is not None:
         kwargs["temperature"] = agent.temperature
+    if call := _llm_call_kwargs(agent):
+        kwargs["llm_call_kwargs"] = call
+    if info := _model_info(agent):
+        kwargs["model_info"] = info
+    entry["kwargs"] = kwargs
+    return entry
+
+
+def _llm_call_kwargs(agent: AgentConfig) -> dict[str, Any]:
+    """The sampling litellm passes on each call: top_p, and top_k through extra_body."""
     call: dict[str, Any] = {}
     if agent.top_p is not None:
         call["top_p"] = agent.top_p
     if agent.top_k is not None:
         # litellm rejects an unknown top-level top_k for openai/ models; extra_body passes it.
         call["extra_body"] = {"top_k": agent.top_k}
-    if call:
-        kwargs["llm_call_kwargs"] = call
+    return call
+
+
+def _model_info(agent: AgentConfig) -> dict[str, Any]:
+    """The model's token limits as litellm reads them; none given: nothing."""
     info: dict[str, Any] = {}
     if agent.max_input_tokens is not None:
         info["max_input_tokens"] = agent.max_input_tokens
@@ -83,9 +96,7 @@ def _agent(agent: AgentConfig, model_name: str | None, api_base: str | None,
     if info:
         # Zero costs: a self-hosted model; litellm otherwise looks the model up in its price map.
         info |= {"input_cost_per_token": 0, "output_cost_per_token": 0}
-        kwargs["model_info"] = info
-    entry["kwargs"] = kwargs
-    return entry
+    return info
 
 
 def job_config(
