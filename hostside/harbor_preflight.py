@@ -269,8 +269,9 @@ def load_yaml(python: str, path: str) -> Mapping | None:
     return value if isinstance(value, dict) else None
 
 
-@verb(Inputs)
-def create(inputs: Inputs) -> None:
+def _preflight_profile(inputs: Inputs) -> harbor_profiles.HarborProfile:
+    """The inputs a preflight needs, and the Harbor version's profile; a HostError naming what
+    is missing."""
     for key in ("harbor_bin", "job_config", "job_name", "jobs_dir", "resolved_out"):
         if not getattr(inputs, key):
             raise HostError(f"{key} is empty: the component must pass it")
@@ -286,6 +287,34 @@ def create(inputs: Inputs) -> None:
         # No compose override for trials as pods (an empty path).
         if path and not Path(path).is_file():
             raise HostError(f"{what} {path} does not exist: run the configs step first")
+    return profile
+
+
+def _existing_config(inputs: Inputs) -> dict | None:
+    """The config of the job dir a resume would reuse, None when there is none."""
+    existing_file = Path(jobdir.job_dir(inputs.jobs_dir, inputs.job_name)) / jobdir.JOB_CONFIG
+    if not existing_file.is_file():
+        return None
+    try:
+        return json.loads(existing_file.read_text())
+    except ValueError:
+        raise HostError(
+            f"{existing_file} is not JSON: choose another job name (results are kept)"
+        ) from None
+
+
+def _harbor_dry_run(inputs: Inputs) -> dict:
+    """Harbor's own --dry-run (0.26.0 on), its warnings logged."""
+    harbor_check = dry_run(inputs)
+    for warning in harbor_check["warnings"]:
+        log(NAME, f"harbor --dry-run: {warning}")
+    log(NAME, f"harbor --dry-run: OK, {harbor_check['trials']} trial(s); nothing run")
+    return harbor_check
+
+
+@verb(Inputs)
+def create(inputs: Inputs) -> None:
+    profile = _preflight_profile(inputs)
     python = venv_python(inputs.harbor_bin)
     checks = parse_checks(inputs.expected)
     raw = resolve(inputs)
@@ -296,15 +325,7 @@ def create(inputs: Inputs) -> None:
             f"harbor run --print-config printed no JSON config: is {inputs.harbor_bin} "
             "Harbor 0.21 or newer?"
         ) from None
-    existing_file = Path(jobdir.job_dir(inputs.jobs_dir, inputs.job_name)) / jobdir.JOB_CONFIG
-    existing = None
-    if existing_file.is_file():
-        try:
-            existing = json.loads(existing_file.read_text())
-        except ValueError:
-            raise HostError(
-                f"{existing_file} is not JSON: choose another job name (results are kept)"
-            ) from None
+    existing = _existing_config(inputs)
     check(
         resolved, checks,
         override=load_yaml(python, inputs.compose_path) if inputs.compose_path else None,
@@ -314,12 +335,7 @@ def create(inputs: Inputs) -> None:
         jobs_dir=inputs.jobs_dir,
         ignored=profile.resume_ignored,
     )
-    harbor_check = None
-    if profile.dry_run:
-        harbor_check = dry_run(inputs)
-        for warning in harbor_check["warnings"]:
-            log(NAME, f"harbor --dry-run: {warning}")
-        log(NAME, f"harbor --dry-run: OK, {harbor_check['trials']} trial(s); nothing run")
+    harbor_check = _harbor_dry_run(inputs) if profile.dry_run else None
     out = Path(inputs.resolved_out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_bytes(raw)
