@@ -69,9 +69,7 @@ def _readable_by(uid: int, gid: int, path: Path, want_exec: bool = False) -> boo
     return st.st_mode & need == need
 
 
-def check_checkpoint(root: Path, user: str | None) -> dict[str, Any]:
-    """The checkpoint's outputs, or HostError naming every problem at once."""
-    problems: list[str] = []
+def _config_and_tokenizer(root: Path, problems: list[str]) -> None:
     config = _load_json(root, "config.json", problems)
     if config is not None and not isinstance(config, dict):
         problems.append("config.json is not a JSON object")
@@ -81,7 +79,10 @@ def check_checkpoint(root: Path, user: str | None) -> dict[str, Any]:
     if not any((root / n).is_file() for n in TOKENIZERS):
         problems.append("no tokenizer (tokenizer.json, tokenizer.model or vocab.json)")
 
-    shards, index_total = _shards(root, problems)
+
+def _shard_problems(root: Path, shards: list[str], index_total: object,
+                    problems: list[str]) -> int:
+    """Every shard present, not empty, and together at least the index's total; their bytes."""
     missing = [s for s in shards if not (root / s).is_file()]
     empty = [s for s in shards if (root / s).is_file() and (root / s).stat().st_size == 0]
     if missing:
@@ -94,22 +95,34 @@ def check_checkpoint(root: Path, user: str | None) -> dict[str, Any]:
     if isinstance(index_total, int) and not missing and shard_bytes < index_total:
         problems.append(f"shards hold {shard_bytes} bytes, less than the index's total_size "
                         f"{index_total}: a download was cut short")
+    return shard_bytes
 
+
+def _access_problems(root: Path, user: str, shards: list[str], problems: list[str]) -> None:
+    """The directory and the files the server reads, readable by the container's uid:gid."""
+    try:
+        uid, gid = (int(x) for x in user.split(":", 1))
+    except ValueError:
+        raise HostError(f"{root}: user {user!r} is not uid:gid") from None
+    if not _readable_by(uid, gid, root, want_exec=True):
+        problems.append(f"the directory is not readable by {user} (the container's user)")
+        return
+    names = ["config.json", "tokenizer_config.json", *shards]
+    unreadable = [n for n in names
+                  if (root / n).is_file() and not _readable_by(uid, gid, root / n)]
+    if unreadable:
+        problems.append(f"not readable by {user} (the container's user): "
+                        f"{', '.join(unreadable[:5])}")
+
+
+def check_checkpoint(root: Path, user: str | None) -> dict[str, Any]:
+    """The checkpoint's outputs, or HostError naming every problem at once."""
+    problems: list[str] = []
+    _config_and_tokenizer(root, problems)
+    shards, index_total = _shards(root, problems)
+    shard_bytes = _shard_problems(root, shards, index_total, problems)
     if user:
-        try:
-            uid, gid = (int(x) for x in user.split(":", 1))
-        except ValueError:
-            raise HostError(f"{root}: user {user!r} is not uid:gid") from None
-        if not _readable_by(uid, gid, root, want_exec=True):
-            problems.append(f"the directory is not readable by {user} (the container's user)")
-        else:
-            names = ["config.json", "tokenizer_config.json", *shards]
-            unreadable = [n for n in names
-                          if (root / n).is_file() and not _readable_by(uid, gid, root / n)]
-            if unreadable:
-                problems.append(f"not readable by {user} (the container's user): "
-                                f"{', '.join(unreadable[:5])}")
-
+        _access_problems(root, user, shards, problems)
     if problems:
         raise HostError(f"{root}: incomplete checkpoint: " + "; ".join(problems))
     files = sum(1 for p in root.rglob("*") if p.is_file())
