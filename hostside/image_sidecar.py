@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
@@ -64,40 +65,54 @@ class Recipe(NamedTuple):
 _CHMOD = re.compile(r"--chmod=([0-7]{3,4})")
 
 
+# Why a Dockerfile beyond FROM + COPY is refused.
+_REFUSE = "cannot be assembled without docker buildx: install buildx"
+
+
+def _copy_of(rest: str, name: str) -> Copy:
+    """`COPY [--chmod=MODE] SRC... DEST`; any other flag is refused."""
+    args = rest.split()
+    mode = None
+    while args and args[0].startswith("--"):
+        match = _CHMOD.fullmatch(args[0])
+        if not match:
+            raise PullError(f"{name}: 'COPY {args[0]}' {_REFUSE}")
+        mode = int(match.group(1), 8)
+        args = args[1:]
+    if len(args) < 2:
+        raise PullError(f"{name}: 'COPY {rest}' names no source")
+    return Copy(tuple(args[:-1]), args[-1], mode)
+
+
+def _instructions(text: str, name: str) -> Iterator[tuple[str, str]]:
+    """(instruction, the rest of its line) in order, comments and blank lines skipped."""
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if stripped.endswith("\\"):
+            raise PullError(f"{name}: line continuations {_REFUSE}")
+        op, rest = (stripped.split(None, 1) + [""])[:2]
+        yield op.upper(), rest
+
+
 def parse_dockerfile(text: str, name: str = "Dockerfile") -> Recipe:
     """A Dockerfile of only FROM (one, no flags) + COPY [--chmod=MODE] SRC... DEST: what
     `docker create` + `docker cp` + `docker commit` reproduce. Anything else (a future Harbor)
     is refused rather than guessed."""
     base = ""
     copies: list[Copy] = []
-    refuse = "cannot be assembled without docker buildx: install buildx"
-    for line in text.splitlines():
-        stripped = line.strip()
-        if not stripped or stripped.startswith("#"):
-            continue
-        if stripped.endswith("\\"):
-            raise PullError(f"{name}: line continuations {refuse}")
-        op, rest = (stripped.split(None, 1) + [""])[:2]
-        if op.upper() == "FROM":
+    for op, rest in _instructions(text, name):
+        if op == "FROM":
             if base or len(rest.split()) != 1 or rest.startswith("--"):
-                raise PullError(f"{name}: 'FROM {rest}' {refuse}")
+                raise PullError(f"{name}: 'FROM {rest}' {_REFUSE}")
             base = rest
-        elif op.upper() == "COPY":
+        elif op == "COPY":
             if not base:
                 raise PullError(f"{name}: COPY before FROM")
-            args = rest.split()
-            mode = None
-            while args and args[0].startswith("--"):
-                match = _CHMOD.fullmatch(args[0])
-                if not match:
-                    raise PullError(f"{name}: 'COPY {args[0]}' {refuse}")
-                mode = int(match.group(1), 8)
-                args = args[1:]
-            if len(args) < 2:
-                raise PullError(f"{name}: 'COPY {rest}' names no source")
-            copies.append(Copy(tuple(args[:-1]), args[-1], mode))
+            copies.append(_copy_of(rest, name))
         else:
-            raise PullError(f"{name}: instruction {op.upper()} {refuse}")
+            raise PullError(f"{name}: instruction {op} {_REFUSE}")
     if not base:
         raise PullError(f"{name} has no FROM")
     return Recipe(base, tuple(copies))
