@@ -6,6 +6,8 @@ files and Dockerfiles. A path is one rooted at a folder of the repository (`comp
 ssh.py`, `tests/env/`), a file at its root (`README.md`, `Pulumi.a100.yaml`), or a module in
 dotted form (`components.seam.step.render_step`: a module of it must exist). A placeholder
 (`<job>`, `{name}`, `$VAR`) is no path; a glob (`components/config*.py`) must match something.
+The provenance records of outside data (`SOURCE.md`, `PROVENANCE.md`) cite paths of other
+repositories, and are not read.
 A file that moves, or goes, fails this until the prose that names it says where it is now.
 
 Each rule is also shown finding the stale path it is for.
@@ -41,6 +43,8 @@ PLACEHOLDER = re.compile(r"[<>{}$\[\]]")
 # Files whose `#` lines are comments.
 HASH_COMMENTED = (".sh", ".yaml", ".yml", ".toml", ".env")
 HASH_COMMENTED_NAMES = {"Dockerfile", "sglang", "run", ".gitignore"}
+# Where outside data came from: their paths are the other repositories'.
+OUTSIDE_PROVENANCE = {"SOURCE.md", "PROVENANCE.md"}
 
 
 def repository_files() -> list[str]:
@@ -118,6 +122,7 @@ def test_every_path_the_prose_names_exists() -> None:
     files = repository_files()
     assert "README.md" in files and "audit/RULES.md" in files and "Makefile" in files
     found = [stale for path in files if Path(path).suffix not in (".png", ".safetensors")
+             and Path(path).name not in OUTSIDE_PROVENANCE
              for stale in stale_paths(ROOT, path, (ROOT / path).read_text(errors="replace"))]
     assert found == [], "\n".join(found)
 

@@ -3,7 +3,7 @@
 The published outputs this project could find (tests/gpu/fixtures/*/PROVENANCE.md) are `-q` texts;
 no published CSV asks the exact fields gpu_check asks. So the fixtures' CSV and `-L` files are
 this projection of their `-q` (field by field, as nvidia-smi's own help describes each CSV field),
-written by `python -m tests.gpu.projection DIR`. tests/gpu/test_fixtures.py holds every fixture
+written by `python -m tests.gpu.projection DIR`. tests/gpu/test_replay.py holds every fixture
 dir's files equal to the projection of its q.txt: once the H100 recordings are in (record_h100.sh
 records all four outputs on the same host), that test compares the projection with nvidia-smi's
 own CSV and proves (or corrects) it.
