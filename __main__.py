@@ -359,7 +359,8 @@ def export_outputs(cfg: StackConfig, harbor_host: Host, serving: ServingPlane, t
     pulumi.export(keys.IMAGE_DIGESTS, trials.image_digests)
     pulumi.export(keys.TRIALS_ENVIRONMENT, cfg.harbor.environment.kind)
     pulumi.export(keys.K8S_NAMESPACE, job.k8s_namespace)
-    pulumi.export(keys.REFERENCE_SCORE, cfg.harbor.reference_score)
+    reference = cfg.harbor.reference_score
+    pulumi.export(keys.REFERENCE_SCORE, reference.model_dump() if reference else None)
     pulumi.export(keys.RERUN_JOB_DIRS, rerun.job_dirs if rerun else [])
     pulumi.export(keys.RERUN_WAITING, rerun.waiting if rerun else "")
     pulumi.export(keys.PROVENANCE_PATH, provenance.path)

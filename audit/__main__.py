@@ -1,12 +1,18 @@
-"""`python -m audit`: audit a Harbor job dir (local, s3:// or from a stack), or archive one.
+"""`python -m audit`: audit a Harbor run (job dirs local, s3:// or from a stack), or archive one.
 
-    python -m audit JOB_DIR_OR_S3_URI [--rerun JOB_DIR_OR_S3_URI ...]
-                    [--adjudications FILE] [--reference-score 73.0] [--provenance FILE]
+    python -m audit JOB [JOB ...] [--rerun JOB ...]   # one submission: every JOB of one run,
+                    [--adjudications FILE]            # or a folder of job dirs
+                    [--reference-score 73.0 [--reference-plus-minus 2.1]
+                     [--reference-convention leaderboard] [--reference-tasks FILE]]
+                    [--convention leaderboard] [--provenance FILE]
                     [--dataset-tasks 89] [--official-dataset-commit SHA]
                     [--format table|json|markdown|html] [--out PATH]
-    python -m audit --stack NAME [same options]   # main job, reruns and provenance from it
+    python -m audit --stack NAME [same options]   # main job, reruns, reference, provenance
     python -m audit archive JOB_DIR s3://bucket/prefix [--adjudications FILE]
                     [--reference-score 73.0] [--provenance FILE]
+
+Every score printed names its convention (audit/score/conventions.py); the headline is the
+Terminal-Bench board's (`leaderboard`) unless --convention names another.
 
 Exit status: 0 when the report was written, 2 when an input is unusable (one line on stderr
 naming what to fix), 3 with --strict when the report was written but its raw score cannot be
@@ -21,16 +27,21 @@ import logging
 import os
 import shutil
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from audit.judge.rules import RULES_FILE, load_rules
 from audit.output.render import FORMATS, render
-from audit.output.report import Report, build_report
+from audit.pipeline import build_report
 from audit.read import provenance as prov
 from audit.read.layout import JobLayout, NotAJobError
 from audit.read.s3 import is_s3_uri, make_s3_client, parse_s3_uri
 from audit.score import adjudications as adj
+from audit.score import conventions as conv
+from audit.score import reference as ref
 from audit.score.merge import merge_reports
+from audit.score.report import Report
+from contracts import harbor_profiles as hp
 
 log = logging.getLogger("audit")
 NOT_QUOTABLE = 3
@@ -42,7 +53,17 @@ class UsageError(Exception):
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--adjudications", type=Path, help="YAML list of {task, decision, reason}")
-    p.add_argument("--reference-score", type=float, help="published score to compare with")
+    p.add_argument("--reference-score", type=float,
+                   help="the published score to compare with, in percent")
+    p.add_argument("--reference-plus-minus", type=float, metavar="POINTS",
+                   help="the published score's ± (the board's: 1.96 x its stderr)")
+    p.add_argument("--reference-convention", choices=conv.names(), default=None,
+                   help="the convention it was published in (default: leaderboard)")
+    p.add_argument("--reference-tasks", type=Path, metavar="FILE",
+                   help="the published per-task table (JSON or YAML: task -> p̂ in 0..1): "
+                   "names the tasks behind the difference")
+    p.add_argument("--convention", choices=conv.names(), default=hp.LEADERBOARD,
+                   help="the headline convention (default: the board's, leaderboard)")
     p.add_argument("--rules", type=Path, default=RULES_FILE, help="signature rules file")
     p.add_argument(
         "--provenance",
@@ -59,9 +80,10 @@ def _audit_parser() -> argparse.ArgumentParser:
         description="Turn a raw Harbor job dir into an explained score. "
         "`python -m audit archive --help` for archiving to S3.",
     )
-    src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("job", nargs="?", help="job dir (<jobs_dir>/<job_name>) or s3://bucket/prefix")
-    src.add_argument("--stack", help="read the job dir from this Pulumi stack's outputs")
+    p.add_argument("jobs", nargs="*", metavar="JOB",
+                   help="job dir (<jobs_dir>/<job_name>) or s3://bucket/prefix; several (or a "
+                   "folder of job dirs) are one submission, pooled as the board pools them")
+    p.add_argument("--stack", help="read the job dir from this Pulumi stack's outputs")
     p.add_argument("--project", type=Path, default=Path("."),
                    help="with --stack: the Pulumi project's directory (default: the current one)")
     p.add_argument(
@@ -121,10 +143,31 @@ def _archive_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _layout(job: str, endpoint: str | None) -> JobLayout:
+def _layouts(job: str, endpoint: str | None) -> list[JobLayout]:
+    """The job dir `job`, or each job dir directly inside the folder `job`."""
     if is_s3_uri(job):
-        return JobLayout.s3(make_s3_client(endpoint), parse_s3_uri(job))
-    return JobLayout.local(Path(job))
+        return [JobLayout.s3(make_s3_client(endpoint), parse_s3_uri(job))]
+    layout = JobLayout.local(Path(job))
+    try:
+        layout.check_is_job()
+    except NotAJobError:
+        inside = _jobs_in(Path(job))
+        if not inside:
+            raise
+        return inside
+    return [layout]
+
+
+def _jobs_in(folder: Path) -> list[JobLayout]:
+    found = []
+    for sub in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        layout = JobLayout.local(sub)
+        try:
+            layout.check_is_job()
+        except NotAJobError:
+            continue
+        found.append(layout)
+    return found
 
 
 def _inputs(args: argparse.Namespace):
@@ -136,30 +179,50 @@ def _inputs(args: argparse.Namespace):
     return adjudications, rules
 
 
+def _reference(args: argparse.Namespace, stack: dict | None) -> ref.PublishedScore | None:
+    """The published score: the flags', else the stack's (its ± and convention unless the
+    flags give them)."""
+    given = args.reference_score is not None
+    base = {"score": args.reference_score} if given else dict(stack or {"score": None})
+    try:
+        return ref.published(
+            base["score"],
+            plus_minus=args.reference_plus_minus if args.reference_plus_minus is not None
+            else base.get("plus_minus"),
+            convention=args.reference_convention or base.get("convention"),
+            tasks=ref.load_tasks(args.reference_tasks) if args.reference_tasks else None,
+            source="--reference-score" if given else "the stack's reference_score" if stack
+            else "")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 def _report(
     args,
-    job: str,
-    reference: float | None,
+    jobs: list[str],
+    reference: ref.PublishedScore | None,
     provenance: dict | None = None,
     role: str | None = None,
     adjudicate: bool = True,
 ) -> Report:
-    """Audit one job. `role` ("--rerun") prefixes errors so the user knows which input."""
+    """Audit one submission (one job, or several of one run). `role` ("--rerun") prefixes errors
+    so the user knows which input."""
     adjudications, rules = _inputs(args)
     try:
-        layout = _layout(job, args.s3_endpoint_url)
+        layouts = [one for job in jobs for one in _layouts(job, args.s3_endpoint_url)]
         return build_report(
-            layout,
+            layouts,
             adjudications=adjudications if adjudicate else [],
             reference_score=reference,
             rules=rules,
-            workers=16 if is_s3_uri(job) else 1,
+            workers=16 if any(is_s3_uri(job) for job in jobs) else 1,
             dataset_tasks=getattr(args, "dataset_tasks", None),
             official_dataset_commit=getattr(args, "official_dataset_commit", None),
             provenance=provenance,
+            convention=args.convention,
         )
     except (NotAJobError, ValueError) as exc:
-        raise UsageError(f"{role} {job}: {exc}" if role else str(exc)) from exc
+        raise UsageError(f"{role} {' '.join(jobs)}: {exc}" if role else str(exc)) from exc
 
 
 def _identity(job: str) -> str:
@@ -178,23 +241,27 @@ def _provenance(args, stack_path: str | None, job: str) -> tuple[dict | None, li
         except prov.ProvenanceError as exc:
             raise UsageError(f"--provenance: {exc}") from exc
     if stack_path:
-        if not Path(stack_path).is_file():
-            return None, [
-                f"the stack's provenance manifest {stack_path} is not readable here: copy it "
-                "and pass --provenance FILE to show it in the report"
-            ]
-        try:
-            return prov.load(Path(stack_path)), []
-        except prov.ProvenanceError as exc:
-            return None, [str(exc)]
+        return _stack_provenance(stack_path)
     try:
-        text = _layout(job, args.s3_endpoint_url).read_text(prov.ARCHIVED)
+        text = _layouts(job, args.s3_endpoint_url)[0].read_text(prov.ARCHIVED)
     except (NotAJobError, ValueError, OSError):
         return None, []  # the job's own errors are reported by the audit itself
     if text is None:
         return None, []
     try:
         return prov.parse(text, f"{job.rstrip('/')}/{prov.ARCHIVED}"), []
+    except prov.ProvenanceError as exc:
+        return None, [str(exc)]
+
+
+def _stack_provenance(path: str) -> tuple[dict | None, list[str]]:
+    if not Path(path).is_file():
+        return None, [
+            f"the stack's provenance manifest {path} is not readable here: copy it "
+            "and pass --provenance FILE to show it in the report"
+        ]
+    try:
+        return prov.load(Path(path)), []
     except prov.ProvenanceError as exc:
         return None, [str(exc)]
 
@@ -222,65 +289,90 @@ def _readable(job: str, what: str, stack: str, host: str | None) -> None:
         )
 
 
-def run_audit(argv: list[str]) -> int:
-    args = _audit_parser().parse_args(argv)
-    _logging(args.verbose)
-    job, reference = args.job, args.reference_score
-    reruns: list[tuple[str, str]] = [(r, "--rerun") for r in args.rerun]
-    stack_provenance = None
-    if args.stack:
-        from audit.read.stack import StackError, job_from_outputs, read_stack_outputs
+@dataclass
+class _Run:
+    """What one audit reads: the submission's job dirs, its reruns (dir, role), the published
+    score, and the provenance manifest the stack names."""
 
-        try:
-            found = job_from_outputs(read_stack_outputs(args.stack, args.project), args.stack)
-        except StackError as exc:
-            raise UsageError(str(exc)) from exc
-        if reference is None:
-            reference = found.reference_score
-        job = _here(found, found.job_dir)
-        rerun_dirs = [_here(found, r) for r in found.rerun_job_dirs]
-        _readable(job, "job dir", args.stack, found.harbor_host)
-        for rerun in rerun_dirs:
-            _readable(rerun, "rerun job dir", args.stack, found.harbor_host)
-        reruns = [(r, "stack rerun job") for r in rerun_dirs] + reruns
-        if found.rerun_waiting:
-            log.warning("stack %s has no rerun job yet: %s", args.stack, found.rerun_waiting)
-        stack_provenance = found.provenance_path and _here(found, found.provenance_path)
-    seen = {_identity(job): "the main job"}
-    for rerun, role in reruns:
-        ident = _identity(rerun)
+    jobs: list[str]
+    reruns: list[tuple[str, str]]
+    reference: ref.PublishedScore | None
+    stack_provenance: str | None = None
+
+
+def _from_stack(args: argparse.Namespace) -> _Run:
+    from audit.read.stack import StackError, job_from_outputs, read_stack_outputs
+
+    try:
+        found = job_from_outputs(read_stack_outputs(args.stack, args.project), args.stack)
+    except StackError as exc:
+        raise UsageError(str(exc)) from exc
+    job = _here(found, found.job_dir)
+    rerun_dirs = [_here(found, r) for r in found.rerun_job_dirs]
+    _readable(job, "job dir", args.stack, found.harbor_host)
+    for rerun in rerun_dirs:
+        _readable(rerun, "rerun job dir", args.stack, found.harbor_host)
+    if found.rerun_waiting:
+        log.warning("stack %s has no rerun job yet: %s", args.stack, found.rerun_waiting)
+    return _Run(
+        jobs=[job],
+        reruns=[(r, "stack rerun job") for r in rerun_dirs] + [(r, "--rerun") for r in args.rerun],
+        reference=_reference(args, found.reference),
+        stack_provenance=found.provenance_path and _here(found, found.provenance_path),
+    )
+
+
+def _run_of(args: argparse.Namespace) -> _Run:
+    if bool(args.jobs) == bool(args.stack):
+        raise UsageError("give the job dirs to audit, or --stack NAME (not both)")
+    run = _from_stack(args) if args.stack else _Run(
+        jobs=list(args.jobs), reruns=[(r, "--rerun") for r in args.rerun],
+        reference=_reference(args, None))
+    seen: dict[str, str] = {}
+    for job, role in [(j, "the main job") for j in run.jobs] + run.reruns:
+        ident = _identity(job)
         if ident in seen:
             raise UsageError(
-                f"{role} {rerun} is {seen[ident]} again: give each job once (a rerun is a "
+                f"{role} {job} is {seen[ident]} again: give each job once (a rerun is a "
                 "different job dir than the main job)"
             )
-        seen[ident] = f"{role} {rerun}"
+        seen[ident] = role if role == "the main job" else f"{role} {job}"
+    return run
 
-    provenance, provenance_problems = _provenance(args, stack_provenance, job)
-    report = _report(args, job, reference, provenance)
-    report.problems.extend(provenance_problems)
-    if reruns:
-        rerun_reports = [
-            _report(args, rerun, None, role=role, adjudicate=False) for rerun, role in reruns
-        ]
-        report.merge = merge_reports(report, rerun_reports, reference)
 
+def _write(args: argparse.Namespace, report: Report, provenance: dict | None) -> None:
     to_terminal = args.out is None and sys.stdout.isatty()
     width = shutil.get_terminal_size((120, 40)).columns if to_terminal else None
     text = render(report, args.format, width=width, color=to_terminal)
-    if args.out:
-        try:
-            args.out.parent.mkdir(parents=True, exist_ok=True)
-            args.out.write_text(text)
-            if provenance is not None:
-                beside = args.out.parent / prov.FILE_NAME
-                beside.write_text(prov.dumps(provenance))
-                log.info("wrote the provenance manifest to %s", beside)
-        except OSError as exc:
-            raise UsageError(f"cannot write --out {args.out}: {exc.strerror}") from exc
-        log.info("wrote %s report to %s", args.format, args.out)
-    else:
+    if not args.out:
         sys.stdout.write(text)
+        return
+    try:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
+        if provenance is not None:
+            beside = args.out.parent / prov.FILE_NAME
+            beside.write_text(prov.dumps(provenance))
+            log.info("wrote the provenance manifest to %s", beside)
+    except OSError as exc:
+        raise UsageError(f"cannot write --out {args.out}: {exc.strerror}") from exc
+    log.info("wrote %s report to %s", args.format, args.out)
+
+
+def run_audit(argv: list[str]) -> int:
+    args = _audit_parser().parse_args(argv)
+    _logging(args.verbose)
+    run = _run_of(args)
+    provenance, provenance_problems = _provenance(args, run.stack_provenance, run.jobs[0])
+    report = _report(args, run.jobs, run.reference, provenance)
+    report.problems.extend(provenance_problems)
+    if run.reruns:
+        rerun_reports = [
+            _report(args, [rerun], None, role=role, adjudicate=False) for rerun, role in run.reruns
+        ]
+        report.merge = merge_reports(report, rerun_reports, run.reference,
+                                     headline=args.convention, dataset_tasks=args.dataset_tasks)
+    _write(args, report, provenance)
     if args.strict and report.quotable is not None and not report.quotable.quotable:
         print(f"audit: raw score not quotable: {report.quotable.verdict}", file=sys.stderr)
         return NOT_QUOTABLE
@@ -297,7 +389,7 @@ def run_archive(argv: list[str]) -> int:
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
     provenance, problems = _provenance(args, None, str(args.job))
-    report = _report(args, str(args.job), args.reference_score, provenance)
+    report = _report(args, [str(args.job)], _reference(args, None), provenance)
     report.problems.extend(problems)
     reports = {
         "report.json": render(report, "json").encode(),

@@ -31,7 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from audit.output.render import render  # noqa: E402
-from audit.output.report import build_report  # noqa: E402
+from audit.pipeline import build_report  # noqa: E402
 from audit.read.layout import JobLayout  # noqa: E402
 from tests.audit.audit_jobgen import (  # noqa: E402
     PYTEST_FAIL,

@@ -51,14 +51,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-# The two score conventions, as every report labels them.
-ALL_TRIALS = "all-trials"
-VALID_REWARDS = "valid-rewards"
-CONVENTIONS = {
-    ALL_TRIALS: "the leaderboard's: every trial counts, a trial without a reward as 0",
-    VALID_REWARDS: "valid rewards only: trials whose reward is not valid (infra, API, verifier "
-                   "errors, cancellations) are left out",
-}
+# The score conventions by name (the name every printed number carries). What each counts and
+# how it aggregates is the audit's registry (audit/score/conventions.py), the one place a score
+# is computed; a profile names the convention of Harbor's own job mean here, so that the stack
+# config, the progress command and the audit agree on the names.
+LEADERBOARD = "leaderboard"  # the Terminal-Bench board's SQL, get_agent_scores_v4 as of 2026-05-28
+LEADERBOARD_BEFORE_2026_05_28 = "leaderboard-before-2026-05-28"  # without NonZeroAgentExitCodeError
+HARBOR_0_21 = "harbor-0.21"  # Harbor 0.21's job mean: every trial, a missing reward as 0
+HARBOR_0_26 = "harbor-0.26"  # Harbor 0.26's job mean: valid rewards only
 
 # The environment variable the agent's key is in (the launch sets it; 0.26.0 is told its name
 # with --api-key-name).
@@ -73,73 +73,6 @@ API_FORMAT = "openai_chat_completions"
 VERIFIER_TIMEOUT_S = 600.0
 BUILD_TIMEOUT_S = 600.0
 AGENT_SETUP_TIMEOUT_S = 360.0
-
-
-@dataclass(frozen=True)
-class HarborProfile:
-    version: str
-    wheel_sha256: str
-    # How the job's own result.json (its `metrics` mean and `pass_at_k`) scores.
-    score_convention: str
-    # Trial result.json carries `reward_valid` and `exception_info.policy`.
-    carries_policy: bool
-    # The endpoint given with --base-url/--api-key-name/--api-format, not the kwarg api_base.
-    endpoint_flags: bool
-    # `harbor run --dry-run` exists.
-    dry_run: bool
-    # `--print-config` (and config.json) leave out the fields at their default.
-    print_config_excludes_defaults: bool
-    # The top-level config fields Harbor ignores when it compares a job dir's config.json
-    # with the config of a run that would resume it.
-    resume_ignored: frozenset
-    # `harbor ... ` arguments that resume a job dir (its path follows).
-    resume_args: tuple
-    # Harbor's environment types that run GPU tasks.
-    gpu_environments: frozenset
-    # The egress-control sidecar's tag on a linux/amd64 engine.
-    sidecar_image: str
-
-
-PROFILES: Mapping[str, HarborProfile] = MappingProxyType({
-    profile.version: profile for profile in (
-        HarborProfile(
-            version="0.21.0",
-            wheel_sha256="c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21",
-            score_convention=ALL_TRIALS,
-            carries_policy=False,
-            endpoint_flags=False,
-            dry_run=False,
-            print_config_excludes_defaults=True,
-            resume_ignored=frozenset({"job_name", "debug"}),
-            resume_args=("job", "resume", "-p"),
-            gpu_environments=frozenset(),
-            sidecar_image="harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6",
-        ),
-        HarborProfile(
-            version="0.26.0",
-            wheel_sha256="b7c752c5b51ae2ee1fc2ea30621493c7dc0b5a3d0157295bed4552115027baee",
-            score_convention=VALID_REWARDS,
-            carries_policy=True,
-            endpoint_flags=True,
-            dry_run=True,
-            print_config_excludes_defaults=False,
-            resume_ignored=frozenset({"job_name", "jobs_dir"}),
-            resume_args=("job", "resume", "-p"),
-            gpu_environments=frozenset({"docker"}),
-            sidecar_image="harbor-prebuilt:harbor-docker-egress-control-sidecar--9af3dc172792cee8",
-        ),
-    )
-})
-KNOWN_VERSIONS = tuple(PROFILES)
-
-
-def profile(version: str) -> HarborProfile:
-    """The profile of `version`; a KeyError naming the known versions for any other."""
-    try:
-        return PROFILES[version]
-    except KeyError:
-        raise KeyError(f"no Harbor profile for {version!r}; known: "
-                       f"{', '.join(KNOWN_VERSIONS)}") from None
 
 
 # --- Harbor 0.26.0's error-policy table (harbor/models/trial/error_policy.py, verbatim) --------
@@ -190,6 +123,84 @@ _GROUPS_0_26 = {
 }
 ERROR_POLICY_0_26: Mapping[str, ErrorPolicy] = MappingProxyType(
     {name: policy for policy, names in _GROUPS_0_26.items() for name in names})
+
+
+
+@dataclass(frozen=True)
+class HarborProfile:
+    version: str
+    wheel_sha256: str
+    # The convention of the job's own result.json (its `metrics` mean and `pass_at_k`): a name
+    # of CONVENTIONS, registered in audit/score/conventions.py.
+    score_convention: str
+    # The error-policy table its trials' exceptions are judged by (None: the version has none,
+    # 0.21.0 retries a fixed list and counts every trial).
+    error_policy: Mapping[str, ErrorPolicy] | None
+    # Trial result.json carries `reward_valid` and `exception_info.policy`.
+    carries_policy: bool
+    # The endpoint given with --base-url/--api-key-name/--api-format, not the kwarg api_base.
+    endpoint_flags: bool
+    # `harbor run --dry-run` exists.
+    dry_run: bool
+    # `--print-config` (and config.json) leave out the fields at their default.
+    print_config_excludes_defaults: bool
+    # The top-level config fields Harbor ignores when it compares a job dir's config.json
+    # with the config of a run that would resume it.
+    resume_ignored: frozenset
+    # `harbor ... ` arguments that resume a job dir (its path follows).
+    resume_args: tuple
+    # Harbor's environment types that run GPU tasks.
+    gpu_environments: frozenset
+    # The egress-control sidecar's tag on a linux/amd64 engine.
+    sidecar_image: str
+
+
+PROFILES: Mapping[str, HarborProfile] = MappingProxyType({
+    profile.version: profile for profile in (
+        HarborProfile(
+            version="0.21.0",
+            wheel_sha256="c77d779a03f1a9e8ecb3c449e17f39a9728b82238832f1fd28632eb9426c0a21",
+            score_convention=HARBOR_0_21,
+            error_policy=None,
+            carries_policy=False,
+            endpoint_flags=False,
+            dry_run=False,
+            print_config_excludes_defaults=True,
+            resume_ignored=frozenset({"job_name", "debug"}),
+            resume_args=("job", "resume", "-p"),
+            gpu_environments=frozenset(),
+            sidecar_image="harbor-prebuilt:harbor-docker-egress-control-sidecar--b1e6760734a9e6f6",
+        ),
+        HarborProfile(
+            version="0.26.0",
+            wheel_sha256="b7c752c5b51ae2ee1fc2ea30621493c7dc0b5a3d0157295bed4552115027baee",
+            score_convention=HARBOR_0_26,
+            error_policy=ERROR_POLICY_0_26,
+            carries_policy=True,
+            endpoint_flags=True,
+            dry_run=True,
+            print_config_excludes_defaults=False,
+            resume_ignored=frozenset({"job_name", "jobs_dir"}),
+            resume_args=("job", "resume", "-p"),
+            gpu_environments=frozenset({"docker"}),
+            sidecar_image="harbor-prebuilt:harbor-docker-egress-control-sidecar--9af3dc172792cee8",
+        ),
+    )
+})
+KNOWN_VERSIONS = tuple(PROFILES)
+# Every convention a score may be published or computed in: the board's, and each profile's.
+CONVENTIONS = tuple(dict.fromkeys(
+    (LEADERBOARD, LEADERBOARD_BEFORE_2026_05_28,
+     *(p.score_convention for p in PROFILES.values()))))
+
+
+def profile(version: str) -> HarborProfile:
+    """The profile of `version`; a KeyError naming the known versions for any other."""
+    try:
+        return PROFILES[version]
+    except KeyError:
+        raise KeyError(f"no Harbor profile for {version!r}; known: "
+                       f"{', '.join(KNOWN_VERSIONS)}") from None
 
 
 def policy_0_26(exception_type: str, override: Mapping[str, Any] | None = None) -> ErrorPolicy:

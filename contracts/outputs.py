@@ -17,6 +17,8 @@ PROXY_URL = "proxy_url"
 IMAGES_READY = "images_ready"
 IMAGE_DIGESTS = "image_digests"
 DATASET_PATH = "dataset_path"
+# The published score to compare with: {"score", "plus_minus", "convention"} (a bare number
+# from a stack deployed before conventions: the board's).
 REFERENCE_SCORE = "reference_score"
 # Reruns of the main job's tasks (harbor.reruns): the rerun jobs' dirs, oldest first ([] until
 # one has been launched), and why none runs yet ("" once launched, or when none is declared).

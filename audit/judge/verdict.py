@@ -31,7 +31,7 @@ CATEGORIES = (
     "cancelled",
     "insufficient_evidence",
 )
-# The verdicts that list a trial for rerun (audit/output/report.py `rerun`).
+# The verdicts that list a trial for rerun (audit/score/submission.py RERUN).
 RERUN_CATEGORIES = ("infra", "cancelled")
 
 PASS_REWARD = 1.0

@@ -1,3 +1,3 @@
-"""Output: the report of a job (audit/output/report.py builds it from the three rooms below it),
-its renderings (table, JSON, Markdown, HTML) and the archive to S3.
+"""Output: the report model's renderings (table, JSON, Markdown, HTML) and the archive to S3.
+The report itself is computed by audit/pipeline.py; nothing here computes a score.
 """

@@ -56,9 +56,16 @@ class AgentResult(_Tolerant):
         return {k: value[k] for k in ("n_episodes", "api_request_times_msec") if k in value}
 
 
+class ModelInfo(_Tolerant):
+    name: str | None = None
+    provider: str | None = None
+
+
 class AgentInfo(_Tolerant):
     name: str | None = None
     version: str | None = None
+    # The model the agent ran (the board's row is per agent version and model).
+    model_info: ModelInfo | None = None
 
 
 class Span(_Tolerant):

@@ -22,7 +22,8 @@ class StackError(ValueError):
 @dataclass(frozen=True)
 class StackJob:
     job_dir: str
-    reference_score: float | None
+    # {"score", "plus_minus", "convention"}; None when the stack gives none.
+    reference: dict | None
     harbor_host: str | None
     rerun_job_dirs: list[str] = field(default_factory=list)  # oldest first
     provenance_path: str | None = None
@@ -67,6 +68,20 @@ def read_stack_outputs(stack: str, project: Path = Path("."), timeout: float = 1
     return data
 
 
+def _reference(ref: object) -> dict | None:
+    """The published score: an object with its convention, or a bare number (a stack deployed
+    before conventions: the board's)."""
+    if ref in (None, ""):
+        return None
+    if isinstance(ref, dict) and isinstance(ref.get("score"), int | float):
+        return {"score": float(ref["score"]), "plus_minus": ref.get("plus_minus"),
+                "convention": ref.get("convention")}
+    try:
+        return {"score": float(ref), "plus_minus": None, "convention": None}  # type: ignore[arg-type]
+    except (TypeError, ValueError) as exc:
+        raise StackError(f"stack output {K.REFERENCE_SCORE!r} is not a score: {ref!r}") from exc
+
+
 def job_from_outputs(outputs: dict, stack: str) -> StackJob:
     job_dir = outputs.get(K.JOB_DIR)
     if not job_dir:
@@ -77,11 +92,7 @@ def job_from_outputs(outputs: dict, stack: str) -> StackJob:
                 f"{K.JOB_NAME!r}: has the HarborJob been deployed (`pulumi up`)?"
             )
         job_dir = f"{str(jobs_dir).rstrip('/')}/{job_name}"
-    ref = outputs.get(K.REFERENCE_SCORE)
-    try:
-        reference = float(ref) if ref not in (None, "") else None
-    except (TypeError, ValueError) as exc:
-        raise StackError(f"stack output {K.REFERENCE_SCORE!r} is not a number: {ref!r}") from exc
+    reference = _reference(outputs.get(K.REFERENCE_SCORE))
     host = outputs.get(K.HARBOR_HOST)
     reruns = outputs.get(K.RERUN_JOB_DIRS)
     if reruns is None:

@@ -70,3 +70,55 @@ def load_adjudications(path: Path) -> list[Adjudication]:
     except OSError as exc:
         raise ValueError(f"cannot read adjudications file {path}: {exc.strerror}") from exc
     return parse_adjudications(text, str(path))
+
+
+class AdjudicationOut(BaseModel):
+    """An adjudication as the report shows it: the trials it decided and what they did."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    decision: str
+    reason: str
+    trials: list[str]
+    raw_outcome: list[str]
+
+
+COUNTED_AS = {"pass": "pass", "fail": "fail", "exclude": "excluded"}
+
+
+def apply(rows: list, adjudications: list[Adjudication], where: str) -> None:
+    """Set each adjudicated row's decision; a task no row matches is an error naming it."""
+    by_name: dict[str, list] = {}
+    for r in rows:
+        by_name.setdefault(r.task, []).append(r)
+        if r.task_name and r.task_name != r.task:
+            by_name.setdefault(r.task_name, []).append(r)
+    for adj in adjudications:
+        targets = by_name.get(adj.task)
+        if not targets:
+            sample = ", ".join(sorted({r.task for r in rows})[:5])
+            raise ValueError(
+                f"adjudication for task {adj.task!r} matches no trial in {where} "
+                f"(task names here look like: {sample}); fix the task name in the "
+                "adjudications file"
+            )
+        for r in targets:
+            r.adjudication = {"decision": adj.decision, "reason": adj.reason}
+            r.counted_as = COUNTED_AS[adj.decision]
+
+
+def _outcome(reward: float | None) -> str:
+    if reward is None:
+        return "no reward"
+    return "pass" if reward >= 1.0 else f"reward {reward:g}"
+
+
+def summary(rows: list, adjudications: list[Adjudication]) -> list[AdjudicationOut]:
+    out = []
+    for adj in adjudications:
+        hit = [r for r in rows if adj.task in (r.task, r.task_name)]
+        out.append(AdjudicationOut(task=adj.task, decision=adj.decision, reason=adj.reason,
+                                   trials=[r.trial for r in hit],
+                                   raw_outcome=[_outcome(r.reward) for r in hit]))
+    return out

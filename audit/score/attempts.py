@@ -1,10 +1,11 @@
-"""Attempts per task and pass@k (the unbiased estimator of Chen et al., 2021).
+"""Attempts per task (what the leaderboard conformance reads), and the pass@k estimator (the
+unbiased one of Chen et al., 2021) each score convention applies to its counted trials
+(audit/score/conventions.py).
 
 For a task with n attempts of which c passed, pass@k = 1 - C(n-c, k) / C(n, k): the chance
-that at least one of k attempts drawn without replacement passes. The job's pass@k is the mean
-over tasks. It is given for k = 1 .. n_min (the fewest attempts of any task), where it is
-defined for every task; pass@1 is the mean of c/n. Outcomes are raw (reward 1 = passed):
-adjudications settle the adjusted score, not what the model did on each attempt.
+that at least one of k attempts drawn without replacement passes. A score's pass@k is the mean
+over tasks, for k = 1 .. n_min (the fewest attempts of any task), where it is defined for every
+task; pass@1 is the mean of c/n.
 """
 
 from __future__ import annotations
@@ -25,8 +26,6 @@ class Attempts(Out):
     n_min: int | None = None
     n_max: int | None = None
     n_attempts_config: int | None = None  # the job config's n_attempts, when it says
-    # {"k": percent}, k = 1 .. n_min; empty when no task has an attempt.
-    pass_at_k: dict[str, float] = {}
     note: str = ""
 
 
@@ -49,18 +48,10 @@ def attempts_of(
     if not per_task:
         return Attempts(n_attempts_config=n_attempts_config, note=note)
     counts = [n for n, _ in per_task.values()]
-    n_min = min(counts)
-    at_k = {
-        str(k): round(
-            float(100 * sum(pass_at_k(n, c, k) for n, c in per_task.values()) / len(per_task)), 2
-        )
-        for k in range(1, n_min + 1)
-    }
     return Attempts(
         per_task={t: TaskAttempts(attempts=n, passed=c) for t, (n, c) in sorted(per_task.items())},
-        n_min=n_min,
+        n_min=min(counts),
         n_max=max(counts),
         n_attempts_config=n_attempts_config,
-        pass_at_k=at_k,
         note=note,
     )

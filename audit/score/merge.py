@@ -1,6 +1,6 @@
 """One score across a main job and its reruns, by a stated rule (MERGE_RULE).
 
-Each job is audited on its own (audit/output/report.py); this module only lines up each task's
+Each job is audited on its own (audit/pipeline.py); this module only lines up each task's
 attempts and decides which one counts. A rerun exists to replace what the infrastructure
 broke, so it may only supersede infra and cancelled attempts: letting it replace a graded
 failure would turn a rerun into a second chance for the model and inflate the score.
@@ -13,12 +13,17 @@ cancelled), at most one slot each. A rerun attempt that finds no open slot is sh
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from audit.judge.classify import PASS_REWARD
 from audit.read import layout as L
+from audit.score import submission
+from audit.score.adjudications import COUNTED_AS
 from audit.score.attempts import Attempts, attempts_of
+from audit.score.conventions import ConventionResult, ConventionScore, pick
+from audit.score.reference import PublishedScore, ReferenceResult, compare
 from audit.score.rows import ScoredJob, TrialRow
-from audit.score.scores import AdjustedScore, Out, Score, minus_reference
+from audit.score.scores import Out
+from contracts import harbor_profiles as hp
 
 MERGE_RULE = (
     "A task's attempts are the main job's trials (by start time), then each rerun job's, in "
@@ -30,9 +35,11 @@ MERGE_RULE = (
     "each is a slot, and a rerun attempt replaces at most one superseded slot of its task, in "
     "order; a rerun attempt with nothing left to supersede is shown as unused. A rerun's "
     "trials of a task the main job does not have are ignored. Adjudications apply to the "
-    "merged outcome as to a single job."
+    "merged outcome as to a single job. The merged scores are every convention over each "
+    "slot's counted attempt (its last attempt when none is counted), raw and adjusted."
 )
 SUPERSEDED = ("infra", "cancelled")
+PASS_REWARD = 1.0
 
 
 class MergedAttempt(Out):
@@ -72,37 +79,39 @@ class MergedJob(Out):
     name: str
     location: str
     n_trials: int
-    raw: Score
-
-
-class MergedReference(Out):
-    score: float | None
-    difference: float | None  # merged adjusted - reference
-    inside_adjusted_ci: bool | None
+    raw: ConventionScore | None  # the job alone, in the headline convention
 
 
 class Merge(Out):
     rule: str = MERGE_RULE
     jobs: list[MergedJob]
     tasks: list[MergedTask]
-    original_raw: Score  # the main job alone (the report's top-level raw and adjusted)
-    original_adjusted: AdjustedScore
-    raw: Score
-    adjusted: AdjustedScore
-    reference: MergedReference
+    # Every convention over the merged slots, raw and adjusted (keyed by the convention's name).
+    scores: dict[str, ConventionResult]
+    reference: ReferenceResult = ReferenceResult()
     rerun: list[str]  # tasks still infra/cancelled after the merge
     rerun_args: list[str]
     attempts: Attempts
     superseded: int  # main attempts a rerun replaced
     problems: list[str]
 
+    def score(self, name: str = hp.LEADERBOARD, which: str = "raw", row: int = 0
+              ) -> ConventionScore:
+        return pick(self.scores, name, which, row)
+
+
+@dataclass
+class _Attempt:
+    out: MergedAttempt
+    row: TrialRow
+
 
 def _key(row: TrialRow) -> tuple[str, str]:
     return (row.started_at or "\uffff", row.trial)
 
 
-def _attempt(job: str, row: TrialRow) -> MergedAttempt:
-    return MergedAttempt(
+def _attempt(job: str, row: TrialRow) -> _Attempt:
+    return _Attempt(MergedAttempt(
         job=job,
         trial=row.trial,
         category=row.category,
@@ -113,7 +122,7 @@ def _attempt(job: str, row: TrialRow) -> MergedAttempt:
         started_at=row.started_at,
         slot=None,
         status="unused",
-    )
+    ), row)
 
 
 def _task_resolver(main: ScoredJob):
@@ -136,25 +145,28 @@ def _task_resolver(main: ScoredJob):
     return resolve
 
 
-def merge_reports(
-    main: ScoredJob, reruns: Sequence[ScoredJob], reference_score: float | None = None
-) -> Merge:
-    """Merge `main` with `reruns` (each audited on its own, in the order they ran)."""
-    problems: list[str] = []
-    resolve = _task_resolver(main)
-    attempts: dict[str, list[MergedAttempt]] = {}
-    slots: dict[str, list[list[MergedAttempt]]] = {}
-    for row in sorted(main.trials, key=_key):
-        a = _attempt(main.job.name, row)
-        attempts.setdefault(row.task, []).append(a)
-        slots.setdefault(row.task, []).append([a])
-        a.slot = len(slots[row.task])
+@dataclass
+class _Chains:
+    """Each task's attempts in merge order, and its slots: one chain of attempts per main
+    attempt, the first not superseded counting."""
 
-    superseded = 0
-    for rerun in reruns:
+    attempts: dict[str, list[_Attempt]]
+    slots: dict[str, list[list[_Attempt]]]
+    superseded: int = 0
+
+    @classmethod
+    def of_main(cls, main: ScoredJob) -> _Chains:
+        chains = cls({}, {})
+        for row in sorted(main.trials, key=_key):
+            a = _attempt(main.job.name, row)
+            chains.attempts.setdefault(row.task, []).append(a)
+            chains.slots.setdefault(row.task, []).append([a])
+            a.out.slot = len(chains.slots[row.task])
+        return chains
+
+    def add_rerun(self, rerun: ScoredJob, resolve, problems: list[str]) -> None:
         name = rerun.job.name
-        for p in rerun.problems:
-            problems.append(f"rerun job {name}: {p}")
+        problems.extend(f"rerun job {name}: {p}" for p in rerun.problems)
         for row in sorted(rerun.trials, key=_key):
             task = resolve(row)
             if task is None:
@@ -163,101 +175,87 @@ def merge_reports(
                 )
                 continue
             a = _attempt(name, row)
-            attempts[task].append(a)
-            open_slot = next((s for s in slots[task] if s[-1].category in SUPERSEDED), None)
+            self.attempts[task].append(a)
+            open_slot = next((s for s in self.slots[task] if s[-1].out.category in SUPERSEDED),
+                             None)
             if open_slot is None:
                 continue  # every slot already settled: shown as unused
-            a.slot = open_slot[0].slot
+            a.out.slot = open_slot[0].out.slot
             open_slot.append(a)
-            superseded += 1
+            self.superseded += 1
 
-    adjudication = {r.task: r.adjudication["decision"] for r in main.trials if r.adjudication}
-    tasks: list[MergedTask] = []
-    outcomes: list[tuple[str, bool]] = []
-    for task in sorted(attempts):
-        out_slots = []
-        n_passed = 0
-        for chain in slots[task]:
-            counted = next((a for a in chain if a.category not in SUPERSEDED), None)
-            for a in chain:
-                a.status = "counted" if a is counted else "superseded"
-            shown = counted or chain[-1]
-            passed = counted is not None and (counted.reward or 0) >= PASS_REWARD
-            outcomes.append((task, passed))
-            n_passed += passed
-            decision = adjudication.get(task)
-            counted_as = (
-                {"pass": "pass", "fail": "fail", "exclude": "excluded"}[decision]
-                if decision
-                else ("pass" if passed else "fail")
-            )
-            out_slots.append(
-                MergedSlot(
-                    slot=chain[0].slot or 0,
-                    job=shown.job,
-                    trial=shown.trial,
-                    category=shown.category,
-                    counted_as=counted_as,
-                )
-            )
-        cats = {s.category for s in out_slots}
-        counts = {s.counted_as for s in out_slots}
-        tasks.append(
-            MergedTask(
-                task=task,
-                attempts=attempts[task],
-                slots=out_slots,
-                outcome=cats.pop() if len(cats) == 1 else "mixed",
-                counted_as=counts.pop() if len(counts) == 1 else "mixed",
-                passed=n_passed,
-                total=len(out_slots),
-            )
-        )
 
-    # Planned main trials that never got a trial dir have no task to merge: they stay not
-    # passed, as in the main job's own raw score.
-    missing = max(0, main.raw.total - len(main.trials))
-    all_slots = [s for t in tasks for s in t.slots]
-    raw = Score.of(sum(1 for _, p in outcomes if p), len(all_slots) + missing)
-    excluded = [s for s in all_slots if s.counted_as == "excluded"]
-    adjusted = AdjustedScore.of(
-        sum(1 for s in all_slots if s.counted_as == "pass"),
-        raw.total - len(excluded),
-        excluded=sorted({t.task for t in tasks for s in t.slots if s.counted_as == "excluded"}),
-    )
-    difference = minus_reference(adjusted, reference_score)
+def _one(values: set[str]) -> str:
+    return values.pop() if len(values) == 1 else "mixed"
+
+
+def _settle(task: str, attempts: list[_Attempt], chains: list[list[_Attempt]],
+            decision: dict[str, str] | None) -> tuple[MergedTask, list[TrialRow]]:
+    """The task's merged outcome, and each slot's row as it counts (with the adjudication)."""
+    out_slots, rows = [], []
+    for chain in chains:
+        counted = next((a for a in chain if a.out.category not in SUPERSEDED), None)
+        for a in chain:
+            a.out.status = "counted" if a is counted else "superseded"
+        shown = counted or chain[-1]
+        rows.append(shown.row.model_copy(update={"adjudication": decision}))
+        passed = counted is not None and (counted.out.reward or 0) >= PASS_REWARD
+        out_slots.append(MergedSlot(
+            slot=chain[0].out.slot or 0, job=shown.out.job, trial=shown.out.trial,
+            category=shown.out.category,
+            counted_as=COUNTED_AS[decision["decision"]] if decision
+            else ("pass" if passed else "fail")))
+    passed_slots = sum(1 for r in rows if r.category not in SUPERSEDED
+                       and (r.reward or 0) >= PASS_REWARD)
+    return MergedTask(
+        task=task, attempts=[a.out for a in attempts], slots=out_slots,
+        outcome=_one({s.category for s in out_slots}),
+        counted_as=_one({s.counted_as for s in out_slots}),
+        passed=passed_slots, total=len(out_slots)), rows
+
+
+def merge_reports(main: ScoredJob, reruns: Sequence[ScoredJob],
+                  reference: PublishedScore | None = None, *,
+                  headline: str = hp.LEADERBOARD, dataset_tasks: int | None = None) -> Merge:
+    """Merge `main` with `reruns` (each audited on its own, in the order they ran)."""
+    problems: list[str] = []
+    chains = _Chains.of_main(main)
+    resolve = _task_resolver(main)
+    for rerun in reruns:
+        chains.add_rerun(rerun, resolve, problems)
+    decisions = {r.task: r.adjudication for r in main.trials if r.adjudication}
+    tasks, slot_rows = [], []
+    for task in sorted(chains.attempts):
+        merged, rows = _settle(task, chains.attempts[task], chains.slots[task],
+                               decisions.get(task))
+        tasks.append(merged)
+        slot_rows += rows
+    # Planned main trials that never got a trial dir have no task to merge: they stay as in
+    # the main job's own scores.
+    scores = submission.score(slot_rows, unrun=main.unrun, dataset_tasks=dataset_tasks)
     still = sorted({t.task for t in tasks if any(s.category in SUPERSEDED for s in t.slots)})
-    note = (
-        f"planned main trials without a trial dir: {missing}; in the merged score as not "
-        "passed, not in pass@k (no task to assign them to)"
-        if missing
-        else ""
-    )
+    note = (f"planned main trials without a trial dir: {main.unrun}; not in any task's "
+            "attempts" if main.unrun else "")
     return Merge(
-        jobs=[_job(main, "main")] + [_job(r, "rerun") for r in reruns],
+        jobs=[_job(main, "main", headline)] + [_job(r, "rerun", headline) for r in reruns],
         tasks=tasks,
-        original_raw=main.raw,
-        original_adjusted=main.adjusted,
-        raw=raw,
-        adjusted=adjusted,
-        reference=MergedReference(
-            score=reference_score,
-            difference=difference,
-            inside_adjusted_ci=adjusted.contains(reference_score),
-        ),
+        scores=scores,
+        reference=compare(reference, scores),
         rerun=still,
         rerun_args=[arg for task in still for arg in ("-i", task)],
-        attempts=attempts_of(outcomes, note=note),
-        superseded=superseded,
+        attempts=attempts_of([(r.task, (r.reward or 0) >= PASS_REWARD
+                               and r.category not in SUPERSEDED) for r in slot_rows], note=note),
+        superseded=chains.superseded,
         problems=problems,
     )
 
 
-def _job(report: ScoredJob, role: str) -> MergedJob:
+def _job(report: ScoredJob, role: str, headline: str) -> MergedJob:
+    result = report.scores.get(headline)
     return MergedJob(
         role=role,
         name=report.job.name,
         location=report.job.location,
         n_trials=report.job.n_trials,
-        raw=report.raw,
+        raw=result.rows[0].raw if result and result.rows else None,
     )

@@ -1,5 +1,5 @@
 """The scored rows of a job: one per trial (its verdict, reward and how it counts), and the job
-they belong to. The report (audit/output/report.py) holds them; the merge of a job with its
+they belong to. The report (audit/score/report.py) holds them; the merge of a job with its
 reruns (audit/score/merge.py) reads them through `ScoredJob`, so neither imports the other.
 """
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from audit.score.conventions import ConventionResult
 from audit.score.harbor_policy import HarborPolicy
-from audit.score.scores import AdjustedScore, Score
 from audit.score.scores import Out as _Out
 from audit.score.time_split import TimeSplit
 
@@ -26,6 +26,14 @@ class ProofOut(_Out):
     where: str
     quote: str
     reading: str = ""
+
+
+class Counted(_Out):
+    """Whether a convention counts a trial, and why (its exception type, its reward)."""
+
+    convention: str
+    counted: bool
+    why: str
 
 
 class TrialRow(_Out):
@@ -67,6 +75,19 @@ class TrialRow(_Out):
     # verdict rests on Harbor's record alone (audit/judge/calibrate.py).
     evidence_families: list[str] = []
     record_alone: bool = False
+    # What the score conventions read beside the audit's own fields (audit/score/
+    # conventions.py): the job the trial belongs to, its agent, version and models (the board's
+    # row), the verifier's `reward` key alone, whether result.json exists and records an
+    # exception (with or without a type).
+    job: str = ""
+    agent: str | None = None
+    agent_version: str | None = None
+    models: list[str] = []
+    reward_key: float | None = None
+    has_result: bool = True
+    exception_recorded: bool = False
+    # Whether the headline convention (the board's) counts the trial, and why.
+    leaderboard: Counted | None = None
 
 
 class JobInfo(_Out):
@@ -79,6 +100,11 @@ class JobInfo(_Out):
     wall_source: str | None
     n_trials: int
     n_planned: int | None
+    # The mean the job's own result.json reports, and the convention it matches (why, or why
+    # none does).
+    reported_mean: float | None = None
+    reported_convention: str | None = None
+    reported_reason: str = ""
 
 
 class ScoredJob(Protocol):
@@ -87,9 +113,9 @@ class ScoredJob(Protocol):
     @property
     def job(self) -> JobInfo: ...
     @property
-    def raw(self) -> Score: ...
+    def scores(self) -> dict[str, ConventionResult]: ...
     @property
-    def adjusted(self) -> AdjustedScore: ...
+    def unrun(self) -> int: ...
     @property
     def problems(self) -> list[str]: ...
     @property

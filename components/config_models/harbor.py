@@ -10,7 +10,13 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from components.config_models.base import Model
-from contracts.harbor_profiles import KNOWN_VERSIONS, PROFILES, HarborProfile
+from contracts.harbor_profiles import (
+    CONVENTIONS,
+    KNOWN_VERSIONS,
+    LEADERBOARD,
+    PROFILES,
+    HarborProfile,
+)
 
 AgentName = Literal["oracle", "nop", "terminus-2"]
 MODEL_FREE_AGENTS = {"oracle", "nop"}
@@ -130,10 +136,27 @@ class EnvironmentConfig(Model):
         return self
 
 
+class ReferenceScore(Model):
+    """A published score, in the convention it was published in (its name: contracts/
+    harbor_profiles.py CONVENTIONS), with its ± when known: the audit compares in that one."""
+
+    score: float = Field(ge=0, le=100)
+    plus_minus: float | None = Field(default=None, ge=0)
+    convention: str = LEADERBOARD
+
+    @field_validator("convention")
+    @classmethod
+    def _known(cls, value: str) -> str:
+        if value not in CONVENTIONS:
+            raise ValueError(f"unknown convention {value!r}; known: {', '.join(CONVENTIONS)}")
+        return value
+
+
 class HarborConfig(Model):
     # Picks a profile (contracts/harbor_profiles.py): its rendering of the job config, its
-    # flags, preflight, resume and result reading. 0.21.0 reproduces a leaderboard number as it
-    # was run; 0.26.0 is Harbor as it is run today (another score convention: see README).
+    # flags, preflight, resume and result reading. 0.21.0 runs a job as the published runs were
+    # run; 0.26.0 is Harbor as it is run today (each with its own job mean; neither is the
+    # board's: README, Harbor versions and score conventions).
     version: str
     wheel_sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     python: str = "python3.13"
@@ -143,7 +166,8 @@ class HarborConfig(Model):
     agent_setup_timeout_multiplier: float = Field(default=1.0, gt=0)
     verifier_timeout_multiplier: float | None = Field(default=None, gt=0)
     job_name_prefix: str = Field(default="benchstack", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    reference_score: float | None = Field(default=None, ge=0, le=100)
+    # A bare number was published on the board (convention `leaderboard`).
+    reference_score: ReferenceScore | None = None
     # At least one wave of trial teardowns after SIGTERM, or Harbor is killed mid-save.
     stop_timeout_s: int = Field(default=600, ge=30)
     # Open files for Harbor (the seed's `ulimit -n 65536`); the host's hard limit must allow it.
@@ -165,6 +189,12 @@ class HarborConfig(Model):
     # verifier, environment build, agent setup, each times its multiplier) add up to more, or
     # that has no agent timeout, is refused before launch, naming it. Unset: not checked.
     max_job_hours: float | None = Field(default=None, gt=0)
+
+    @field_validator("reference_score", mode="before")
+    @classmethod
+    def _bare_score(cls, value: Any) -> Any:
+        bare = isinstance(value, int | float) and not isinstance(value, bool)
+        return {"score": value} if bare else value
 
     @field_validator("version")
     @classmethod

@@ -24,9 +24,10 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from audit.output.report import TrialRow, build_report
+from audit.pipeline import build_report
 from audit.read import readings
 from audit.read.layout import JobLayout
+from audit.score.rows import TrialRow
 from tests.conftest import SHARED
 
 DATA = SHARED / "data"

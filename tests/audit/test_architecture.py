@@ -1,6 +1,7 @@
 """The audit's shape: it links to the rest of the project only through four contracts, its rooms
-import downwards only (read < judge < score < output; the CLI on top), and no module imports
-another that imports it back, directly or through others (TYPE_CHECKING imports included)."""
+import downwards only (read < judge < score < output; the pipeline and the CLI on top), no module
+imports another that imports it back, directly or through others (TYPE_CHECKING imports
+included), and one module computes scores (audit/score/conventions.py)."""
 
 from __future__ import annotations
 
@@ -98,7 +99,29 @@ def test_no_import_cycle():
 
 
 def test_the_rooms_exist_and_nothing_is_left_flat():
+    # Above the rooms: the package, the CLI and the pipeline (read -> judge -> score -> the
+    # report model) that the CLI runs and output/ never imports (the rooms' rule above).
     flat = sorted(p.name for p in AUDIT.glob("*.py"))
-    assert flat == ["__init__.py", "__main__.py"]
+    assert flat == ["__init__.py", "__main__.py", "pipeline.py"]
     for room in ROOMS:
         assert (AUDIT / room / "__init__.py").is_file(), room
+
+
+def test_one_module_computes_scores():
+    """The interval and the registry's scoring are called from conventions.py alone (the
+    quotable verdict, the merge and the pipeline ask it); output/ renders what it is given."""
+    scoring = {"wilson", "score_rows", "score_all"}
+    allowed = {
+        "wilson": {"audit.score.conventions"},
+        "score_rows": {"audit.score.conventions", "audit.score.quotable"},
+        "score_all": {"audit.score.conventions", "audit.score.submission"},
+    }
+    for path in AUDIT.rglob("*.py"):
+        name = _module(path)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call):
+                called = getattr(node.func, "attr", None) or getattr(node.func, "id", None)
+                if called in scoring:
+                    assert name in allowed[called], f"{name} calls {called}"
+        if name.startswith("audit.output"):
+            assert "audit.score.stats" not in _imports(path), name

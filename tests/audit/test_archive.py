@@ -8,7 +8,7 @@ import json
 import pytest
 
 from audit.output.archive import MANIFEST, ArchiveError, archive_job
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from audit.read.s3 import parse_s3_uri
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from audit.output.render import render
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from audit.score.attempts import pass_at_k
 from audit.score.conformance import line

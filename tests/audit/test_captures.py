@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from audit.judge.network import failures_in, host_in
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit.audit_jobgen import PYTEST_FAIL, TrialSpec, write_job
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit.agent_formats import (
     SITE,

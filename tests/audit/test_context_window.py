@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from audit.judge import context_window as CW
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit.agent_formats import (
     bare,

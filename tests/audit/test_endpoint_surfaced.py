@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit.agent_formats import (
     agent_crash_tb,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit.agent_formats import bare, openai_messages, set_metadata
 from tests.audit.audit_jobgen import PYTEST_FAIL, TrialSpec, write_job

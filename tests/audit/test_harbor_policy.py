@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from audit.score.harbor_policy import FROM_RESULT, FROM_TABLE
 from contracts import harbor_profiles

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit.agent_formats import bare, cc_assistant, claude_code_stream
 from tests.audit.audit_jobgen import PYTEST_PASS, TrialSpec, write_job

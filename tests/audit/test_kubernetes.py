@@ -28,7 +28,8 @@ from audit.judge.context import JobContext
 from audit.judge.detectors import CLUSTER
 from audit.judge.detectors import kubernetes as KD
 from audit.output.render import render
-from audit.output.report import TrialRow, build_report
+from audit.pipeline import build_report
+from audit.score.rows import TrialRow
 from audit.read import kubernetes as K
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence

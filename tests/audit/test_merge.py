@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from audit.output.render import render
-from audit.output.report import Report, build_report
+from audit.pipeline import build_report
+from audit.score.report import Report
 from audit.read.layout import JobLayout
 from audit.read.layout import task_of as dir_task
 from audit.score.adjudications import Adjudication

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit.agent_formats import SITE, agent_crash_tb, bare, make_trial, set_metadata
 from tests.audit.agent_formats import openai_messages as messages

@@ -15,7 +15,7 @@ import pytest
 from audit.judge import detectors as D
 from audit.judge.rules import load_rules
 from audit.judge.verdict import RERUN_CATEGORIES, Classification, Proof, admit
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit import agent_formats as F
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job

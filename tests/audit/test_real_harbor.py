@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.conftest import REGISTRY, ROOT, docker
 

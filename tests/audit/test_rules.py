@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from audit.judge.rules import RULES_FILE, load_rules
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.conftest import SAMPLE_JOBS
 

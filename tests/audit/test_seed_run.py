@@ -6,11 +6,14 @@ import json
 
 import pytest
 
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from audit.score.adjudications import load_adjudications, parse_adjudications
 from tests.audit.audit_jobgen import SEED_EXPECTED
 from tests.audit.conftest import SEED_ADJUDICATIONS, SEED_JOB_NAME
+
+
+H21 = "harbor-0.21"
 
 
 def _report(job, adjudications=None, reference=None):
@@ -19,7 +22,8 @@ def _report(job, adjudications=None, reference=None):
 
 def test_raw_score_and_counts(seed_job):
     report = _report(seed_job)
-    assert (report.raw.passed, report.raw.total, report.raw.score) == (61, 89, 68.54)
+    raw = report.score(H21)
+    assert (raw.passed, raw.counted, raw.score) == (61, 89, 68.54)
     rewards = [t.reward for t in report.trials]
     assert (rewards.count(1.0), rewards.count(0.0), rewards.count(None)) == (61, 24, 4)
     exceptions = [t.exception for t in report.trials if t.exception]
@@ -27,8 +31,17 @@ def test_raw_score_and_counts(seed_job):
     assert exceptions.count("AgentTimeoutError") == 13
     assert exceptions.count("VerifierTimeoutError") == 2
     assert exceptions.count("RuntimeError") == 1
-    # Without adjudications the adjusted score is the raw score: infra is never auto-flipped.
-    assert (report.adjusted.passed, report.adjusted.total) == (61, 89)
+    # Without adjudications the five infra trials (all reward 0) leave the adjusted
+    # denominator, none is counted as passed: 61/84.
+    adjusted = report.score(H21, "adjusted")
+    assert (adjusted.passed, adjusted.counted, adjusted.score) == (61, 84, 72.62)
+    # The board's rule: headless-terminal's RuntimeError is not counted, so 88 tasks keep one
+    # trial each: 61/88 = 69.32 %, no ± (one trial per task), and no row (a task is lost).
+    board = report.score("leaderboard")
+    assert (board.counted, board.tasks, board.score, board.stderr) == (88, 88, 69.32, None)
+    assert board.shown == "69.3% ± N/A (leaderboard)"
+    assert board.valid is False  # a task lost its only trial, whatever the dataset's count
+    assert "1 task(s) ran without a counted trial: headless-terminal" in board.invalid
 
 
 def test_categories_of_the_seed_audit(seed_job):
@@ -79,11 +92,21 @@ def test_evidence_quotes_the_seed_tables(seed_job):
 
 def test_seed_adjudications_give_the_seed_scores(seed_job):
     report = _report(seed_job, load_adjudications(SEED_ADJUDICATIONS), 73.0)
-    adj = report.adjusted
-    assert (adj.passed, adj.total, adj.score, adj.excluded) == (64, 88, 72.73, ["build-pov-ray"])
-    assert (report.reference.score, report.reference.difference) == (73.0, -0.27)
+    adj = report.score(H21, "adjusted")
+    # Every infra trial is adjudicated: 61 + 3 adjudicated passes (prove-plus-comm, tune-mjcf,
+    # pytorch-model-recovery) over 89 - build-pov-ray (excluded) = 64/88.
+    assert (adj.passed, adj.counted, adj.score) == (64, 88, 72.73)
+    assert report.adjusted_excluded() == ["build-pov-ray"]
     # Adjudications change the adjusted score only.
-    assert (report.raw.passed, report.raw.total, report.raw.score) == (61, 89, 68.54)
+    raw = report.score(H21)
+    assert (raw.passed, raw.counted, raw.score) == (61, 89, 68.54)
+    # The reference is compared in its convention, the board's: 61/88 = 69.32 raw, and
+    # adjusted 64/87 = 73.56 (build-pov-ray excluded, headless-terminal's RuntimeError out).
+    board = report.score("leaderboard", "adjusted")
+    assert (board.passed, board.counted, board.score) == (64, 87, 73.56)
+    by_which = {c.which: c for c in report.reference.comparisons}
+    assert report.reference.published.convention == "leaderboard"
+    assert (by_which["raw"].difference, by_which["adjusted"].difference) == (-3.68, 0.56)
     pov = next(t for t in report.trials if t.task == "build-pov-ray")
     assert pov.counted_as == "excluded" and "Cloudflare" in pov.adjudication["reason"]
     assert pov.category == "infra", "an adjudication must not rewrite what was observed"
@@ -98,8 +121,9 @@ def test_build_pov_ray_counted_as_passed_gives_73_03(seed_job):
     )
     adjudications = parse_adjudications(text, "variant.yaml")
     assert {a.task: a.decision for a in adjudications}["build-pov-ray"] == "pass"
-    adj = _report(seed_job, adjudications, 73.0).adjusted
-    assert (adj.passed, adj.total, adj.score, adj.excluded) == (65, 89, 73.03, [])
+    report = _report(seed_job, adjudications, 73.0)
+    adj = report.score(H21, "adjusted")
+    assert (adj.passed, adj.counted, adj.score, report.adjusted_excluded()) == (65, 89, 73.03, [])
 
 
 def test_token_totals_and_wall_time_match_the_seed(seed_job):
@@ -124,29 +148,29 @@ def test_json_interface_keys(seed_job, run_cli):
     )
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
-    assert {k: data["raw"][k] for k in ("passed", "total", "score")} == {
+    assert data["convention"] == "leaderboard"
+    assert list(data["scores"])[:3] == ["leaderboard", "harbor-0.21", "harbor-0.26"]
+    h21 = data["scores"]["harbor-0.21"]["rows"][0]
+    assert {k: h21["raw"][k] for k in ("passed", "counted", "score")} == {
         "passed": 61,
-        "total": 89,
+        "counted": 89,
         "score": 68.54,
     }
     # 95% Wilson interval of 61/89.
-    assert (data["raw"]["ci_low"], data["raw"]["ci_high"]) == (58.3, 77.25)
-    assert data["adjusted"] == {
-        "passed": 64,
-        "total": 88,
-        "score": 72.73,
-        "excluded": ["build-pov-ray"],
-        "ci_low": 62.62,
-        "ci_high": 80.93,
+    assert (h21["raw"]["low"], h21["raw"]["high"]) == (58.3, 77.25)
+    assert {k: h21["adjusted"][k] for k in ("passed", "counted", "score", "low", "high")} == {
+        "passed": 64, "counted": 88, "score": 72.73, "low": 62.62, "high": 80.93,
     }
-    assert data["reference"] == {
-        "score": 73.0,
-        "difference": -0.27,
-        "inside_raw_ci": True,
-        "inside_adjusted_ci": True,
-    }
-    assert data["denominators"]["harbor_0_21"]["total"] == 89
-    assert data["denominators"]["harbor_0_26"]["total"] == 85  # 4 trials have no reward
+    board = data["scores"]["leaderboard"]["rows"][0]
+    assert (board["agent"], board["agent_version"], board["models"]) == (
+        "terminus-2", "2.0.0", ["openai/qwen38-27b"])
+    assert data["reference"]["published"]["score"] == 73.0
+    assert [c["difference"] for c in data["reference"]["comparisons"]] == [-3.68, 0.56]
+    assert data["scores"]["harbor-0.26"]["rows"][0]["raw"]["counted"] == 85  # 4 have no reward
+    # Each trial says whether the board counts it and why.
+    headless = next(t for t in data["trials"] if t["task"] == "headless-terminal")
+    assert headless["leaderboard"] == {"convention": "leaderboard", "counted": False,
+                                       "why": "RuntimeError is not counted"}
     assert set(data["categories"]) == {
         "passed",
         "agent_error",
@@ -190,5 +214,6 @@ def test_adjudication_by_full_task_name(seed_job):
         "- task: terminal-bench/tune-mjcf\n  decision: pass\n  reason: tests never ran (502)\n",
         "adj.yaml",
     )
-    adj = _report(seed_job, adjudications).adjusted
-    assert (adj.passed, adj.total) == (62, 89)
+    adj = _report(seed_job, adjudications).score(H21, "adjusted")
+    # tune-mjcf passes; the four other infra trials leave the denominator: 62/85.
+    assert (adj.passed, adj.counted) == (62, 85)

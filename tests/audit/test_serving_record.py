@@ -20,7 +20,7 @@ from audit.judge.classify import classify
 from audit.judge.context import JobContext
 from audit.judge.rules import load_rules
 from audit.output.render import render
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
 from audit.read.layout import JobLayout

@@ -8,7 +8,7 @@ import re
 import pytest
 
 from audit.judge.signatures import SIGNATURES, lookup, table
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read.layout import JobLayout
 from tests.audit import dev_set
 from tests.audit.audit_jobgen import seed_final_run, write_job

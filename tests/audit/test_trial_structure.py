@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from audit.judge.commands import kind_of
-from audit.output.report import build_report
+from audit.pipeline import build_report
 from audit.read import chain as C
 from audit.read.evidence import TrialEvidence
 from audit.read.layout import JobLayout

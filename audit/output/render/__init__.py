@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from audit.output.report import Report
+from audit.score.report import Report
 
 FORMATS = ("table", "json", "markdown", "html")
 

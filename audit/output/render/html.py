@@ -10,21 +10,19 @@ from html import escape
 
 import audit.output.render.time_plane as time_plane
 from audit.output.render.text import (
-    attempts_per_task,
+    board_cell,
     duration,
     families,
     headline,
-    interval,
-    pass_at_k,
+    merge_headline,
     policy_detail,
     reward,
-    score,
     trial_reached,
 )
-from audit.output.report import Report
 from audit.read import provenance as prov
 from audit.read.models import PHASES
 from audit.score.merge import Merge
+from audit.score.report import Report
 
 CHART_ROWS = 150
 
@@ -78,8 +76,9 @@ def render(report: Report) -> str:
         _summary(report),
         f'<p class="rule"><b>Scoring rule.</b> {escape(report.scoring_rule)}</p>',
     ]
+    parts += ["<h2>Where the board and the audit disagree</h2>", _disagreements(report)]
     if report.merge:
-        parts += ["<h2>Merged with reruns</h2>", _merge(report.merge)]
+        parts += ["<h2>Merged with reruns</h2>", _merge(report.merge, report.convention)]
     if report.provenance is not None:
         parts += ["<h2>Provenance</h2>", _provenance(report.provenance)]
     parts += [
@@ -276,7 +275,7 @@ def _trials(report: Report) -> str:
     trials = sorted(report.trials, key=lambda t: (order.get(t.category, 99), t.trial))
     head = (
         "<tr><th>task</th><th>trial</th><th>reward</th><th>exception</th><th>category</th>"
-        "<th>signature</th><th>model reached</th><th>counted as</th>"
+        "<th>signature</th><th>model reached</th><th>counted as</th><th>board</th>"
         "<th>explanation and evidence</th></tr>"
     )
     rows = []
@@ -300,51 +299,21 @@ def _trials(report: Report) -> str:
             f'<td><span class="cat" style="background:{color}">{t.category}</span></td>'
             f"<td>{escape(t.signature or '')}</td>"
             f'<td title="{escape(trial_reached(t.model_reached_detail))}">'
-            f"{escape(t.model_reached)}</td><td>{t.counted_as}</td><td>{details}</td></tr>"
+            f"{escape(t.model_reached)}</td><td>{t.counted_as}</td>"
+            f"<td>{escape(board_cell(t))}</td><td>{details}</td></tr>"
         )
-    cols = "".join(f'<col style="width:{w}%">' for w in (11, 12, 5, 9, 9, 10, 6, 6, 32))
+    cols = "".join(f'<col style="width:{w}%">' for w in (10, 11, 5, 9, 9, 9, 6, 6, 9, 26))
     return f'<table class="trials"><colgroup>{cols}</colgroup>{head}{"".join(rows)}</table>'
 
 
-def _merge(m: Merge) -> str:
-    ref = m.reference
-    diff = "" if ref.difference is None else f"{ref.difference:+.2f}"
-    rows = [
-        ("raw", m.original_raw, m.raw),
-        ("adjusted", m.original_adjusted, m.adjusted),
-    ]
-    body = "".join(
-        f'<tr><td class="k">{name}</td><td>{escape(score(o))}</td><td>{escape(interval(o))}</td>'
-        f"<td>{escape(score(n))}</td><td>{escape(interval(n))}</td></tr>"
-        for name, o, n in rows
-    )
-    scores = (
-        "<table><tr><th></th><th>original (main job)</th><th>95% CI</th><th>merged</th>"
-        f"<th>95% CI</th></tr>{body}</table>"
-    )
-    jobs = "".join(
-        f"<tr><td>{j.role}</td><td>{escape(j.name)}</td><td>{escape(j.location)}</td>"
-        f"<td>{j.n_trials}</td><td>{escape(score(j.raw))}</td></tr>"
-        for j in m.jobs
-    )
-    facts = [
-        ("reference score", "not given" if ref.score is None else f"{ref.score:.2f}"),
-        ("merged adjusted - reference", diff or "n/a"),
-        ("main attempts superseded by a rerun", str(m.superseded)),
-        ("counted attempts (slots) per task", attempts_per_task(m.attempts)),
-        ("merged pass@k", pass_at_k(m.attempts)),
-        ("still to rerun", " ".join(m.rerun_args) if m.rerun else "none"),
-    ]
-    fact_rows = "".join(
-        f'<tr><td class="k">{escape(k)}</td><td>{escape(v)}</td></tr>' for k, v in facts
+def _merge(m: Merge, convention: str) -> str:
+    facts = "".join(
+        f'<tr><td class="k">{escape(k)}</td><td>{escape(v)}</td></tr>'
+        for k, v in merge_headline(m, convention)
     )
     out = [
         f'<p class="rule"><b>Merge rule.</b> {escape(m.rule)}</p>',
-        scores,
-        f"<table>{fact_rows}</table>",
-        "<h3>Jobs, in merge order</h3>",
-        "<table><tr><th>role</th><th>job</th><th>location</th><th>trials</th><th>raw</th></tr>"
-        f"{jobs}</table>",
+        f"<table>{facts}</table>",
         "<h3>Attempts per task</h3>",
         _merged_tasks(m),
     ]
@@ -352,6 +321,21 @@ def _merge(m: Merge) -> str:
         items = "".join(f"<li>{escape(p)}</li>" for p in m.problems)
         out += ["<h3>Merge problems</h3>", f"<ul>{items}</ul>"]
     return "\n".join(out)
+
+
+def _disagreements(report: Report) -> str:
+    if not report.disagreements:
+        return ('<p class="note">None: the board counts exactly the trials the audit judges on '
+                "the model.</p>")
+    head = ("<tr><th>trial</th><th>task</th><th>exception</th><th>category</th><th>board</th>"
+            "<th>audit</th></tr>")
+    rows = "".join(
+        f"<tr><td>{escape(d.trial)}</td><td>{escape(d.task)}</td>"
+        f"<td>{escape(d.exception or '')}</td><td>{_badge(d.category)}</td>"
+        f"<td>{escape(d.board)}</td><td>{escape(d.audit)}</td></tr>"
+        for d in report.disagreements
+    )
+    return f"<table>{head}{rows}</table>"
 
 
 def _badge(category: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import audit.output.render.time_plane as time_plane
 from audit.output.render.text import (
+    board_cell,
     families,
     headline,
     merge_headline,
@@ -12,9 +13,9 @@ from audit.output.render.text import (
     reward,
     trial_reached,
 )
-from audit.output.report import Report
 from audit.read import provenance as prov
 from audit.score.merge import Merge
+from audit.score.report import Report
 
 
 def _cell(text: object) -> str:
@@ -54,20 +55,30 @@ def render(report: Report) -> str:
     else:
         out.append("No trial was classified infra.")
 
+    out += ["", "## Where the board and the audit disagree", ""]
+    if report.disagreements:
+        out += ["| trial | task | exception | category | board | audit |",
+                "|---|---|---|---|---|---|"]
+        out += [f"| {_cell(d.trial)} | {_cell(d.task)} | {d.exception or ''} | {d.category} | "
+                f"{_cell(d.board)} | {_cell(d.audit)} |" for d in report.disagreements]
+    else:
+        out.append("None: the board counts exactly the trials the audit judges on the model.")
+
     out += ["", *time_plane.markdown(report.trials)]
     out += ["", "## Trials that did not pass cleanly", ""]
     rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
     if rows:
         out += [
             "| task | trial | reward | exception | category | signature | model reached "
-            "| counted as | Harbor 0.26 |",
-            "|---|---|---|---|---|---|---|---|---|",
+            "| counted as | board | Harbor 0.26 |",
+            "|---|---|---|---|---|---|---|---|---|---|",
         ]
         for t in rows:
             out.append(
                 f"| {_cell(t.task)} | {_cell(t.trial)} | {reward(t.reward)} | "
                 f"{t.exception or ''} | {t.category} | {t.signature or ''} | "
-                f"{t.model_reached} | {t.counted_as} | {policy_cell(t)} |"
+                f"{t.model_reached} | {t.counted_as} | {_cell(board_cell(t))} | "
+                f"{policy_cell(t)} |"
             )
         out.append("")
         for t in rows:
@@ -85,7 +96,7 @@ def render(report: Report) -> str:
         out.append("Every trial passed.")
 
     if report.merge:
-        out += ["", *_merge(report.merge)]
+        out += ["", *_merge(report.merge, report.convention)]
     if report.provenance is not None:
         out += ["", *_provenance(report.provenance)]
 
@@ -95,10 +106,10 @@ def render(report: Report) -> str:
     return "\n".join(out).rstrip() + "\n"
 
 
-def _merge(m: Merge) -> list[str]:
+def _merge(m: Merge, convention: str) -> list[str]:
     out = ["## Merged with reruns", "", f"> **Merge rule.** {m.rule}", ""]
     out += ["| | |", "|---|---|"]
-    out += [f"| {k} | {_cell(v)} |" for k, v in merge_headline(m)]
+    out += [f"| {k} | {_cell(v)} |" for k, v in merge_headline(m, convention)]
     out += ["", "### Attempts per task", ""]
     out += ["| task | attempts (job/trial category, reward) | merged outcome | counted as |"]
     out += ["|---|---|---|---|"]

@@ -9,10 +9,10 @@ from rich.markup import escape
 from rich.table import Table
 
 import audit.output.render.time_plane as time_plane
-from audit.output.render.text import headline, merge_headline, policy_cell, reward
-from audit.output.report import Report
+from audit.output.render.text import board_cell, headline, merge_headline, policy_cell, reward
 from audit.read import provenance as prov
 from audit.score.merge import Merge
+from audit.score.report import Report
 
 _STYLE = {
     "passed": "green",
@@ -67,11 +67,20 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
             adj.add_row(escape(a.task), a.decision, ", ".join(a.raw_outcome), escape(a.reason))
         console.print(adj)
 
+    if report.disagreements:
+        dis = Table(title="Where the board and the audit disagree")
+        for col in ("trial", "exception", "category", "board", "audit"):
+            dis.add_column(col, overflow="fold")
+        for d in report.disagreements:
+            dis.add_row(escape(d.trial), d.exception or "", d.category, escape(d.board),
+                        escape(d.audit))
+        console.print(dis)
+
     rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
     if rows:
         trials = Table(title="Trials that did not pass cleanly")
         cols = ("task", "reward", "exception", "category", "signature", "model reached",
-                "counted", "Harbor 0.26", "evidence")
+                "counted", "board", "Harbor 0.26", "evidence")
         for col in cols:
             trials.add_column(col, overflow="fold")
         for t in rows:
@@ -83,13 +92,14 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
                 t.signature or "",
                 t.model_reached,
                 t.counted_as,
+                escape(board_cell(t)),
                 policy_cell(t),
                 escape(t.evidence[0]) if t.evidence else "",
             )
         console.print(trials)
     _time(console, report)
     if report.merge:
-        _merge(console, report.merge)
+        _merge(console, report.merge, report.convention)
     if report.provenance is not None:
         facts = Table(
             title="Provenance (the full manifest: --format json, or --out writes provenance.json)",
@@ -119,11 +129,11 @@ def _time(console: Console, report: Report) -> None:
         console.print(f"agent timeout: {escape(line)}", highlight=False)
 
 
-def _merge(console: Console, m: Merge) -> None:
+def _merge(console: Console, m: Merge, convention: str) -> None:
     summary = Table(title="Merged with reruns", show_header=False)
     summary.add_column(style="bold")
     summary.add_column(overflow="fold")
-    for key, value in merge_headline(m):
+    for key, value in merge_headline(m, convention):
         summary.add_row(key, escape(value))
     console.print(summary)
     console.print(f"Merge rule: {escape(m.rule)}")

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from audit.output.report import Report, Score, TrialRow
 from audit.score.attempts import Attempts
 from audit.score.conformance import line as conformance_line
+from audit.score.conventions import ConventionResult, ConventionScore, ScoreRow, printed
 from audit.score.merge import Merge
+from audit.score.reference import ReferenceResult
+from audit.score.report import Report
+from audit.score.rows import JobInfo, TrialRow
 
 
 def duration(seconds: float | None) -> str:
@@ -21,68 +24,116 @@ def duration(seconds: float | None) -> str:
     return f"{s} s"
 
 
-def score(s: Score) -> str:
-    value = "n/a" if s.score is None else f"{s.score:.2f}"
-    return f"{s.passed}/{s.total} = {value}"
-
-
-def interval(s: Score) -> str:
-    if s.ci_low is None or s.ci_high is None:
-        return "n/a (no trials)"
-    return f"{s.ci_low:.2f} - {s.ci_high:.2f}"
-
-
-def _yes_no(value: bool | None) -> str:
-    return "n/a" if value is None else ("yes" if value else "NO")
-
-
 def reward(value: float | None) -> str:
     return "none" if value is None else f"{value:g}"
 
 
+def _label(result: ConventionResult, row: ScoreRow, which: str) -> str:
+    who = f" ({row.label()})" if len(result.rows) > 1 or row.agent is not None else ""
+    return f"{result.convention}, {which}{who}"
+
+
+def _validity(s: ConventionScore) -> str:
+    if s.valid:
+        return "yes"
+    head = "cannot tell" if s.valid is None else "NO"
+    return f"{head}: {'; '.join(s.invalid)}"
+
+
+def _left_out(counts: dict[str, int]) -> str:
+    if not counts:
+        return "none"
+    return f"{sum(counts.values())} ({'; '.join(f'{why}: {n}' for why, n in counts.items())})"
+
+
+def ordered(scores: dict[str, ConventionResult], headline: str) -> list[ConventionResult]:
+    """The conventions a report prints (every one is in the JSON), the headline's first."""
+    return [scores[n] for n in printed(headline) if n in scores]
+
+
+def convention_lines(result: ConventionResult, excluded: list[str] | None = None
+                     ) -> list[tuple[str, str]]:
+    """One convention's rows, raw and adjusted, whether each is a row it would show, and the
+    trials it does not count."""
+    out: list[tuple[str, str]] = []
+    if not result.rows:
+        out.append((f"{result.convention}, raw", "no trial"))
+    for row in result.rows:
+        extra = f" (excluded: {', '.join(excluded)})" if excluded else ""
+        out.append((_label(result, row, "raw"), row.raw.shown))
+        out.append((_label(result, row, "adjusted"), row.adjusted.shown + extra))
+        if result.row_rule:
+            out.append((_label(result, row, "a row it would show"),
+                        f"raw: {_validity(row.raw)} | adjusted: {_validity(row.adjusted)}"))
+    out.append((f"{result.convention}, not counted",
+                f"raw {_left_out(result.left_out)}; adjusted "
+                f"{_left_out(result.left_out_adjusted)}"))
+    return out
+
+
+def score_lines(scores: dict[str, ConventionResult], headline: str,
+                excluded: list[str] | None = None) -> list[tuple[str, str]]:
+    return [line for result in ordered(scores, headline)
+            for line in convention_lines(result, excluded)]
+
+
+def pass_at_k_lines(scores: dict[str, ConventionResult], headline: str
+                    ) -> list[tuple[str, str]]:
+    return [(f"pass@k, {r.convention}", at_k(r.rows[0].raw.pass_at_k) if r.rows else "n/a")
+            for r in ordered(scores, headline)]
+
+
+def reference_lines(ref: ReferenceResult) -> list[tuple[str, str]]:
+    if ref.published is None:
+        return [("reference", "not given")]
+    out = [("reference", f"{ref.published.shown()}"
+            + (f" from {ref.published.source}" if ref.published.source else ""))]
+    for c in ref.comparisons:
+        out.append((f"reference vs {c.which} ({c.row})", c.verdict))
+        if c.tasks:
+            named = ", ".join(f"{d.task} {d.points:+.2f}" for d in c.tasks)
+            out.append((f"tasks behind the {c.which} difference", f"{named} ({c.tasks_note})"))
+    if not ref.comparisons:
+        out.append(("reference compared", f"no {ref.published.convention} score to compare"))
+    return out
+
+
+def jobs_line(report: Report) -> str:
+    return "; ".join(f"{j.name} ({j.n_trials} trials)" for j in report.jobs)
+
+
+def reported_line(job: JobInfo) -> str:
+    return f"{job.reported_convention or 'unknown'} ({job.reported_reason})"
+
+
+def disagreement_line(report: Report) -> str:
+    d = report.disagreements
+    if not d:
+        return "none: the board counts exactly the trials the audit judges on the model"
+    return f"{len(d)} trials: " + "; ".join(f"{x.trial} ({x.exception or 'no exception'}, "
+                                            f"{x.category}: board {x.board.split(':')[0]})"
+                                            for x in d)
+
+
 def headline(report: Report) -> list[tuple[str, str]]:
-    """The summary lines every format shows, in order."""
-    ref = report.reference
-    ref_text = (
-        "not given"
-        if ref.score is None
-        else f"{ref.score:.2f} (adjusted - reference = {ref.difference:+.2f})"
-        if ref.difference is not None
-        else f"{ref.score:.2f}"
-    )
-    excluded = ", ".join(report.adjusted.excluded) or "none"
-    den = report.denominators
+    """The summary lines every format shows, in order: the headline convention's number first."""
     job = report.job
+    several = len(report.jobs) > 1
     return [
-        ("job", job.name),
+        *score_lines(report.scores, report.convention, report.adjusted_excluded()),
+        *reference_lines(report.reference),
+        ("job" if not several else "jobs (one submission)",
+         job.name if not several else jobs_line(report)),
         ("location", job.location),
-        ("finished", "yes" if job.finished else "NO (finished_at is null)"),
+        ("finished", "yes" if all(j.finished for j in report.jobs)
+         else "NO (finished_at is null)"),
         ("wall time", f"{duration(job.wall_seconds)} ({job.wall_source or 'no timestamps'})"),
-        ("trials", f"{job.n_trials}" + (f" of {job.n_planned} planned" if job.n_planned else "")),
-        ("raw score", score(report.raw)),
-        ("raw score 95% CI (Wilson)", interval(report.raw)),
-        ("adjusted score", f"{score(report.adjusted)} (excluded: {excluded})"),
-        ("adjusted score 95% CI (Wilson)", interval(report.adjusted)),
-        ("reference score", ref_text),
-        (
-            "reference inside the 95% CI",
-            "no reference given"
-            if ref.score is None
-            else f"raw: {_yes_no(ref.inside_raw_ci)}, adjusted: {_yes_no(ref.inside_adjusted_ci)}",
-        ),
-        (
-            "score, leaderboard convention",
-            f"{score(den.harbor_0_21)} (every trial counts, no reward = 0; Harbor 0.21's)",
-        ),
-        (
-            "score, valid rewards only",
-            f"{score(den.harbor_0_26)} (trials whose reward is not valid are left out; "
-            "Harbor 0.26's)",
-        ),
-        (
-            "convention the job used",
-            f"{den.job_used or 'unknown'} ({den.job_used_reason})",
-        ),
+        ("trials", f"{sum(j.n_trials for j in report.jobs)}"
+         + (f" of {sum(j.n_planned or 0 for j in report.jobs)} planned"
+            if any(j.n_planned for j in report.jobs) else "")),
+        ("board and audit disagree on", disagreement_line(report)),
+        *[(f"convention {j.name}'s result.json used" if several
+           else "convention the job's result.json used", reported_line(j)) for j in report.jobs],
         ("Harbor 0.26 error policy", policy_line(report)),
         ("model reached (trials)", reached(report.model_reached)),
         ("verdicts on Harbor's record alone", record_alone(report)),
@@ -92,8 +143,7 @@ def headline(report: Report) -> list[tuple[str, str]]:
         ("output tokens", f"{report.tokens.output:,}"),
         ("rerun", " ".join(report.rerun_args) if report.rerun else "none"),
         ("attempts per task", attempts_per_task(report.attempts)),
-        ("pass@k, leaderboard", pass_at_k(report.attempts)),
-        ("pass@k, valid only", at_k(den.pass_at_k_0_26)),
+        *pass_at_k_lines(report.scores, report.convention),
         (
             "leaderboard conformance",
             conformance_line(report.conformance) if report.conformance else "not checked",
@@ -124,7 +174,8 @@ def _share(n: int, of: int, share: float | None) -> str:
 
 
 def quotable_lines(report: Report) -> list[tuple[str, str]]:
-    """Raw (every trial counts) and adjusted, the doubtful non-passes, and the verdict."""
+    """The doubtful non-passes, and whether the raw score can be quoted (in a named
+    convention)."""
     q = report.quotable
     if q is None:
         return []
@@ -146,18 +197,14 @@ def attempts_per_task(a: Attempts) -> str:
         return "no trials"
     span = f"{a.n_min}" if a.n_min == a.n_max else f"{a.n_min} to {a.n_max}"
     config = f", config n_attempts {a.n_attempts_config}" if a.n_attempts_config else ""
-    return f"{span} over {len(a.per_task)} tasks{config}"
+    note = f" ({a.note})" if a.note else ""
+    return f"{span} over {len(a.per_task)} tasks{config}{note}"
 
 
 def at_k(values: dict[str, float]) -> str:
     if not values:
         return "n/a (no trials)"
     return ", ".join(f"pass@{k} = {v:.2f}" for k, v in values.items())
-
-
-def pass_at_k(a: Attempts) -> str:
-    text = at_k(a.pass_at_k)
-    return f"{text} ({a.note})" if a.pass_at_k and a.note else text
 
 
 def policy_line(report: Report) -> str:
@@ -168,6 +215,13 @@ def policy_line(report: Report) -> str:
     return (f"from {p.source}: agrees with the audit on whether {p.agree} trials count, differs "
             f"on {p.differ}" + (f" ({', '.join(sorted(p.differences))})" if p.differ else "")
             + "; Harbor's table never overrides the proof rule")
+
+
+def board_cell(t: TrialRow) -> str:
+    """Whether the headline convention (the board's) counts the trial, and why."""
+    if t.leaderboard is None:
+        return ""
+    return ("counts" if t.leaderboard.counted else "leaves out") + f": {t.leaderboard.why}"
 
 
 def policy_cell(t: TrialRow) -> str:
@@ -188,38 +242,20 @@ def policy_detail(t: TrialRow) -> str:
     return f"Harbor 0.26 ({p.source}) {verdict}." + (f" Differs: {p.differs}" if p.differs else "")
 
 
-def merge_headline(m: Merge) -> list[tuple[str, str]]:
-    """The merged score beside the main job's own, for every format's merge section."""
-    ref = m.reference
-    ref_text = (
-        "not given"
-        if ref.score is None
-        else f"{ref.score:.2f} (merged adjusted - reference = {ref.difference:+.2f}, inside "
-        f"the merged adjusted 95% CI: {_yes_no(ref.inside_adjusted_ci)})"
-        if ref.difference is not None
-        else f"{ref.score:.2f}"
-    )
-    jobs = "; ".join(f"{j.role} {j.name} ({j.n_trials} trials)" for j in m.jobs)
-    excluded = ", ".join(m.adjusted.excluded) or "none"
+def merge_headline(m: Merge, headline: str) -> list[tuple[str, str]]:
+    """The merged scores, for every format's merge section (the main job's own are the report's
+    headline)."""
+    jobs = "; ".join(f"{j.role} {j.name} ({j.n_trials} trials"
+                     + (f", {j.raw.shown}" if j.raw else "") + ")" for j in m.jobs)
+    excluded = sorted({t.task for t in m.tasks if t.counted_as == "excluded"})
     return [
         ("jobs, in merge order", jobs),
-        (
-            "original raw score (main job)",
-            f"{score(m.original_raw)}, 95% CI {interval(m.original_raw)}",
-        ),
-        (
-            "original adjusted score (main job)",
-            f"{score(m.original_adjusted)}, 95% CI {interval(m.original_adjusted)}",
-        ),
-        ("merged raw score", f"{score(m.raw)}, 95% CI {interval(m.raw)}"),
-        (
-            "merged adjusted score",
-            f"{score(m.adjusted)}, 95% CI {interval(m.adjusted)} (excluded: {excluded})",
-        ),
-        ("reference score", ref_text),
+        *[(f"merged {k}", v) for k, v in score_lines(m.scores, headline, excluded)],
+        *[(k.replace("reference", "merged reference", 1), v)
+          for k, v in reference_lines(m.reference)],
         ("main attempts superseded by a rerun", str(m.superseded)),
         ("tasks with more than one attempt", str(sum(1 for t in m.tasks if len(t.attempts) > 1))),
         ("counted attempts (slots) per task", attempts_per_task(m.attempts)),
-        ("merged pass@k", pass_at_k(m.attempts)),
+        *[(f"merged {k}", v) for k, v in pass_at_k_lines(m.scores, headline)],
         ("still to rerun", " ".join(m.rerun_args) if m.rerun else "none"),
     ]
