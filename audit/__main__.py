@@ -143,11 +143,13 @@ def _archive_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _layouts(job: str, endpoint: str | None) -> list[JobLayout]:
-    """The job dir `job`, or each job dir directly inside the folder `job`."""
+def _layouts(job: str, endpoint: str | None, folders: bool = True) -> list[JobLayout]:
+    """The job dir `job`, or (with `folders`) each job dir directly inside the folder `job`."""
     if is_s3_uri(job):
         return [JobLayout.s3(make_s3_client(endpoint), parse_s3_uri(job))]
     layout = JobLayout.local(Path(job))
+    if not folders:
+        return [layout]
     try:
         layout.check_is_job()
     except NotAJobError:
@@ -206,10 +208,11 @@ def _report(
     adjudicate: bool = True,
 ) -> Report:
     """Audit one submission (one job, or several of one run). `role` ("--rerun") prefixes errors
-    so the user knows which input."""
+    so the user knows which input; a rerun is one job dir, never a folder of them."""
     adjudications, rules = _inputs(args)
     try:
-        layouts = [one for job in jobs for one in _layouts(job, args.s3_endpoint_url)]
+        layouts = [one for job in jobs
+                   for one in _layouts(job, args.s3_endpoint_url, folders=role is None)]
         return build_report(
             layouts,
             adjudications=adjudications if adjudicate else [],

@@ -113,7 +113,8 @@ def audit(job: Path) -> tuple[float, dict]:
     report = build_report(JobLayout.local(job))
     render(report, "json")
     elapsed = time.perf_counter() - start
-    return elapsed, {"raw": report.raw.model_dump(), "categories": report.categories}
+    return elapsed, {"scores": {name: result.model_dump() for name, result in report.scores.items()},
+                     "categories": report.categories}
 
 
 def main() -> None:

@@ -3,11 +3,12 @@
 Reads only the job directory (seed: "Monitor progress"): the job `result.json` for the planned
 trial count and the running/pending counters, and every trial's `result.json` for rewards and
 errors (the job file does not carry per-trial results). Shows trials done/total, rewards so far,
-errors by type, elapsed time and an estimate of the remaining time. The mean reward so far under
-both score conventions (contracts/harbor_profiles.py), labelled: `mean_reward` the
-leaderboard's (every finished trial, one without a reward as 0: Harbor 0.21.0's), and
-`mean_reward_valid` valid rewards only (Harbor 0.26.0's: a trial counts when its reward is
-valid, as its result.json says or, for 0.21.0, as 0.26.0's error-policy table would).
+errors by type, elapsed time and an estimate of the remaining time, and the score so far of the
+finished trials in each convention the audit prints, each by its name and computed by the
+audit's one registry (audit/score/conventions.py): `leaderboard` (the Terminal-Bench board's:
+counted exception types, the mean over tasks of each task's mean reward), `harbor-0.21` (every
+trial, no reward as 0) and `harbor-0.26` (valid rewards only: as a 0.26 result.json says or, for
+0.21.0, as 0.26.0's error-policy table would).
 
 - default: a live bar, refreshed until interrupted (Ctrl-C) or the job finishes;
 - `--once`: one snapshot and exit; `--json`: the snapshot as one JSON object on stdout;
@@ -40,6 +41,7 @@ from rich.live import Live
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn
 from rich.table import Table
 
+from audit.score import conventions as conv
 from contracts import harbor_profiles, jobdir
 
 
@@ -54,10 +56,9 @@ class Snapshot:
     cancelled: int
     errored: int
     rewards: dict[str, int] = field(default_factory=dict)
-    # The leaderboard's convention: every finished trial, one without a reward as 0.
-    mean_reward: float | None = None
-    # Valid rewards only (0.26.0's convention); None while no trial has one.
-    mean_reward_valid: float | None = None
+    # The finished trials' score so far, by convention name: {"score": percent or None,
+    # "counted": trials it counts, "shown": the number as printed, its convention named}.
+    scores: dict[str, dict] = field(default_factory=dict)
     errors: dict[str, int] = field(default_factory=dict)
     started_at: str | None = None
     finished_at: str | None = None
@@ -100,6 +101,38 @@ def _reward_key(value: float) -> str:
     return str(float(value))
 
 
+def _reward(trial: dict) -> float | None:
+    reward = ((trial.get("verifier_result") or {}).get("rewards") or {}).get("reward")
+    return float(reward) if isinstance(reward, int | float) else None
+
+
+def trial_facts(trial_dir: Path, trial: dict) -> conv.TrialFacts:
+    """What the score conventions read of a finished trial's result.json."""
+    info = trial.get("exception_info")
+    agent = trial.get("agent_info") or {}
+    model = agent.get("model_info") or {}
+    reward = _reward(trial)
+    return conv.TrialFacts(
+        task=str(trial.get("task_name") or trial_dir.name.rsplit("__", 1)[0]),
+        trial=trial_dir.name, reward=reward, reward_key=reward,
+        exception_recorded=info is not None,
+        exception=info.get("exception_type") if isinstance(info, dict) else None,
+        reward_valid=harbor_profiles.reward_valid(trial), agent=agent.get("name"),
+        agent_version=agent.get("version"),
+        models=(f"{model.get('provider')}/{model['name']}",) if model.get("name") else ())
+
+
+def scores_of(facts: list[conv.TrialFacts]) -> dict[str, dict]:
+    """The score so far in each convention a report prints (the first row of each)."""
+    out = {}
+    for name in conv.printed(harbor_profiles.LEADERBOARD):
+        result = conv.score_rows(conv.get(name), facts, facts)
+        row = result.rows[0].raw if result.rows else None
+        out[name] = {"score": row.score if row else None, "counted": row.counted if row else 0,
+                     "shown": row.shown if row else f"no trial yet ({name})"}
+    return out
+
+
 def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
     """The job's progress now; raises FileNotFoundError if `job_dir` is not a job dir."""
     job = jobdir.read_json(job_dir / jobdir.JOB_RESULT)
@@ -112,27 +145,19 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
 
     rewards: Counter[str] = Counter()
     errors: Counter[str] = Counter()
-    reward_values: list[float] = []
-    valid_values: list[float] = []
-    done = cancelled = 0
-    for _, trial in jobdir.trial_results(job_dir):
+    facts: list[conv.TrialFacts] = []
+    cancelled = 0
+    for trial_dir, trial in jobdir.trial_results(job_dir):
         exception = (trial.get("exception_info") or {}).get("exception_type")
         if exception == jobdir.CANCELLED or jobdir.never_ran(trial):
             cancelled += 1
             continue
-        done += 1
         if exception:
             errors[exception] += 1
-        reward = ((trial.get("verifier_result") or {}).get("rewards") or {}).get("reward")
-        if isinstance(reward, int | float):
-            rewards[_reward_key(reward)] += 1
-            reward_values.append(float(reward))
-            if harbor_profiles.reward_valid(trial):
-                valid_values.append(float(reward))
-        else:
-            rewards["none"] += 1
-            # Harbor's mean counts an ungraded trial as 0.
-            reward_values.append(0.0)
+        reward = _reward(trial)
+        rewards[_reward_key(reward) if reward is not None else "none"] += 1
+        facts.append(trial_facts(trial_dir, trial))
+    done = len(facts)
 
     started = _parse_time(job.get("started_at"))
     finished = _parse_time(job.get(jobdir.FINISHED_AT))
@@ -154,8 +179,7 @@ def snapshot(job_dir: Path, now: datetime | None = None) -> Snapshot:
         cancelled=cancelled,
         errored=sum(errors.values()),
         rewards=dict(sorted(rewards.items())),
-        mean_reward=(sum(reward_values) / len(reward_values)) if reward_values else None,
-        mean_reward_valid=(sum(valid_values) / len(valid_values)) if valid_values else None,
+        scores=scores_of(facts),
         errors=dict(errors.most_common()),
         started_at=job.get("started_at"),
         finished_at=job.get(jobdir.FINISHED_AT),
@@ -187,14 +211,13 @@ def render(snap: Snapshot) -> Table:
     bar.add_task(snap.job_name, total=max(snap.total, 1), completed=snap.done)
     grid = Table.grid(padding=(0, 2))
     grid.add_row(bar)
-    mean = "-" if snap.mean_reward is None else f"{snap.mean_reward:.3f}"
-    valid = "-" if snap.mean_reward_valid is None else f"{snap.mean_reward_valid:.3f}"
     state = "finished" if snap.finished else f"running {snap.running}, pending {snap.pending}"
     grid.add_row(
         f"{state} | elapsed {_duration(snap.elapsed_s)} | "
         f"remaining ~{_duration(snap.eta_s)}"
     )
-    grid.add_row(f"mean     {mean} every trial | {valid} valid rewards only")
+    for score in snap.scores.values():
+        grid.add_row(f"score    {score['shown']}")
     rewards = ", ".join(f"{k}: {v}" for k, v in snap.rewards.items()) or "none yet"
     grid.add_row(f"rewards  {rewards}")
     errors = ", ".join(f"{k}: {v}" for k, v in snap.errors.items()) or "none"
@@ -204,7 +227,7 @@ def render(snap: Snapshot) -> Table:
     return grid
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m components.progress", description=__doc__)
     parser.add_argument("job_dir", type=Path, help="the Harbor job directory (JOBS_DIR/JOB_NAME)")
     mode = parser.add_mutually_exclusive_group()
@@ -214,64 +237,90 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     parser.add_argument("--timeout", type=float, default=None, help="give up --wait after this")
     parser.add_argument("--pid-file", type=Path, default=None, help="the launch's PID file")
-    args = parser.parse_args(argv)
+    return parser
 
+
+@dataclass
+class _Watch:
+    """A live view of the job until it finishes, --timeout passes, Harbor is gone or Ctrl-C."""
+
+    args: argparse.Namespace
+    snap: Snapshot
+    timed_out: bool = False
+    interrupted: bool = False
+    deadline: float = 0.0
+
+    def poll(self) -> Snapshot:
+        try:
+            return snapshot(self.args.job_dir)
+        except FileNotFoundError:
+            return self.snap  # the dir is being rewritten: keep the last view
+
+    def gone(self) -> bool:
+        return (self.args.pid_file is not None
+                and not harbor_alive(self.args.pid_file, self.snap.job_name))
+
+    def step(self, live: Live) -> bool:
+        """One refresh; False once the watch is over."""
+        if self.args.timeout and time.monotonic() >= self.deadline:
+            self.timed_out = True
+            return False
+        time.sleep(self.args.interval)
+        self.snap = self.poll()
+        live.update(render(self.snap))
+        if not self.snap.finished and self.gone():
+            # Harbor writes finished_at and then exits: read once more before judging.
+            self.snap = self.poll()
+            live.update(render(self.snap))
+            self.interrupted = not self.snap.finished
+            return False
+        return not self.snap.finished
+
+    def run(self, console: Console) -> None:
+        self.deadline = time.monotonic() + (self.args.timeout or 0)
+        with Live(render(self.snap), console=console, refresh_per_second=4,
+                  transient=self.args.json) as live:
+            try:
+                while not self.snap.finished and self.step(live):
+                    pass
+                if self.snap.finished:
+                    grace = time.monotonic() + RECORD_GRACE_S
+                    while sampler_running(self.args.job_dir) and time.monotonic() < grace:
+                        time.sleep(0.2)
+            except KeyboardInterrupt:
+                pass
+
+
+def _verdict(watch: _Watch) -> int:
+    if watch.args.json:
+        print(json.dumps(watch.snap.as_json()))
+    if watch.interrupted:
+        print("progress: Harbor is not running and the job is unfinished (interrupted): "
+              "`pulumi up` resumes it", file=sys.stderr)
+        return 3
+    if watch.timed_out:
+        print(f"progress: job not finished after {watch.args.timeout:.0f}s", file=sys.stderr)
+        return 2
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         snap = snapshot(args.job_dir)
     except FileNotFoundError as error:
         print(f"progress: {error}", file=sys.stderr)
         return 1
-    deadline = time.monotonic() + args.timeout if args.timeout else None
     console = Console(stderr=args.json)
-
-    def poll() -> Snapshot:
-        try:
-            return snapshot(args.job_dir)
-        except FileNotFoundError:
-            return snap  # the dir is being rewritten: keep the last view
-
     if args.json and not args.wait:
         print(json.dumps(snap.as_json()))
         return 0
     if args.once:
         console.print(render(snap))
         return 0
-    timed_out = interrupted = False
-
-    def gone(current: Snapshot) -> bool:
-        return args.pid_file is not None and not harbor_alive(args.pid_file, current.job_name)
-
-    with Live(render(snap), console=console, refresh_per_second=4, transient=args.json) as live:
-        try:
-            while not snap.finished:
-                if deadline is not None and time.monotonic() >= deadline:
-                    timed_out = True
-                    break
-                time.sleep(args.interval)
-                snap = poll()
-                live.update(render(snap))
-                if not snap.finished and gone(snap):
-                    # Harbor writes finished_at and then exits: read once more before judging.
-                    snap = poll()
-                    live.update(render(snap))
-                    interrupted = not snap.finished
-                    break
-            if snap.finished:
-                grace = time.monotonic() + RECORD_GRACE_S
-                while sampler_running(args.job_dir) and time.monotonic() < grace:
-                    time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
-    if args.json:
-        print(json.dumps(snap.as_json()))
-    if interrupted:
-        print("progress: Harbor is not running and the job is unfinished (interrupted): "
-              "`pulumi up` resumes it", file=sys.stderr)
-        return 3
-    if timed_out:
-        print(f"progress: job not finished after {args.timeout:.0f}s", file=sys.stderr)
-        return 2
-    return 0
+    watch = _Watch(args, snap)
+    watch.run(console)
+    return _verdict(watch)
 
 
 if __name__ == "__main__":

@@ -79,10 +79,17 @@ def test_pass_at_k_of_a_five_attempt_job(five_attempts):
         t: (N, c) for t, c in PASSES.items()
     }
     assert (a.n_min, a.n_max, a.n_attempts_config) == (5, 5, 5)
-    assert a.pass_at_k == {k: round(float(100 * v), 2) for k, v in HAND.items()}
-    assert a.pass_at_k == {"1": 50.0, "2": 65.0, "3": 72.5, "4": 75.0, "5": 75.0}
+    for name in ("leaderboard", "harbor-0.21", "harbor-0.26"):  # no exception: all agree
+        at_k = report.score(name).pass_at_k
+        assert at_k == {k: round(float(100 * v), 2) for k, v in HAND.items()}, name
+        assert at_k == {"1": 50.0, "2": 65.0, "3": 72.5, "4": 75.0, "5": 75.0}, name
     # pass@1 is the raw score when every task has the same number of attempts.
-    assert report.raw.score == 50.0
+    assert report.score("harbor-0.21").score == 50.0
+    # The board's: p = 0, 2/5, 3/5, 1, their mean 0.5; its stderr sqrt(0 + (2/5)(3/5)/4 +
+    # (3/5)(2/5)/4 + 0) / 4 = sqrt(0.12) / 4 = 0.0866, shown as ± 1.96 x 8.66 = 17.0.
+    board = report.score("leaderboard")
+    assert board.stderr == pytest.approx(0.12 ** 0.5 / 4)
+    assert board.shown == "50.0% ± 17.0 (leaderboard)"
 
 
 def test_conformance_lists_exactly_the_differences(five_attempts):
@@ -129,13 +136,14 @@ def test_conformance_of_a_one_attempt_filtered_job(tmp_path):
 def test_every_format_shows_pass_at_k_and_conformance(five_attempts, run_cli):
     args = [str(five_attempts), "--dataset-tasks", "4"]
     data = json.loads(run_cli(*args, "--format", "json").stdout)
-    assert data["attempts"]["pass_at_k"]["5"] == 75.0
+    assert data["scores"]["harbor-0.21"]["rows"][0]["raw"]["pass_at_k"]["5"] == 75.0
     assert data["attempts"]["per_task"]["t-two"] == {"attempts": 5, "passed": 2}
     assert data["conformance"]["differences"] == ["agent_timeout_multiplier 6.0 (leaderboard: 1.0)"]
     for fmt in ("table", "markdown", "html"):
         res = run_cli(*args, "--format", fmt)
         assert res.returncode == 0, res.stderr
         flat = " ".join(res.stdout.split())
+        assert "pass@k, leaderboard" in flat and "pass@k, harbor-0.21" in flat, fmt
         assert "pass@1 = 50.00, pass@2 = 65.00, pass@3 = 72.50" in flat, fmt
         assert "pass@5 = 75.00" in flat, fmt
         assert "agent_timeout_multiplier 6.0 (leaderboard: 1.0)" in flat, fmt
@@ -160,7 +168,7 @@ def test_gemma_conformance_and_attempts():
         "(leaderboard: deadbeef)",
     ]
     # 16 passes over the 88 tasks that have a trial; the 89th planned trial has no dir.
-    assert main.attempts.pass_at_k == {"1": 18.18}
+    assert main.score("harbor-0.21").pass_at_k == {"1": 18.18}
     assert "planned trials without a trial dir: 1" in main.attempts.note
     rerun = build_report(JobLayout.local(GEMMA_RERUN), dataset_tasks=89)
     assert rerun.conformance is not None

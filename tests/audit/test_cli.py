@@ -18,12 +18,13 @@ def test_table_format_shows_scores_tokens_and_wall_time(seed_job, run_cli):
     res = run_cli(str(seed_job), "--adjudications", str(SEED_ADJUDICATIONS))
     assert res.returncode == 0, res.stderr
     out = res.stdout
-    assert "61/89 = 68.54" in out
+    # The board's number first, then Harbor 0.21's.
+    assert out.index("69.3% ± N/A (leaderboard)") < out.index("61/89 = 68.54")
     assert "64/88 = 72.73" in out
     assert "118,199,621" in out and "8,269,356" in out
     assert "7 h 23 min" in out
     assert "-i build-pov-ray" in out
-    assert "NOT counted as passed automatically" in " ".join(out.split())
+    assert "No trial is ever counted as passed without an adjudication" in " ".join(out.split())
 
 
 def test_markdown_format(seed_job, run_cli):
@@ -39,9 +40,18 @@ def test_markdown_format(seed_job, run_cli):
     assert res.returncode == 0, res.stderr
     md = res.stdout
     assert md.startswith("# Audit of `qwen38-terminus2-tb21-full89")
-    assert "| raw score | 61/89 = 68.54 |" in md
-    assert "| adjusted score | 64/88 = 72.73 (excluded: build-pov-ray) |" in md
-    assert "| reference score | 73.00 (adjusted - reference = -0.27) |" in md
+    lines = md.splitlines()
+    # The board's number is the first line of the summary, then every other convention's.
+    assert lines[4] == ("| leaderboard, raw (terminus-2 2.0.0 / openai/qwen38-27b) | "
+                        "69.3% ± N/A (leaderboard) |")
+    assert "| harbor-0.21, raw | 61/89 = 68.54, 95% CI 58.30 - 77.25 (harbor-0.21) |" in md
+    assert ("| harbor-0.21, adjusted | 64/88 = 72.73, 95% CI 62.62 - 80.93 (harbor-0.21) "
+            "(excluded: build-pov-ray) |") in md
+    # The reference is compared in its convention (the board's by default): 61/88 raw, 64/87
+    # adjusted.
+    assert "| reference | 73.0 (leaderboard) from --reference-score |" in md
+    assert "vs published 73.0 (leaderboard): -3.68 points" in md
+    assert "vs published 73.0 (leaderboard): +0.56 points" in md
     assert "| input tokens | 118,199,621 |" in md
     assert "| wall time | 7 h 23 min" in md
     assert "| build-pov-ray | exclude | reward 0 | Task is broken upstream" in md
@@ -130,13 +140,14 @@ def test_stack_reads_job_dir_and_reference_score(seed_job, run_cli, tmp_path):
     res = run_cli("--stack", "a100", "--format", "json", env=env)
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
-    assert data["raw"]["score"] == 68.54
-    assert data["reference"] == {
-        "score": 73.0,
-        "difference": -4.46,
-        "inside_raw_ci": True,
-        "inside_adjusted_ci": True,
-    }
+    assert data["scores"]["harbor-0.21"]["rows"][0]["raw"]["score"] == 68.54
+    # A bare number (a stack deployed before conventions) was published on the board.
+    assert data["reference"]["published"] == {
+        "score": 73.0, "plus_minus": None, "convention": "leaderboard", "tasks": {},
+        "source": "the stack's reference_score"}
+    # Raw: 61/88 (headless-terminal's RuntimeError out) = 69.32; adjusted: the 5 infra trials out
+    # too, 61/83 = 73.49.
+    assert [c["difference"] for c in data["reference"]["comparisons"]] == [-3.68, 0.49]
     args = (tmp_path / "pulumi-args.txt").read_text().split()
     # The project dir goes with it: the CLI finds the stack (and its backend) from any cwd.
     assert args == ["--cwd", ".", "stack", "output", "--json", "--stack", "a100"]
@@ -148,12 +159,7 @@ def test_stack_falls_back_to_jobs_dir_and_job_name(seed_job, run_cli, tmp_path):
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert data["job"]["location"] == str(seed_job)
-    assert data["reference"] == {
-        "score": None,
-        "difference": None,
-        "inside_raw_ci": None,
-        "inside_adjusted_ci": None,
-    }
+    assert data["reference"] == {"published": None, "comparisons": []}
 
 
 @pytest.mark.parametrize(
@@ -166,7 +172,7 @@ def test_stack_falls_back_to_jobs_dir_and_job_name(seed_job, run_cli, tmp_path):
             0,
             "on the Harbor host gpu-a",
         ),
-        ({K.JOB_DIR: "/tmp", K.REFERENCE_SCORE: "high"}, 0, "'reference_score' is not a number"),
+        ({K.JOB_DIR: "/tmp", K.REFERENCE_SCORE: "high"}, 0, "'reference_score' is not a score"),
     ],
 )
 def test_stack_errors_are_one_line(run_cli, tmp_path, outputs, exit_code, message):
@@ -187,7 +193,7 @@ def test_stack_without_pulumi_on_path(run_cli, tmp_path):
     "args, message",
     [
         (["/nonexistent/job"], "does not exist"),
-        ([str(SAMPLE_JOBS)], "not a Harbor job dir"),
+        ([str(SAMPLE_JOBS.parent)], "not a Harbor job dir"),
         (["{job}", "--adjudications", "/nonexistent.yaml"], "cannot read adjudications file"),
         (["{job}", "--rules", "/nonexistent-rules.yaml"], "cannot read rules file"),
         (["s3://"], "has no bucket name"),
@@ -210,23 +216,32 @@ def test_adjudication_error_names_file_and_entry(run_cli, seed_job, tmp_path):
     assert f"{bad}: entry 2 (x): decision" in res.reason
 
 
-def test_every_format_carries_the_intervals_and_both_denominators(seed_job, run_cli):
-    """JSON, Markdown, the terminal table and HTML all state the 95% intervals, whether the
-    reference lies inside them, and the score under both Harbor rules."""
-    args = [str(seed_job), "--reference-score", "73.0", "--adjudications", str(SEED_ADJUDICATIONS)]
+def test_every_format_carries_every_convention_and_the_reference_in_its_own(seed_job,
+                                                                           run_cli):
+    """JSON, Markdown, the terminal table and HTML all state each convention's score and
+    interval by name, and compare the reference in the convention it was published in."""
+    args = [str(seed_job), "--reference-score", "68.5", "--reference-convention", "harbor-0.21",
+            "--reference-plus-minus", "1.0", "--adjudications", str(SEED_ADJUDICATIONS)]
     data = json.loads(run_cli(*args, "--format", "json").stdout)
-    assert (data["raw"]["ci_low"], data["raw"]["ci_high"]) == (58.3, 77.25)
-    assert data["reference"]["inside_adjusted_ci"] is True
-    assert data["denominators"]["job_used"] == "0.21"
+    h21 = data["scores"]["harbor-0.21"]["rows"][0]
+    assert (h21["raw"]["low"], h21["raw"]["high"]) == (58.3, 77.25)
+    raw, adjusted = data["reference"]["comparisons"]
+    # 68.54 - 68.5 = +0.04: inside both intervals; 72.73 - 68.5 = +4.23: outside its ± 1.0.
+    assert (raw["difference"], raw["reference_inside_ours"], raw["ours_inside_reference"]) == (
+        0.04, True, True)
+    assert (adjusted["difference"], adjusted["reference_inside_ours"],
+            adjusted["ours_inside_reference"]) == (4.23, True, False)
+    assert data["job"]["reported_convention"] == "harbor-0.21"
     for fmt in ("markdown", "table", "html"):
         res = run_cli(*args, "--format", fmt)
         assert res.returncode == 0, res.stderr
-        text = res.stdout
+        text = " ".join(res.stdout.replace("│", " ").split())
         assert "58.30 - 77.25" in text, fmt
         assert "62.62 - 80.93" in text, fmt
-        assert "raw: yes, adjusted: yes" in text, fmt
+        assert "vs published 68.5 ± 1.0 (harbor-0.21): +4.23 points" in text, fmt
+        assert "OUTSIDE its ±" in text, fmt
         assert "61/85 = 71.76" in text, fmt  # Harbor 0.26: the 4 trials without a reward drop
-        assert "0.21 (its reported mean" in text, fmt
+        assert "harbor-0.21 (its reported mean" in text, fmt
 
 
 def test_every_format_says_if_the_raw_score_can_be_quoted_and_if_the_model_was_reached(
@@ -237,7 +252,9 @@ def test_every_format_says_if_the_raw_score_can_be_quoted_and_if_the_model_was_r
     data = json.loads(run_cli(str(seed_job), "--format", "json").stdout)
     q = data["quotable"]
     # The seed: 5 infra of 30 non-passes; shifting the raw score by at most 5/89 stays within
-    # half its 95% interval.
+    # half its 95% interval. The board gives no interval with one trial per task, so the
+    # verdict is made in Harbor 0.21's convention, and says so.
+    assert q["convention"] == "harbor-0.21" and q["verdict"].startswith("yes (harbor-0.21)")
     assert (q["outside"], q["unexplained"], q["non_passes"]) == (5, 0, 30)
     assert q["largest_shift"] == round(100 * 5 / 89, 2)
     assert q["quotable"] is True and q["tolerance"] > q["largest_shift"]

@@ -881,10 +881,10 @@ def test_harbor_026_fields_and_both_denominators(tmp_path):
     job_result["schema_version"] = "2"
     (job / "result.json").write_text(json.dumps(job_result))
     report = build_report(JobLayout.local(job))
-    den = report.denominators
-    assert (den.harbor_0_21.passed, den.harbor_0_21.total) == (2, 4)
-    assert (den.harbor_0_26.passed, den.harbor_0_26.total) == (1, 2)  # invalid and missing drop
-    assert den.job_used == "0.26"
+    h21, h26 = report.score("harbor-0.21"), report.score("harbor-0.26")
+    assert (h21.passed, h21.counted) == (2, 4)
+    assert (h26.passed, h26.counted) == (1, 2)  # invalid and missing drop
+    assert report.job.reported_convention == "harbor-0.26"
     rows = {t.task: t for t in report.trials}
     assert rows["cancel-async-tasks"].reward_valid is False
     assert rows["mailman"].exception_policy == "fail"

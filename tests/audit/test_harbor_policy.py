@@ -1,8 +1,8 @@
-"""Both score conventions and Harbor 0.26's own error-policy table in the audit.
+"""Harbor's two score conventions and Harbor 0.26's own error-policy table in the audit.
 
-- The score and pass@k under the leaderboard's convention (every trial, a missing reward as 0)
-  and under valid rewards only (Harbor 0.26's), labelled, with the one the job's result.json
-  used; for a 0.21 job, "valid" is what 0.26's table says of its trials.
+- The score and pass@k under harbor-0.21 (every trial, a missing reward as 0) and harbor-0.26
+  (valid rewards only), labelled, beside the board's, with the one the job's result.json used;
+  for a 0.21 job, "valid" is what 0.26's table says of its trials.
 - Harbor's decision on each trial (from a 0.26 result.json, or what 0.26.0's table would have
   said of a 0.21 one) beside the audit's verdict, and where the two differ, why. Harbor's table
   never takes a trial out of the model's account on its own: that takes the proof rule.
@@ -73,18 +73,21 @@ def job_026(tmp_path: Path) -> Path:
 
 def test_a_026_job_is_scored_under_both_conventions_and_says_which_it_used(job_026):
     report = build_report(JobLayout.local(job_026))
-    den = report.denominators
-    # The leaderboard's: every trial, a missing reward as 0. Valid rewards only: the verifier
+    h21, h26 = report.score("harbor-0.21"), report.score("harbor-0.26")
+    # Harbor 0.21's: every trial, a missing reward as 0. Valid rewards only: the verifier
     # timeout (no reward) and the graded API error (reward not valid) drop out.
-    assert (den.harbor_0_21.passed, den.harbor_0_21.total) == (1, 5)
-    assert (den.harbor_0_26.passed, den.harbor_0_26.total) == (1, 3)
-    assert den.job_used == "0.26"
-    assert den.labels == {
-        "harbor_0_21": "the leaderboard's: every trial counts, a trial without a reward as 0",
-        "harbor_0_26": "valid rewards only: trials whose reward is not valid (infra, API, "
-                       "verifier errors, cancellations) are left out",
-    }
-    assert (den.pass_at_k_0_21, den.pass_at_k_0_26) == ({"1": 20.0}, {"1": 33.33})
+    assert (h21.passed, h21.counted) == (1, 5)
+    assert (h26.passed, h26.counted) == (1, 3)
+    # The board's: the InternalServerError is not counted, the verifier timeout is (as 0): four
+    # tasks of one trial each, 1/4.
+    board = report.score("leaderboard")
+    assert (board.passed, board.counted, board.shown) == (1, 4, "25.0% ± N/A (leaderboard)")
+    assert report.job.reported_convention == "harbor-0.26"
+    assert report.scores["harbor-0.21"].title == (
+        "Harbor 0.21's job mean: every trial counts, a trial without a reward as 0")
+    assert report.scores["harbor-0.26"].title == (
+        "Harbor 0.26's job mean: only trials whose reward is valid")
+    assert (h21.pass_at_k, h26.pass_at_k) == ({"1": 20.0}, {"1": 33.33})
 
 
 def test_a_026_jobs_own_policy_is_read_and_each_difference_explained(job_026):
@@ -120,16 +123,17 @@ def test_harbors_table_never_excuses_a_trial_on_its_own(job_026):
     assert mailman.category not in ("infra", "cancelled") and mailman.proof == []
     assert "mailman" not in report.rerun and mailman.counted_as == "fail"
     assert "an exception type is no proof of an outside cause" in mailman.harbor_policy.differs
-    assert (report.raw.passed, report.raw.total) == (1, 5)
+    h21 = report.score("harbor-0.21")
+    assert (h21.passed, h21.counted) == (1, 5)
 
 
 def test_a_021_job_gets_what_026s_table_would_have_said(job_021):
     report = build_report(JobLayout.local(job_021))
     assert {t.harbor_policy.source for t in report.trials if t.harbor_policy} == {FROM_TABLE}
-    den = report.denominators
-    assert den.job_used == "0.21"
+    assert report.job.reported_convention == "harbor-0.21"
     # The same trials, the same verdicts: 0.26's table applied to 0.21's results.
-    assert (den.harbor_0_26.passed, den.harbor_0_26.total) == (1, 3)
+    h26 = report.score("harbor-0.26")
+    assert (h26.passed, h26.counted) == (1, 3)
     assert report.harbor_policy is not None and report.harbor_policy.differ == 3
 
 
@@ -142,11 +146,12 @@ def test_pass_at_k_under_both_conventions(tmp_path: Path):
                         traceback="Traceback (most recent call last):\n"
                                   "litellm.exceptions.InternalServerError\n")]
     report = build_report(JobLayout.local(write_job(tmp_path, "two", trials, concurrency=4)))
-    den = report.denominators
     # Every attempt: fix-git 1 of 2, regex-log 1 of 2; pass@1 = 50, pass@2 = 100.
-    assert den.pass_at_k_0_21 == {"1": 50.0, "2": 100.0} == report.attempts.pass_at_k
-    # Valid only: fix-git 1 of 2; regex-log 1 of 1: n_min 1, pass@1 = (1/2 + 1) / 2.
-    assert den.pass_at_k_0_26 == {"1": 75.0}
+    assert report.score("harbor-0.21").pass_at_k == {"1": 50.0, "2": 100.0}
+    # Valid only: fix-git 1 of 2; regex-log 1 of 1: n_min 1, pass@1 = (1/2 + 1) / 2. The
+    # board's counts the same trials here (the InternalServerError is not counted either).
+    assert report.score("harbor-0.26").pass_at_k == {"1": 75.0}
+    assert report.score("leaderboard").pass_at_k == {"1": 75.0}
 
 
 def test_every_format_labels_both_conventions_and_shows_harbors_policy(job_026, run_cli):
@@ -156,11 +161,12 @@ def test_every_format_labels_both_conventions_and_shows_harbors_policy(job_026, 
         # The terminal table wraps a long cell within its borders; HTML escapes quotes.
         text = html.unescape(res.stdout) if fmt == "html" else res.stdout
         flat = " ".join(text.replace("│", " ").split())
-        assert "score, leaderboard convention" in flat, fmt
-        assert "1/5 = 20.00 (every trial counts, no reward = 0; Harbor 0.21's)" in flat, fmt
-        assert "score, valid rewards only" in flat and "1/3 = 33.33" in flat, fmt
-        assert "pass@k, valid only" in flat and "pass@1 = 33.33" in flat, fmt
-        assert "convention the job used" in flat, fmt
+        assert "leaderboard, raw" in flat and "25.0% ± N/A (leaderboard)" in flat, fmt
+        assert "harbor-0.21, raw" in flat and "1/5 = 20.00" in flat, fmt
+        assert "(harbor-0.21)" in flat, fmt
+        assert "harbor-0.26, raw" in flat and "1/3 = 33.33" in flat, fmt
+        assert "pass@k, harbor-0.26" in flat and "pass@1 = 33.33" in flat, fmt
+        assert "convention the job's result.json used" in flat and "harbor-0.26" in flat, fmt
         assert ("from the job's result.json (Harbor 0.26): agrees with the audit on whether 2 "
                 "trials count, differs on 3") in flat, fmt
         assert "Harbor's table never overrides the proof rule" in flat, fmt
@@ -168,7 +174,7 @@ def test_every_format_labels_both_conventions_and_shows_harbors_policy(job_026, 
         assert "(differs)" in flat or "Differs: Harbor 0.26 leaves it out" in flat, fmt
     data = json.loads(run_cli(str(job_026), "--format", "json").stdout)
     assert data["harbor_policy"]["differ"] == 3
-    assert data["denominators"]["pass_at_k_0_26"] == {"1": 33.33}
+    assert data["scores"]["harbor-0.26"]["rows"][0]["raw"]["pass_at_k"] == {"1": 33.33}
 
 
 def test_the_rule_is_written_in_rules_md():

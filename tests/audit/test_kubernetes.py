@@ -29,11 +29,11 @@ from audit.judge.detectors import CLUSTER
 from audit.judge.detectors import kubernetes as KD
 from audit.output.render import render
 from audit.pipeline import build_report
-from audit.score.rows import TrialRow
 from audit.read import kubernetes as K
 from audit.read import layout as L
 from audit.read.evidence import TrialEvidence
 from audit.read.layout import JobLayout
+from audit.score.rows import TrialRow
 from contracts import jobdir
 from tests.audit import dev_set
 from tests.audit.proof_check import quoted_in_file

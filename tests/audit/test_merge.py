@@ -11,11 +11,12 @@ import pytest
 
 from audit.output.render import render
 from audit.pipeline import build_report
-from audit.score.report import Report
 from audit.read.layout import JobLayout
 from audit.read.layout import task_of as dir_task
 from audit.score.adjudications import Adjudication
 from audit.score.merge import MERGE_RULE, SUPERSEDED, merge_reports
+from audit.score.reference import PublishedScore
+from audit.score.report import Report
 from contracts import outputs as K
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 from tests.audit.dev_set import DEV_SET
@@ -24,6 +25,7 @@ from tests.audit.test_cli import _fake_pulumi
 GEMMA = DEV_SET / "gemma-harness-tb2"
 GEMMA_MAIN = GEMMA / "full_benchmark_2026-04-22__13-52-38"
 GEMMA_RERUN = GEMMA / "rerun_failed2_2026-04-22__20-33-03"
+H21 = "harbor-0.21"
 
 
 def _infra(task: str) -> TrialSpec:
@@ -85,10 +87,13 @@ def test_rerun_supersedes_infra_but_never_a_graded_failure(abc):
     assert (b.outcome, b.counted_as) == ("agent_error", "fail")
     assert [(x.category, x.status) for x in tasks["c-task"].attempts] == [("passed", "counted")]
 
-    assert (merge.original_raw.passed, merge.original_raw.total) == (1, 3)
-    assert (merge.raw.passed, merge.raw.total) == (2, 3)
-    assert (merge.adjusted.passed, merge.adjusted.total) == (2, 3)
-    assert merge.raw.score == 66.67 and merge.raw.ci_low is not None
+    assert (m.score(H21).passed, m.score(H21).counted) == (1, 3)
+    raw, adjusted = merge.score(H21), merge.score(H21, "adjusted")
+    assert (raw.passed, raw.counted) == (2, 3)
+    assert (adjusted.passed, adjusted.counted) == (2, 3)
+    assert raw.score == 66.67 and raw.low is not None
+    # The board's rule over the merged slots: three tasks of one trial each, 2/3.
+    assert merge.score("leaderboard").shown == "66.7% ± N/A (leaderboard)"
     assert merge.superseded == 1
     assert merge.rerun == [] and m.rerun == ["a-task"]
     assert merge.problems == [
@@ -107,7 +112,8 @@ def test_every_format_states_the_rule_and_both_scores(abc):
     data = json.loads(render(report, "json"))
     assert data["merge"]["rule"] == MERGE_RULE
     assert [t["task"] for t in data["merge"]["tasks"]] == ["a-task", "b-task", "c-task"]
-    assert data["merge"]["raw"]["passed"] == 2 and data["raw"]["passed"] == 1
+    assert data["merge"]["scores"][H21]["rows"][0]["raw"]["passed"] == 2
+    assert data["scores"][H21]["rows"][0]["raw"]["passed"] == 1
     for fmt in ("table", "markdown", "html"):
         text = render(report, fmt)
         assert _rule_in(text), fmt
@@ -134,7 +140,9 @@ def test_a_task_infra_in_every_attempt_stays_for_rerun(tmp_path):
     ]
     assert (a.outcome, a.counted_as) == ("infra", "fail")
     assert merge.rerun == ["a-task"] and merge.rerun_args == ["-i", "a-task"]
-    assert (merge.raw.passed, merge.raw.total) == (1, 2)
+    assert (merge.score(H21).passed, merge.score(H21).counted) == (1, 2)
+    # Adjusted: a-task is still infra, so it leaves the denominator: 1/1.
+    assert (merge.score(H21, "adjusted").passed, merge.score(H21, "adjusted").counted) == (1, 1)
     assert merge.superseded == 2
 
 
@@ -169,9 +177,9 @@ def test_slots_with_several_main_attempts(tmp_path):
     ]
     assert (a.passed, a.total, a.counted_as) == (1, 2, "mixed")
     assert sorted(s.category for s in a.slots) == ["agent_error", "passed"]
-    assert (merge.raw.passed, merge.raw.total) == (1, 2)
+    assert (merge.score(H21).passed, merge.score(H21).counted) == (1, 2)
     # pass@k on merged outcomes: one task, n=2, c=1.
-    assert merge.attempts.pass_at_k == {"1": 50.0, "2": 100.0}
+    assert merge.score(H21).pass_at_k == {"1": 50.0, "2": 100.0}
 
 
 def test_adjudications_apply_to_the_merged_outcome(abc):
@@ -181,11 +189,13 @@ def test_adjudications_apply_to_the_merged_outcome(abc):
         Adjudication(task="b-task", decision="pass", reason="grader bug, checked by hand"),
     ]
     m = _audit(main, adj)
-    merge = merge_reports(m, [_audit(rerun)], reference_score=50.0)
-    assert merge.adjusted.excluded == ["a-task"]
-    assert (merge.adjusted.passed, merge.adjusted.total) == (2, 2)  # b by adjudication, c
-    assert (merge.raw.passed, merge.raw.total) == (2, 3)  # raw ignores adjudications
-    assert merge.reference.difference == 50.0
+    merge = merge_reports(m, [_audit(rerun)], PublishedScore(score=50.0, convention=H21))
+    assert sorted(t.task for t in merge.tasks if t.counted_as == "excluded") == ["a-task"]
+    adjusted = merge.score(H21, "adjusted")
+    assert (adjusted.passed, adjusted.counted) == (2, 2)  # b by adjudication, c
+    assert (merge.score(H21).passed, merge.score(H21).counted) == (2, 3)  # raw: none applied
+    # Compared in the reference's convention: raw 66.67 - 50, adjusted 100 - 50.
+    assert [c.difference for c in merge.reference.comparisons] == [16.67, 50.0]
 
 
 # --- the real main job and its real rerun -----------------------------------------------
@@ -200,8 +210,8 @@ def gemma() -> tuple[Report, Report]:
 
 def test_gemma_main_and_rerun_merge(gemma):
     main, rerun = gemma
-    assert (main.raw.passed, main.job.n_trials, main.raw.total) == (16, 88, 89)
-    assert (rerun.raw.passed, rerun.job.n_trials) == (1, 41)
+    assert (main.score(H21).passed, main.job.n_trials, main.score(H21).counted) == (16, 88, 89)
+    assert (rerun.score(H21).passed, rerun.job.n_trials) == (1, 41)
     merge = merge_reports(main, [rerun])
 
     # The rerun's own config names the 41 tasks it reran. 40 of its trials have a result.json;
@@ -240,17 +250,13 @@ def test_gemma_main_and_rerun_merge(gemma):
         ("agent_error", "counted"),
         ("passed", "unused"),
     ]
-    assert (merge.original_raw.passed, merge.original_raw.total) == (16, 89)
-    assert (merge.raw.passed, merge.raw.total, merge.raw.score) == (16, 89, 17.98)
-    assert (merge.raw.ci_low, merge.raw.ci_high) == (11.38, 27.23)
-    assert (merge.adjusted.passed, merge.adjusted.total) == (16, 89)
+    raw, adjusted = merge.score(H21), merge.score(H21, "adjusted")
+    assert (raw.passed, raw.counted, raw.score) == (16, 89, 17.98)
+    assert (raw.low, raw.high) == (11.38, 27.23)
+    assert (adjusted.passed, adjusted.counted) == (16, 89)
     assert merge.rerun == []
-    print(
-        f"\ngemma merge: original raw {merge.original_raw.passed}/{merge.original_raw.total} = "
-        f"{merge.original_raw.score}, adjusted {merge.original_adjusted.score}; merged raw "
-        f"{merge.raw.passed}/{merge.raw.total} = {merge.raw.score}, adjusted "
-        f"{merge.adjusted.passed}/{merge.adjusted.total} = {merge.adjusted.score}"
-    )
+    print(f"\ngemma merge: main {main.score(H21).shown}, {main.score().shown}; merged "
+          f"{raw.shown}, adjusted {adjusted.shown}, {merge.score().shown}")
 
     main.merge = merge
     for fmt in ("json", "table", "markdown", "html"):
@@ -266,9 +272,12 @@ def test_cli_merges_reruns(abc, run_cli):
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert [j["name"] for j in data["merge"]["jobs"]] == ["main-job", "rerun-1"]
-    assert data["merge"]["adjusted"]["score"] == 66.67
-    assert data["merge"]["reference"]["difference"] == 6.67
-    assert data["reference"]["difference"] == -26.67  # the main job alone, unchanged
+    # In the reference's convention (the board's): merged 2/3 raw and adjusted; the main job
+    # alone 1/3 raw, and 1/2 adjusted (a-task's infra trial out).
+    merged = data["merge"]["scores"]["leaderboard"]["rows"][0]
+    assert merged["adjusted"]["score"] == 66.67
+    assert [c["difference"] for c in data["merge"]["reference"]["comparisons"]] == [6.67, 6.67]
+    assert [c["difference"] for c in data["reference"]["comparisons"]] == [-26.67, -10.0]
 
 
 def test_cli_without_rerun_has_no_merge(abc, run_cli):
@@ -307,7 +316,7 @@ def test_cli_stack_takes_reruns_from_the_outputs(abc, run_cli, tmp_path):
     assert res.returncode == 0, res.stderr
     data = json.loads(res.stdout)
     assert [j["location"] for j in data["merge"]["jobs"]] == [str(main), str(rerun)]
-    assert data["merge"]["raw"]["passed"] == 2
+    assert data["merge"]["scores"][H21]["rows"][0]["raw"]["passed"] == 2
 
 
 def test_cli_stack_waiting_for_a_rerun_warns_and_audits(abc, run_cli, tmp_path):

@@ -52,7 +52,7 @@ def test_trial_without_result_json_or_anything_else_is_insufficient_evidence(tmp
     assert "harbor job resume" in row.explanation
     assert any("result.json is missing" in p for p in report.problems)
     # It still counts in the denominator: an unfinished trial did not pass.
-    assert (report.raw.passed, report.raw.total) == (1, 2)
+    assert (report.score("harbor-0.21").passed, report.score("harbor-0.21").counted) == (1, 2)
 
 
 def test_corrupt_result_json_is_reported(tmp_path):
@@ -119,7 +119,7 @@ def test_missing_job_files_and_stray_dirs_are_reported(tmp_path):
     (job / "config.json").write_text("{not json")
     (job / "notes").mkdir()
     report = build_report(JobLayout.local(job))
-    assert report.raw.score == 100.0
+    assert report.score("harbor-0.21").score == 100.0
     assert "result.json is missing" in report.problems
     assert any(p.startswith("config.json is corrupt") for p in report.problems)
     assert any(p.startswith("notes/ is not a trial dir") for p in report.problems)
@@ -132,7 +132,8 @@ def test_planned_trials_without_dirs_count_as_not_passed(tmp_path):
     data["finished_at"] = None
     (job / "result.json").write_text(json.dumps(data))
     report = build_report(JobLayout.local(job))
-    assert (report.raw.passed, report.raw.total, report.raw.score) == (1, 4, 25.0)
+    h21 = report.score("harbor-0.21")  # the three never run count as 0
+    assert (h21.passed, h21.counted, h21.score) == (1, 4, 25.0)
     assert report.job.finished is False
     assert any("3 of 4 planned trials" in p for p in report.problems)
 

@@ -241,7 +241,7 @@ def test_agent_timeout_with_reward_1_stands_as_a_pass(tmp_path):
         "agent_timeout_graded",
         "pass",
     )
-    assert (report.raw.passed, report.raw.score) == (1, 100.0)
+    assert (report.score("harbor-0.21").passed, report.score("harbor-0.21").score) == (1, 100.0)
 
 
 def test_tmux_failing_to_start_is_infra_even_if_the_agent_never_ran(tmp_path):

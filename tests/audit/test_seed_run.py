@@ -12,7 +12,6 @@ from audit.score.adjudications import load_adjudications, parse_adjudications
 from tests.audit.audit_jobgen import SEED_EXPECTED
 from tests.audit.conftest import SEED_ADJUDICATIONS, SEED_JOB_NAME
 
-
 H21 = "harbor-0.21"
 
 

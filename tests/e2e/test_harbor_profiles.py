@@ -109,12 +109,14 @@ def test_harbor_026_runs_the_local_rehearsal(local: LocalStack, harbor_latest_bi
     elsewhere.mkdir()
     report = audit_json("--stack", "local", "--project", str(local.project),
                         env=local.engine.env, cwd=elsewhere)
-    assert (report["raw"]["passed"], report["raw"]["total"]) == (1, 3)
-    # Both conventions, and Harbor's own verdicts read from its result.json beside the audit's:
+    h21 = report["scores"]["harbor-0.21"]["rows"][0]["raw"]
+    assert (h21["passed"], h21["counted"]) == (1, 3)
+    # Every convention, and Harbor's own verdicts read from its result.json beside the audit's:
     # the agent timeout is graded (valid), so here they agree.
-    den = report["denominators"]
-    assert den["job_used"] == "0.26" and den["labels"]["harbor_0_26"].startswith("valid rewards")
-    assert (den["harbor_0_26"]["passed"], den["harbor_0_26"]["total"]) == (1, 3)
+    assert report["job"]["reported_convention"] == "harbor-0.26"
+    assert report["scores"]["harbor-0.26"]["title"].startswith("Harbor 0.26's job mean")
+    h26 = report["scores"]["harbor-0.26"]["rows"][0]["raw"]
+    assert (h26["passed"], h26["counted"]) == (1, 3)
     policy = report["harbor_policy"]
     assert policy["source"] == "the job's result.json (Harbor 0.26)", policy
     assert (policy["agree"], policy["differ"]) == (3, 0), policy

@@ -79,9 +79,17 @@ def assert_demo_scores(report: dict, *, oracle: bool = False) -> None:
     categories = {t["task"]: t["category"] for t in report["trials"]}
     assert categories == (EXPECTED | {"hello-file-wrong": "insufficient_evidence"} if oracle
                           else EXPECTED)
-    raw = report["raw"]
-    assert (raw["passed"], raw["total"], raw["score"]) == (1, 3, 33.33)
-    assert raw["ci_low"] < 33.33 < raw["ci_high"]
+    raw = h21(report)
+    assert (raw["passed"], raw["counted"], raw["score"]) == (1, 3, 33.33)
+    assert raw["low"] < 33.33 < raw["high"]
+    # The board's rule: the agent timeout is counted (as 0), three tasks of one trial each.
+    board = report["scores"]["leaderboard"]["rows"][0]["raw"]
+    assert (board["counted"], board["shown"]) == (3, "33.3% ± N/A (leaderboard)")
+
+
+def h21(report: dict, which: str = "raw") -> dict:
+    """Harbor 0.21's job mean (the one row of its convention), raw or adjusted."""
+    return report["scores"]["harbor-0.21"]["rows"][0][which]
 
 
 def interrupt_harbor(outputs: dict, timeout: float) -> None:
@@ -535,8 +543,8 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(local: LocalSt
     attempts = {t["task"]: t for t in merged["merge"]["tasks"]}
     assert [a["category"] for a in attempts["hello-proxy"]["attempts"]] == ["infra", "passed"]
     assert [a["category"] for a in attempts["hello-file"]["attempts"]] == ["passed"]
-    assert (merged["raw"]["passed"], merged["raw"]["total"]) == (1, 2)  # the main job's own
-    assert (merged["merge"]["raw"]["passed"], merged["merge"]["raw"]["total"]) == (2, 2)
+    assert (h21(merged)["passed"], h21(merged)["counted"]) == (1, 2)  # the main job's own
+    assert (h21(merged["merge"])["passed"], h21(merged["merge"])["counted"]) == (2, 2)
     assert merged["merge"]["rerun"] == []
 
     # The same merge from the real stack's outputs: the rerun dirs and the provenance manifest
@@ -570,7 +578,7 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(local: LocalSt
     statuses = {t["task"]: [a["status"] for a in t["attempts"]] for t in both["merge"]["tasks"]}
     assert statuses == {"hello-file": ["counted", "unused"],
                         "hello-proxy": ["superseded", "counted", "unused"]}
-    assert (both["merge"]["raw"]["passed"], both["merge"]["raw"]["total"]) == (2, 2)
+    assert (h21(both["merge"])["passed"], h21(both["merge"])["counted"]) == (2, 2)
 
     local.destroy()
     for done in (rerun_dir, second_round):

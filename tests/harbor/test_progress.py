@@ -30,16 +30,22 @@ def test_finished_job_with_pass_fail_and_timeout() -> None:
     assert out["finished"] is True and out["total"] == 3 and out["done"] == 3
     assert out["rewards"] == {"0.0": 2, "1.0": 1}
     assert out["errors"] == {"AgentTimeoutError": 1} and out["errored"] == 1
-    assert abs(out["mean_reward"] - 1 / 3) < 1e-9
-    # An agent timeout is still graded: its 0 is a valid reward under both conventions.
-    assert abs(out["mean_reward_valid"] - 1 / 3) < 1e-9
+    scores = out["scores"]
+    assert list(scores) == ["leaderboard", "harbor-0.21", "harbor-0.26"]
+    assert scores["harbor-0.21"] == {"score": 33.33, "counted": 3,
+                                     "shown": "1/3 = 33.33, 95% CI 6.15 - 79.23 (harbor-0.21)"}
+    # An agent timeout is still graded: its 0 is a valid reward under both of Harbor's.
+    assert (scores["harbor-0.26"]["score"], scores["harbor-0.26"]["counted"]) == (33.33, 3)
+    # The oracle records no model: no trial of it could be on the board.
+    assert scores["leaderboard"] == {"score": None, "counted": 0,
+                                     "shown": "no counted trial (leaderboard)"}
     assert out["eta_s"] == 0.0 and 0 < out["elapsed_s"] < 120
 
 
 def test_the_mean_under_both_conventions(tmp_path: Path) -> None:
     """A graded trial whose reward 0.26.0's table calls invalid (the verifier ran after the
-    endpoint failed: InternalServerError) counts as 0 in the leaderboard's mean and not at all
-    in the valid-rewards one; a 0.26.0 result's own `reward_valid` is taken as it says."""
+    endpoint failed: InternalServerError) counts as 0 in Harbor 0.21's mean and not at all in
+    0.26's; a 0.26.0 result's own `reward_valid` is taken as it says."""
     job = tmp_path / "job"
     shutil.copytree(SAMPLE_JOBS / "oracle-dataset", job)
     wrong = next(job.glob("hello-file-wrong__*")) / "result.json"
@@ -49,10 +55,10 @@ def test_the_mean_under_both_conventions(tmp_path: Path) -> None:
                                 "exception_traceback": "", "occurred_at": result["started_at"]}
     wrong.write_text(json.dumps(result))
     out = snap(job)
-    assert abs(out["mean_reward"] - 1 / 3) < 1e-9
-    assert out["mean_reward_valid"] == 0.5
+    assert out["scores"]["harbor-0.21"]["score"] == 33.33  # 1/3
+    assert out["scores"]["harbor-0.26"]["score"] == 50.0  # 1/2
     wrong.write_text(json.dumps({**result, "exception_info": None, "reward_valid": False}))
-    assert snap(job)["mean_reward_valid"] == 0.5
+    assert snap(job)["scores"]["harbor-0.26"]["score"] == 50.0
 
 
 def test_attempts_and_ungraded_trials() -> None:
@@ -60,8 +66,9 @@ def test_attempts_and_ungraded_trials() -> None:
     assert out["total"] == 4 and out["done"] == 4 and sum(out["rewards"].values()) == 4
     timeout = snap(SAMPLE_JOBS / "oracle-verifier-timeout")
     assert timeout["rewards"] == {"none": 1} and timeout["errors"] == {"VerifierTimeoutError": 1}
-    assert timeout["mean_reward"] == 0.0, "Harbor 0.21.0's mean counts an ungraded trial as 0"
-    assert timeout["mean_reward_valid"] is None, "no valid reward yet"
+    scores = timeout["scores"]
+    assert scores["harbor-0.21"]["score"] == 0.0, "Harbor 0.21.0's mean counts it as 0"
+    assert scores["harbor-0.26"]["score"] is None, "no valid reward yet"
 
 
 def test_interrupted_job_counts_cancelled_trials_as_not_done(tmp_path: Path) -> None:
