@@ -113,8 +113,8 @@ def audit(job: Path) -> tuple[float, dict]:
     report = build_report(JobLayout.local(job))
     render(report, "json")
     elapsed = time.perf_counter() - start
-    return elapsed, {"scores": {name: result.model_dump() for name, result in report.scores.items()},
-                     "categories": report.categories}
+    scores = {name: result.model_dump() for name, result in report.scores.items()}
+    return elapsed, {"scores": scores, "categories": report.categories}
 
 
 def main() -> None:

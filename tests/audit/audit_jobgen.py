@@ -65,6 +65,13 @@ class TrialSpec:
     write_result: bool = True
     corrupt_result: bool = False
     trial_id: str | None = None
+    # What the board's rows read (audit/score/conventions.py): the agent's version, the model
+    # (provider, name; None: result.json records none), the verifier's rewards when not
+    # {"reward": reward}, and an exception_info without an exception_type.
+    agent_version: str = "2.0.0"
+    model: tuple[str, str] | None = ("openai", "qwen38-27b")
+    rewards: dict[str, float] | None = None
+    untyped_exception: bool = False
 
 
 def _trial_id(rng: random.Random) -> str:
@@ -108,7 +115,10 @@ def write_trial(
     t3 = t2 + timedelta(seconds=agent_s)
     t4 = t3 + timedelta(seconds=0.4)
     t5 = t4 + timedelta(seconds=verifier_s or 0)
-    exception_info = None
+    exception_info: dict | None = None
+    if spec.untyped_exception:
+        exception_info = {"exception_type": None, "exception_message": spec.exception_message,
+                          "exception_traceback": None, "occurred_at": _ts(t3)}
     if spec.exception_type:
         tb = spec.traceback or TRACEBACKS.get(
             spec.exception_type, "Traceback (most recent call last):\n{msg}\n"
@@ -132,8 +142,9 @@ def write_trial(
         "config": config,
         "agent_info": {
             "name": "terminus-2",
-            "version": "2.0.0",
-            "model_info": {"name": "qwen38-27b", "provider": "openai"},
+            "version": spec.agent_version,
+            "model_info": {"name": spec.model[1], "provider": spec.model[0]} if spec.model
+            else None,
         },
         "agent_result": {
             "n_input_tokens": n_in,
@@ -143,7 +154,8 @@ def write_trial(
             "rollout_details": [],
             "metadata": {"n_episodes": len(spec.commands), "summarization_count": 0},
         },
-        "verifier_result": None if spec.reward is None else {"rewards": {"reward": spec.reward}},
+        "verifier_result": {"rewards": spec.rewards} if spec.rewards is not None
+        else None if spec.reward is None else {"rewards": {"reward": spec.reward}},
         "verifier_environment_mode": "shared",
         "exception_info": exception_info,
         "started_at": _ts(t0),
