@@ -153,6 +153,23 @@ def test_stack_reads_job_dir_and_reference_score(seed_job, run_cli, tmp_path):
     assert args == ["--cwd", ".", "stack", "output", "--json", "--stack", "a100"]
 
 
+def test_stack_reference_with_its_convention_and_flags_over_it(seed_job, run_cli, tmp_path):
+    reference = {"score": 68.5, "plus_minus": 1.0, "convention": "harbor-0.21"}
+    outputs = {K.JOB_DIR: str(seed_job), K.REFERENCE_SCORE: reference}
+    env = _fake_pulumi(tmp_path, outputs)
+    data = json.loads(run_cli("--stack", "s", "--format", "json", env=env).stdout)
+    published = data["reference"]["published"]
+    assert (published["score"], published["plus_minus"], published["convention"]) == (
+        68.5, 1.0, "harbor-0.21")
+    # 61/89 = 68.54 in Harbor 0.21's convention: +0.04, inside its ± 1.0.
+    assert data["reference"]["comparisons"][0]["difference"] == 0.04
+    # A flag given on the command line wins over the stack's.
+    data = json.loads(run_cli("--stack", "s", "--format", "json", "--reference-convention",
+                              "leaderboard", env=env).stdout)
+    assert data["reference"]["published"]["convention"] == "leaderboard"
+    assert data["reference"]["comparisons"][0]["difference"] == 0.82  # 69.32 - 68.5
+
+
 def test_stack_falls_back_to_jobs_dir_and_job_name(seed_job, run_cli, tmp_path):
     outputs = {K.JOBS_DIR: str(seed_job.parent), K.JOB_NAME: seed_job.name}
     res = run_cli("--stack", "local", "--format", "json", env=_fake_pulumi(tmp_path, outputs))

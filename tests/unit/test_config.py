@@ -264,6 +264,11 @@ INVALID = [
      "benchstack:serving.user: Value error, must be a numeric uid:gid"),
     ("mirror-with-scheme", local, [("images.mirror", "http://127.0.0.1:5000")],
      "benchstack:images.mirror"),
+    ("reference-in-an-unknown-convention", a100,
+     [("harbor.reference_score", {"score": 73.0, "convention": "hub"})],
+     "benchstack:harbor.reference_score.convention: Value error, unknown convention 'hub'"),
+    ("reference-above-100", a100, [("harbor.reference_score", 173.0)],
+     "benchstack:harbor.reference_score.score"),
 ]
 
 
@@ -276,6 +281,18 @@ def test_invalid_config_names_the_key(case):
     with pytest.raises(ConfigError) as info:
         parse_stack_config(values)
     assert expected in str(info.value)
+
+
+def test_the_reference_score_carries_its_convention():
+    """A bare number was published on the board; an object names its convention and ±."""
+    assert load_stack_file(ROOT / "Pulumi.a100.yaml").harbor.reference_score.model_dump() == {
+        "score": 73.0, "plus_minus": None, "convention": "leaderboard"}
+    values = a100()
+    values["harbor"]["reference_score"] = {"score": 68.5, "plus_minus": 3.0,
+                                           "convention": "harbor-0.21"}
+    reference = parse_stack_config(values).harbor.reference_score
+    assert (reference.score, reference.plus_minus, reference.convention) == (
+        68.5, 3.0, "harbor-0.21")
 
 
 def test_host_names_and_ipv6_addresses_are_addresses_too():
