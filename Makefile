@@ -12,7 +12,7 @@ export PULUMI_CONFIG_PASSPHRASE ?=
 # One setting of setup/defaults.env (the environment wins), read the way the scripts read it.
 setting = $(shell bash -c 'source setup/lib.sh && load_defaults >/dev/null && echo "$$BENCHSTACK_$(1)"')
 
-.PHONY: setup test unit lint up preview destroy refresh output bench
+.PHONY: setup test unit lint up preview destroy refresh output audit bench
 
 # A developer's machine: what every local stack needs (setup/), then the tests' own peers and
 # builds (setup/dev.sh runs tests/env/setup.sh for them), without running a test.
@@ -51,15 +51,23 @@ test:
 SYSTEM_PULUMI := $(shell command -v pulumi 2>/dev/null)
 ifeq ($(SYSTEM_PULUMI),)
 ENGINE_DIR := $(call setting,ENGINE_DIR)
-RUN_PULUMI = PULUMI_HOME=$(ENGINE_DIR)/current/home PULUMI_SKIP_UPDATE_CHECK=1 \
-	PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true PATH="$(ENGINE_DIR)/current/bin:$$PATH" pulumi
+PULUMI_ENV = PULUMI_HOME=$(ENGINE_DIR)/current/home PULUMI_SKIP_UPDATE_CHECK=1 \
+	PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION=true PATH="$(ENGINE_DIR)/current/bin:$$PATH"
 else
-RUN_PULUMI = pulumi
+PULUMI_ENV =
 endif
+RUN_PULUMI = $(PULUMI_ENV) pulumi
 
 # One stack output (`make output KEY=job_dir`), read with the same engine.
 output:
 	@$(RUN_PULUMI) stack output $(KEY) --stack $(STACK)
+
+# The audit of the stack's job and its reruns (`python -m audit --stack`), reading the stack's
+# outputs with the same engine: the board's number first. More options in AUDIT_ARGS, e.g.
+# `make audit AUDIT_ARGS="--format html --out report.html"` (README: The audit).
+AUDIT_ARGS ?=
+audit:
+	@$(PULUMI_ENV) $(PY) -m audit --stack $(STACK) $(AUDIT_ARGS)
 
 up preview destroy refresh:
 	bash setup/setup.sh --stack $(STACK)

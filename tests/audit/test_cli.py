@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 from html.parser import HTMLParser
 
 import pytest
 
 from contracts import outputs as K
 from tests.audit.conftest import SEED_ADJUDICATIONS
-from tests.conftest import SAMPLE_JOBS
+from tests.conftest import ROOT, SAMPLE_JOBS
 
 
 def test_table_format_shows_scores_tokens_and_wall_time(seed_job, run_cli):
@@ -168,6 +169,37 @@ def test_stack_reference_with_its_convention_and_flags_over_it(seed_job, run_cli
                               "leaderboard", env=env).stdout)
     assert data["reference"]["published"]["convention"] == "leaderboard"
     assert data["reference"]["comparisons"][0]["difference"] == 0.82  # 69.32 - 68.5
+
+
+def test_make_audit_reads_the_stack_with_the_makefiles_engine(seed_job, tmp_path):
+    """`make audit` with no pulumi on PATH runs the engine `make up` built (the Makefile's
+    ENGINE_DIR, here a stand-in engine dir given the way setup/defaults.env lets the
+    environment win), with its PULUMI_HOME, and prints the board's number first."""
+    engine = tmp_path / "engine"
+    bindir = engine / "current" / "bin"
+    bindir.mkdir(parents=True)
+    seen = tmp_path / "pulumi-env.txt"
+    outputs = {K.JOB_DIR: str(seed_job), K.REFERENCE_SCORE: 73.0}
+    fake = bindir / "pulumi"
+    fake.write_text("#!/usr/bin/env bash\n"
+                    f'echo "$PULUMI_HOME $*" > {seen}\n'
+                    f"cat <<'JSON'\n{json.dumps(outputs)}\nJSON\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "BENCHSTACK_ENGINE_DIR": str(engine)}
+
+    def make(*args: str) -> str:
+        proc = subprocess.run(["make", "-s", "audit", "STACK=a100", *args], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout
+
+    data = json.loads(make("AUDIT_ARGS=--format json"))
+    assert data["convention"] == "leaderboard" and data["job"]["location"] == str(seed_job)
+    assert seen.read_text().split() == [str(engine / "current" / "home"), "--cwd", ".", "stack",
+                                        "output", "--json", "--stack", "a100"]
+    # The summary's first row (after the title and the table's head) is the board's number.
+    first = make("AUDIT_ARGS=--format markdown").splitlines()[4]
+    assert first.startswith("| leaderboard, raw ") and first.endswith("| 69.3% ± N/A (leaderboard) |")
 
 
 def test_stack_falls_back_to_jobs_dir_and_job_name(seed_job, run_cli, tmp_path):
