@@ -199,7 +199,8 @@ def test_make_audit_reads_the_stack_with_the_makefiles_engine(seed_job, tmp_path
                                         "output", "--json", "--stack", "a100"]
     # The summary's first row (after the title and the table's head) is the board's number.
     first = make("AUDIT_ARGS=--format markdown").splitlines()[4]
-    assert first.startswith("| leaderboard, raw ") and first.endswith("| 69.3% ± N/A (leaderboard) |")
+    assert first.startswith("| leaderboard, raw ")
+    assert first.endswith("| 69.3% ± N/A (leaderboard) |")
 
 
 def test_stack_falls_back_to_jobs_dir_and_job_name(seed_job, run_cli, tmp_path):
