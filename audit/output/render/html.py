@@ -252,7 +252,8 @@ def _signatures(report: Report) -> str:
 
 def _adjudications(report: Report) -> str:
     if not report.adjudications:
-        return '<p class="note">None: the adjusted score equals the raw score.</p>'
+        return ('<p class="note">None: the adjusted scores apply the audit\'s verdicts '
+                'alone.</p>')
     rows = "".join(
         f"<tr><td>{escape(a.task)}</td><td>{a.decision}</td>"
         f"<td>{escape(', '.join(a.raw_outcome))}</td><td>{escape(a.reason)}</td></tr>"

@@ -16,6 +16,7 @@ from audit.output.render.text import (
 from audit.read import provenance as prov
 from audit.score.merge import Merge
 from audit.score.report import Report
+from audit.score.rows import TrialRow
 
 
 def _cell(text: object) -> str:
@@ -27,8 +28,24 @@ def render(report: Report) -> str:
     out += ["| | |", "|---|---|"]
     out += [f"| {k} | {_cell(v)} |" for k, v in headline(report)]
     out += ["", f"> **Scoring rule.** {report.scoring_rule}", ""]
+    out += _categories(report)
+    out += ["", "## Adjudications", "", *_adjudications(report)]
+    out += ["", "## Rerun (infra)", "", *_rerun(report)]
+    out += ["", "## Where the board and the audit disagree", "", *_disagreements(report)]
+    out += ["", *time_plane.markdown(report.trials)]
+    out += ["", "## Trials that did not pass cleanly", "", *_trials(report)]
+    if report.merge:
+        out += ["", *_merge(report.merge, report.convention)]
+    if report.provenance is not None:
+        out += ["", *_provenance(report.provenance)]
+    if report.problems:
+        out += ["", "## Evidence problems", ""]
+        out += [f"- {_cell(p)}" for p in report.problems]
+    return "\n".join(out).rstrip() + "\n"
 
-    out += ["## Outcomes by category", "", "| category | trials |", "|---|---:|"]
+
+def _categories(report: Report) -> list[str]:
+    out = ["## Outcomes by category", "", "| category | trials |", "|---|---:|"]
     out += [f"| {c} | {n} |" for c, n in report.categories.items()]
     if report.signatures:
         out += ["", "## Signatures", "", "| signature | trials | meaning |", "|---|---:|---|"]
@@ -36,74 +53,68 @@ def render(report: Report) -> str:
             f"| {s} | {n} | {_cell(report.signature_meanings.get(s, ''))} |"
             for s, n in report.signatures.items()
         ]
+    return out
 
-    out += ["", "## Adjudications", ""]
-    if report.adjudications:
-        out += ["| task | decision | raw outcome | reason |", "|---|---|---|---|"]
-        out += [
-            f"| {_cell(a.task)} | {a.decision} | {_cell(', '.join(a.raw_outcome))} | "
-            f"{_cell(a.reason)} |"
-            for a in report.adjudications
-        ]
-    else:
-        out.append("None: the adjusted score equals the raw score.")
 
-    out += ["", "## Rerun (infra)", ""]
-    if report.rerun:
-        out += [f"- `{t}`" for t in report.rerun]
-        out += ["", "Harbor task filters:", "", "```", " ".join(report.rerun_args), "```"]
-    else:
-        out.append("No trial was classified infra.")
+def _adjudications(report: Report) -> list[str]:
+    if not report.adjudications:
+        return ["None: the adjusted scores apply the audit's verdicts alone."]
+    return ["| task | decision | raw outcome | reason |", "|---|---|---|---|"] + [
+        f"| {_cell(a.task)} | {a.decision} | {_cell(', '.join(a.raw_outcome))} | "
+        f"{_cell(a.reason)} |"
+        for a in report.adjudications
+    ]
 
-    out += ["", "## Where the board and the audit disagree", ""]
-    if report.disagreements:
-        out += ["| trial | task | exception | category | board | audit |",
-                "|---|---|---|---|---|---|"]
-        out += [f"| {_cell(d.trial)} | {_cell(d.task)} | {d.exception or ''} | {d.category} | "
-                f"{_cell(d.board)} | {_cell(d.audit)} |" for d in report.disagreements]
-    else:
-        out.append("None: the board counts exactly the trials the audit judges on the model.")
 
-    out += ["", *time_plane.markdown(report.trials)]
-    out += ["", "## Trials that did not pass cleanly", ""]
+def _rerun(report: Report) -> list[str]:
+    if not report.rerun:
+        return ["No trial was classified infra."]
+    return [f"- `{t}`" for t in report.rerun] + [
+        "", "Harbor task filters:", "", "```", " ".join(report.rerun_args), "```"]
+
+
+def _disagreements(report: Report) -> list[str]:
+    if not report.disagreements:
+        return ["None: the board counts exactly the trials the audit judges on the model."]
+    return ["| trial | task | exception | category | board | audit |",
+            "|---|---|---|---|---|---|"] + [
+        f"| {_cell(d.trial)} | {_cell(d.task)} | {d.exception or ''} | {d.category} | "
+        f"{_cell(d.board)} | {_cell(d.audit)} |" for d in report.disagreements]
+
+
+def _trials(report: Report) -> list[str]:
     rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
-    if rows:
-        out += [
-            "| task | trial | reward | exception | category | signature | model reached "
-            "| counted as | board | Harbor 0.26 |",
-            "|---|---|---|---|---|---|---|---|---|---|",
-        ]
-        for t in rows:
-            out.append(
-                f"| {_cell(t.task)} | {_cell(t.trial)} | {reward(t.reward)} | "
-                f"{t.exception or ''} | {t.category} | {t.signature or ''} | "
-                f"{t.model_reached} | {t.counted_as} | {_cell(board_cell(t))} | "
-                f"{policy_cell(t)} |"
-            )
-        out.append("")
-        for t in rows:
-            out += [f"### {t.trial}", "", f"*{t.category}* / `{t.signature}`: {t.explanation}", ""]
-            out += [f"Model reached: {_cell(trial_reached(t.model_reached_detail))}", ""]
-            out += [f"Evidence: {_cell(families(t))}", ""]
-            if t.harbor_policy is not None:
-                out += [_cell(policy_detail(t)), ""]
-            if t.adjudication:
-                adj = t.adjudication
-                out += [f"**Adjudicated {adj['decision']}:** {adj['reason']}", ""]
-            if t.evidence:
-                out += ["```text", *t.evidence, "```", ""]
-    else:
-        out.append("Every trial passed.")
+    if not rows:
+        return ["Every trial passed."]
+    out = [
+        "| task | trial | reward | exception | category | signature | model reached "
+        "| counted as | board | Harbor 0.26 |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    out += [
+        f"| {_cell(t.task)} | {_cell(t.trial)} | {reward(t.reward)} | "
+        f"{t.exception or ''} | {t.category} | {t.signature or ''} | "
+        f"{t.model_reached} | {t.counted_as} | {_cell(board_cell(t))} | {policy_cell(t)} |"
+        for t in rows
+    ]
+    out.append("")
+    for t in rows:
+        out += _trial(t)
+    return out
 
-    if report.merge:
-        out += ["", *_merge(report.merge, report.convention)]
-    if report.provenance is not None:
-        out += ["", *_provenance(report.provenance)]
 
-    if report.problems:
-        out += ["", "## Evidence problems", ""]
-        out += [f"- {_cell(p)}" for p in report.problems]
-    return "\n".join(out).rstrip() + "\n"
+def _trial(t: TrialRow) -> list[str]:
+    out = [f"### {t.trial}", "", f"*{t.category}* / `{t.signature}`: {t.explanation}", ""]
+    out += [f"Model reached: {_cell(trial_reached(t.model_reached_detail))}", ""]
+    out += [f"Evidence: {_cell(families(t))}", ""]
+    if t.harbor_policy is not None:
+        out += [_cell(policy_detail(t)), ""]
+    if t.adjudication:
+        adj = t.adjudication
+        out += [f"**Adjudicated {adj['decision']}:** {adj['reason']}", ""]
+    if t.evidence:
+        out += ["```text", *t.evidence, "```", ""]
+    return out
 
 
 def _merge(m: Merge, convention: str) -> list[str]:

@@ -34,85 +34,93 @@ def render(report: Report, width: int | None = None, color: bool = False) -> str
         force_terminal=color,
         color_system="standard" if color else None,
     )
-
-    summary = Table(title=f"Audit of {report.job.name}", show_header=False)
-    summary.add_column(style="bold")
-    summary.add_column()
-    for key, value in headline(report):
-        summary.add_row(key, escape(value))
-    console.print(summary)
+    console.print(_pairs(f"Audit of {report.job.name}", headline(report), fold=False))
     console.print(f"Scoring rule: {escape(report.scoring_rule)}")
+    for table in (_categories(report), _signatures(report), _adjudications(report),
+                  _disagreements(report), _trials(report)):
+        if table is not None:
+            console.print(table)
+    _time(console, report)
+    if report.merge:
+        _merge(console, report.merge, report.convention)
+    if report.provenance is not None:
+        console.print(_pairs(
+            "Provenance (the full manifest: --format json, or --out writes provenance.json)",
+            prov.key_facts(report.provenance)))
+    for problem in report.problems:
+        console.print(f"[yellow]evidence problem:[/] {escape(problem)}", highlight=False)
+    return buf.getvalue()
 
+
+def _pairs(title: str, pairs: list[tuple[str, str]], fold: bool = True) -> Table:
+    table = Table(title=title, show_header=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold" if fold else "ellipsis")
+    for key, value in pairs:
+        table.add_row(key, escape(value))
+    return table
+
+
+def _table(title: str, columns: tuple[str, ...], rows: list[tuple[str, ...]]) -> Table:
+    table = Table(title=title)
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _categories(report: Report) -> Table:
     cats = Table(title="Outcomes by category")
     cats.add_column("category")
     cats.add_column("trials", justify="right")
     for cat, n in report.categories.items():
         cats.add_row(f"[{_STYLE[cat]}]{cat}[/]", str(n))
-    console.print(cats)
+    return cats
 
-    if report.signatures:
-        sigs = Table(title="Signatures")
-        sigs.add_column("signature")
-        sigs.add_column("trials", justify="right")
-        sigs.add_column("meaning", overflow="fold")
-        for sig, n in report.signatures.items():
-            sigs.add_row(sig, str(n), escape(report.signature_meanings.get(sig, "")))
-        console.print(sigs)
 
-    if report.adjudications:
-        adj = Table(title="Adjudications (change the adjusted score only)")
-        for col in ("task", "decision", "raw outcome", "reason"):
-            adj.add_column(col, overflow="fold")
-        for a in report.adjudications:
-            adj.add_row(escape(a.task), a.decision, ", ".join(a.raw_outcome), escape(a.reason))
-        console.print(adj)
+def _signatures(report: Report) -> Table | None:
+    if not report.signatures:
+        return None
+    sigs = Table(title="Signatures")
+    sigs.add_column("signature")
+    sigs.add_column("trials", justify="right")
+    sigs.add_column("meaning", overflow="fold")
+    for sig, n in report.signatures.items():
+        sigs.add_row(sig, str(n), escape(report.signature_meanings.get(sig, "")))
+    return sigs
 
-    if report.disagreements:
-        dis = Table(title="Where the board and the audit disagree")
-        for col in ("trial", "exception", "category", "board", "audit"):
-            dis.add_column(col, overflow="fold")
-        for d in report.disagreements:
-            dis.add_row(escape(d.trial), d.exception or "", d.category, escape(d.board),
-                        escape(d.audit))
-        console.print(dis)
 
+def _adjudications(report: Report) -> Table | None:
+    if not report.adjudications:
+        return None
+    return _table("Adjudications (change the adjusted score only)",
+                  ("task", "decision", "raw outcome", "reason"),
+                  [(escape(a.task), a.decision, ", ".join(a.raw_outcome), escape(a.reason))
+                   for a in report.adjudications])
+
+
+def _disagreements(report: Report) -> Table | None:
+    if not report.disagreements:
+        return None
+    return _table("Where the board and the audit disagree",
+                  ("trial", "exception", "category", "board", "audit"),
+                  [(escape(d.trial), d.exception or "", d.category, escape(d.board),
+                    escape(d.audit)) for d in report.disagreements])
+
+
+def _trials(report: Report) -> Table | None:
     rows = [t for t in report.trials if t.category != "passed" or t.adjudication]
-    if rows:
-        trials = Table(title="Trials that did not pass cleanly")
-        cols = ("task", "reward", "exception", "category", "signature", "model reached",
-                "counted", "board", "Harbor 0.26", "evidence")
-        for col in cols:
-            trials.add_column(col, overflow="fold")
-        for t in rows:
-            trials.add_row(
-                escape(t.task),
-                reward(t.reward),
-                t.exception or "",
-                f"[{_STYLE[t.category]}]{t.category}[/]",
-                t.signature or "",
-                t.model_reached,
-                t.counted_as,
-                escape(board_cell(t)),
-                policy_cell(t),
-                escape(t.evidence[0]) if t.evidence else "",
-            )
-        console.print(trials)
-    _time(console, report)
-    if report.merge:
-        _merge(console, report.merge, report.convention)
-    if report.provenance is not None:
-        facts = Table(
-            title="Provenance (the full manifest: --format json, or --out writes provenance.json)",
-            show_header=False,
-        )
-        facts.add_column(style="bold")
-        facts.add_column(overflow="fold")
-        for key, value in prov.key_facts(report.provenance):
-            facts.add_row(key, escape(value))
-        console.print(facts)
-    for problem in report.problems:
-        console.print(f"[yellow]evidence problem:[/] {escape(problem)}", highlight=False)
-    return buf.getvalue()
+    if not rows:
+        return None
+    return _table(
+        "Trials that did not pass cleanly",
+        ("task", "reward", "exception", "category", "signature", "model reached", "counted",
+         "board", "Harbor 0.26", "evidence"),
+        [(escape(t.task), reward(t.reward), t.exception or "",
+          f"[{_STYLE[t.category]}]{t.category}[/]", t.signature or "", t.model_reached,
+          t.counted_as, escape(board_cell(t)), policy_cell(t),
+          escape(t.evidence[0]) if t.evidence else "") for t in rows])
 
 
 def _time(console: Console, report: Report) -> None:
@@ -130,12 +138,7 @@ def _time(console: Console, report: Report) -> None:
 
 
 def _merge(console: Console, m: Merge, convention: str) -> None:
-    summary = Table(title="Merged with reruns", show_header=False)
-    summary.add_column(style="bold")
-    summary.add_column(overflow="fold")
-    for key, value in merge_headline(m, convention):
-        summary.add_row(key, escape(value))
-    console.print(summary)
+    console.print(_pairs("Merged with reruns", merge_headline(m, convention)))
     console.print(f"Merge rule: {escape(m.rule)}")
     tasks = Table(title="Attempts per task, in merge order")
     for col in ("task", "attempts", "merged", "counted"):
