@@ -139,13 +139,15 @@ def test_cli_archive_then_every_format_reads_from_s3(s3_env, s3_client, bucket, 
     # The archived reports are the real ones.
     key = f"runs/{seed_job.name}/_audit/report.json"
     archived = json.loads(s3_client.get_object(Bucket=bucket, Key=key)["Body"].read())
-    assert archived["adjusted"]["score"] == 72.73
+    assert archived["scores"]["harbor-0.21"]["rows"][0]["adjusted"]["score"] == 72.73
 
     adj = ["--adjudications", str(SEED_ADJUDICATIONS)]
     js = run_cli(uri, "--format", "json", *adj, env=s3_env)
     assert js.returncode == 0, js.stderr
     data = json.loads(js.stdout)
-    assert (data["raw"]["score"], data["adjusted"]["score"]) == (68.54, 72.73)
+    h21 = data["scores"]["harbor-0.21"]["rows"][0]
+    assert (h21["raw"]["score"], h21["adjusted"]["score"]) == (68.54, 72.73)
+    assert data["scores"]["leaderboard"]["rows"][0]["raw"]["shown"] == "69.3% ± N/A (leaderboard)"
     assert data["job"]["location"] == uri
     assert len(data["trials"]) == 89 and data["problems"] == []
     local = build_report(JobLayout.local(seed_job)).model_dump()

@@ -82,7 +82,8 @@ def test_audit_of_a_real_harbor_job(tmp_path, harbor_bin, canary_image):
         "hello-file-slow": ("agent_timeout", "agent_timeout"),
         "hello-absent-image": ("infra", "image_pull_failed"),
     }, json.dumps([t.model_dump() for t in report.trials], indent=1)[:4000]
-    assert (report.raw.passed, report.raw.total, report.raw.score) == (1, 4, 25.0)
+    h21 = report.score("harbor-0.21")
+    assert (h21.passed, h21.counted, h21.score) == (1, 4, 25.0)
     assert report.rerun == ["hello-absent-image"]
     absent = next(t for t in report.trials if t.task == "hello-absent-image")
     assert any("audit-absent-image" in line for line in absent.evidence)

@@ -121,6 +121,10 @@ def headline(report: Report) -> list[tuple[str, str]]:
     several = len(report.jobs) > 1
     return [
         *score_lines(report.scores, report.convention, report.adjusted_excluded()),
+        (
+            "leaderboard conformance",
+            conformance_line(report.conformance) if report.conformance else "not checked",
+        ),
         *reference_lines(report.reference),
         ("job" if not several else "jobs (one submission)",
          job.name if not several else jobs_line(report)),
@@ -144,10 +148,6 @@ def headline(report: Report) -> list[tuple[str, str]]:
         ("rerun", " ".join(report.rerun_args) if report.rerun else "none"),
         ("attempts per task", attempts_per_task(report.attempts)),
         *pass_at_k_lines(report.scores, report.convention),
-        (
-            "leaderboard conformance",
-            conformance_line(report.conformance) if report.conformance else "not checked",
-        ),
     ]
 
 
