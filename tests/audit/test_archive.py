@@ -153,7 +153,7 @@ def test_cli_archive_then_every_format_reads_from_s3(s3_env, s3_client, bucket, 
     local = build_report(JobLayout.local(seed_job)).model_dump()
     assert [t["category"] for t in data["trials"]] == [t["category"] for t in local["trials"]]
     for fmt, needle in (
-        ("markdown", "| adjusted score | 64/88 = 72.73"),
+        ("markdown", "| harbor-0.21, adjusted | 64/88 = 72.73"),
         ("html", "<svg"),
         ("table", "64/88 = 72.73"),
     ):
