@@ -82,6 +82,30 @@ def _ts(t: datetime) -> str:
     return t.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def _exception_info(spec: TrialSpec, at: str) -> tuple[dict | None, str | None]:
+    """The trial's exception_info and its traceback (for exception.txt), or None."""
+    if spec.untyped_exception:
+        return {"exception_type": None, "exception_message": spec.exception_message,
+                "exception_traceback": None, "occurred_at": at}, None
+    if not spec.exception_type:
+        return None, None
+    tb = spec.traceback or TRACEBACKS.get(
+        spec.exception_type, "Traceback (most recent call last):\n{msg}\n"
+    ).format(msg=spec.exception_message)
+    return {"exception_type": spec.exception_type, "exception_message": spec.exception_message,
+            "exception_traceback": tb, "occurred_at": at}, tb
+
+
+def _model_info(spec: TrialSpec) -> dict | None:
+    return {"name": spec.model[1], "provider": spec.model[0]} if spec.model else None
+
+
+def _verifier_result(spec: TrialSpec) -> dict | None:
+    if spec.rewards is not None:
+        return {"rewards": spec.rewards}
+    return None if spec.reward is None else {"rewards": {"reward": spec.reward}}
+
+
 def write_trial(
     job_dir: Path,
     spec: TrialSpec,
@@ -115,21 +139,9 @@ def write_trial(
     t3 = t2 + timedelta(seconds=agent_s)
     t4 = t3 + timedelta(seconds=0.4)
     t5 = t4 + timedelta(seconds=verifier_s or 0)
-    exception_info: dict | None = None
-    if spec.untyped_exception:
-        exception_info = {"exception_type": None, "exception_message": spec.exception_message,
-                          "exception_traceback": None, "occurred_at": _ts(t3)}
-    if spec.exception_type:
-        tb = spec.traceback or TRACEBACKS.get(
-            spec.exception_type, "Traceback (most recent call last):\n{msg}\n"
-        ).format(msg=spec.exception_message)
-        exception_info = {
-            "exception_type": spec.exception_type,
-            "exception_message": spec.exception_message,
-            "exception_traceback": tb,
-            "occurred_at": _ts(t3),
-        }
-        (tdir / "exception.txt").write_text(tb)
+    exception_info, traceback = _exception_info(spec, _ts(t3))
+    if traceback is not None:
+        (tdir / "exception.txt").write_text(traceback)
     n_in, n_cache, n_out = spec.tokens
     result = {
         "id": f"{rng.getrandbits(128):032x}",
@@ -143,8 +155,7 @@ def write_trial(
         "agent_info": {
             "name": "terminus-2",
             "version": spec.agent_version,
-            "model_info": {"name": spec.model[1], "provider": spec.model[0]} if spec.model
-            else None,
+            "model_info": _model_info(spec),
         },
         "agent_result": {
             "n_input_tokens": n_in,
@@ -154,8 +165,7 @@ def write_trial(
             "rollout_details": [],
             "metadata": {"n_episodes": len(spec.commands), "summarization_count": 0},
         },
-        "verifier_result": {"rewards": spec.rewards} if spec.rewards is not None
-        else None if spec.reward is None else {"rewards": {"reward": spec.reward}},
+        "verifier_result": _verifier_result(spec),
         "verifier_environment_mode": "shared",
         "exception_info": exception_info,
         "started_at": _ts(t0),
