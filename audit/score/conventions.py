@@ -12,9 +12,10 @@ exit_code_leaderboard.sql; its page, app/(home)/leaderboard/components/columns.t
 clause:
   1. a trial counts when its exception_info is null or its exception_type is one of
      BOARD_COUNTED; an exception_info without a type does not (`NULL IN (...)` is not true). A
-     trial without result.json was never uploaded, and one without a model
-     (agent_info.model_info) gets no trial_model row and so no display name (`p_hats` keeps only
-     trials with one): neither is on the board;
+     trial without result.json was never uploaded: not on the board. A trial whose result.json
+     names no model (agent_info.model_info) is counted, but its row exists only if the import
+     names the model (`p_hats` keeps only trials with a registered model; the importer can
+     override it): such a row's validity is "cannot tell";
   2. a counted trial's reward is COALESCE(reward, 0), where the uploader stored the verifier's
      `reward` key, 0 when the rewards name none (terminal-bench-experiments scripts/run_job.py:
      `rewards.get("reward", 0)`, None without rewards);
@@ -109,8 +110,6 @@ def exception_types(counted: Sequence[str]) -> Rule:
     def rule(t: TrialFacts) -> tuple[bool, str]:
         if not t.has_result:
             return False, "no result.json: never uploaded"
-        if not t.models:
-            return False, "no model in result.json (agent_info.model_info): no row shows it"
         if not t.exception_recorded:
             return True, "no exception"
         if t.exception is None:
@@ -260,7 +259,8 @@ class ScoreRow(Out):
     def label(self) -> str:
         if self.agent is None and not self.models:
             return "every trial"
-        return f"{self.agent} {self.agent_version or '?'} / {', '.join(self.models) or '?'}"
+        models = ", ".join(self.models) or "no model in result.json"
+        return f"{self.agent} {self.agent_version or '?'} / {models}"
 
 
 class ConventionResult(Out):
@@ -389,9 +389,13 @@ def _over_trials(convention: Convention, group: _Group, unrun: int) -> Conventio
 
 
 def _validity(convention: Convention, s: ConventionScore, tasks_run: set[str],
-              dataset_tasks: int | None) -> ConventionScore:
+              dataset_tasks: int | None, model_named: bool = True) -> ConventionScore:
     invalid: list[str] = []
-    unknown = False
+    unknown = 0
+    if convention.by_agent and not model_named:
+        unknown += 1
+        invalid.append("result.json names no model (agent_info.model_info): the board shows "
+                       "the row only if its import names one")
     if convention.above is not None and (s.score is None or s.score <= convention.above):
         invalid.append(f"score {s.score} is not above {convention.above:g}%")
     if convention.needs_every_task:
@@ -399,7 +403,7 @@ def _validity(convention: Convention, s: ConventionScore, tasks_run: set[str],
         if lost:
             invalid.append(f"{len(lost)} task(s) ran without a counted trial: {', '.join(lost)}")
         if dataset_tasks is None:
-            unknown = True
+            unknown += 1
             invalid.append(f"{s.tasks} tasks have a counted trial; the dataset's task count is "
                            "unknown (--dataset-tasks N)")
         elif s.tasks != dataset_tasks:
@@ -411,7 +415,7 @@ def _validity(convention: Convention, s: ConventionScore, tasks_run: set[str],
 
 
 def _score(convention: Convention, group: _Group | None, unrun: int, tasks_run: set[str],
-           dataset_tasks: int | None) -> ConventionScore:
+           dataset_tasks: int | None, key: Key) -> ConventionScore:
     group = group or _Group()
     if convention.per_task and group.rewards:
         s = _per_task(convention, group)
@@ -420,7 +424,7 @@ def _score(convention: Convention, group: _Group | None, unrun: int, tasks_run: 
                             shown=f"no counted trial ({convention.name})")
     else:
         s = _over_trials(convention, group, unrun if convention.unrun_as_zero else 0)
-    return _validity(convention, s, tasks_run, dataset_tasks)
+    return _validity(convention, s, tasks_run, dataset_tasks, model_named=bool(key[2]))
 
 
 def _row_rule(convention: Convention) -> str:
@@ -449,9 +453,9 @@ def score_rows(convention: Convention, raw: Sequence[TrialFacts],
     rows = [
         ScoreRow(
             agent=key[0], agent_version=key[1], models=list(key[2]),
-            raw=_score(convention, raw_groups.get(key), unrun, tasks_run, dataset_tasks),
+            raw=_score(convention, raw_groups.get(key), unrun, tasks_run, dataset_tasks, key),
             adjusted=_score(convention, adjusted_groups.get(key), unrun, tasks_run,
-                            dataset_tasks),
+                            dataset_tasks, key),
         )
         for key in keys
     ] if raw or adjusted or unrun else []

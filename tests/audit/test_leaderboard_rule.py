@@ -103,6 +103,19 @@ def test_clause_2_a_counted_trial_without_the_reward_key_is_0(tmp_path):
     assert report.score("harbor-0.21").shown.startswith("3/4 = 75.00")
 
 
+def test_a_trial_without_a_model_counts_but_its_row_needs_the_import_to_name_one(tmp_path):
+    """The board keeps only trials with a registered model; the uploader takes it from
+    agent_info.model_info, the importer can name it instead. A job dir without one: the trials
+    count (a: 1, 0; b: 1: 75%), and whether the row exists cannot be told."""
+    report = audit(tmp_path, [passed("a", model=None), failed("a", model=None),
+                              passed("b", model=None)], dataset_tasks=2)
+    (row,) = report.scores[BOARD].rows
+    assert (row.models, row.raw.shown, row.raw.valid) == ([], "75.0% ± N/A (leaderboard)", None)
+    assert row.raw.invalid == ["result.json names no model (agent_info.model_info): the board "
+                               "shows the row only if its import names one"]
+    assert row.label() == "terminus-2 2.0.0 / no model in result.json"
+
+
 def test_clause_3_per_task_means_then_the_mean_over_tasks(tmp_path):
     """Uneven attempts: a has 1, 1, 1, 0 (p = 3/4, p(1-p)/3 = 1/16), b has 0, 0 (p = 0). The
     board weighs each task the same: (3/4 + 0) / 2 = 37.5%, not 3 of 6 trials; stderr =

@@ -36,9 +36,9 @@ def test_finished_job_with_pass_fail_and_timeout() -> None:
                                      "shown": "1/3 = 33.33, 95% CI 6.15 - 79.23 (harbor-0.21)"}
     # An agent timeout is still graded: its 0 is a valid reward under both of Harbor's.
     assert (scores["harbor-0.26"]["score"], scores["harbor-0.26"]["counted"]) == (33.33, 3)
-    # The oracle records no model: no trial of it could be on the board.
-    assert scores["leaderboard"] == {"score": None, "counted": 0,
-                                     "shown": "no counted trial (leaderboard)"}
+    # The board's: the agent timeout is counted (as 0); three tasks of one trial each.
+    assert scores["leaderboard"] == {"score": 33.33, "counted": 3,
+                                     "shown": "33.3% ± N/A (leaderboard)"}
     assert out["eta_s"] == 0.0 and 0 < out["elapsed_s"] < 120
 
 
