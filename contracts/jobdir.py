@@ -4,7 +4,7 @@ Everything that looks at a Harbor job asks this module: the steps on the Harbor 
 the stop, the preflight's saved config, the provenance) and their status probes, the program
 (components/harbor_job.py, harbor_rerun.py, provenance.py: the paths it declares and exports),
 the progress command (components/progress.py) and the audit (audit/read/layout.py,
-audit/judge/job_state.py, audit/output/report.py). So the paths (`results/`, `logs/`,
+audit/judge/job_state.py, audit/pipeline.py). So the paths (`results/`, `logs/`,
 `<job>.pid`, `<job>.log`...), "finished", "running" (the PID check) and the per-trial files are
 decided here alone (tests/unit/test_jobdir.py fails when another file spells them).
 

@@ -156,10 +156,6 @@ def register(convention: Convention) -> Convention:
     return convention
 
 
-def unregister(name: str) -> None:
-    _REGISTRY.pop(name, None)
-
-
 def get(name: str) -> Convention:
     try:
         return _REGISTRY[name]

@@ -256,9 +256,11 @@ def test_the_reference_names_the_tasks_behind_the_difference(tmp_path, run_cli):
     assert res.returncode == 2 and "task 'a': 2 is not a p̂ between 0 and 1" in res.reason
 
 
-def test_a_third_harbor_profile_is_its_profile_and_one_registry_entry(tmp_path):
+def test_a_third_harbor_profile_is_its_profile_and_one_registry_entry(tmp_path, monkeypatch):
     """A profile names its convention; registering the convention is all the audit needs to
     compute and print it beside the others."""
+    # The registration lives in a copy of the registry for this test only.
+    monkeypatch.setattr(conv, "_REGISTRY", dict(conv._REGISTRY))
     profile = hp.HarborProfile(**{**hp.PROFILES["0.26.0"].__dict__, "version": "0.27.0",
                                   "score_convention": "harbor-0.27"})
     conv.register(conv.Convention(
@@ -266,12 +268,13 @@ def test_a_third_harbor_profile_is_its_profile_and_one_registry_entry(tmp_path):
         "trial", counts=lambda t: (t.reward is not None, "graded" if t.reward is not None
                                    else "not graded"),
         reward=conv.reward_or_zero, per_task=False, by_agent=False))
-    try:
-        report = audit(tmp_path, [passed("a"), failed("b"), TrialSpec("c", reward=None)])
-        assert report.score("harbor-0.27").shown.startswith("1/2 = 50.00")
-        assert "harbor-0.27, raw" in render(report, "markdown")
-    finally:
-        conv.unregister("harbor-0.27")
-    # Every real profile's convention is registered.
+    report = audit(tmp_path, [passed("a"), failed("b"), TrialSpec("c", reward=None)])
+    assert report.score("harbor-0.27").shown.startswith("1/2 = 50.00")
+    assert "harbor-0.27, raw" in render(report, "markdown")
+    with pytest.raises(ValueError, match="'harbor-0.27' is registered already"):
+        conv.register(conv.get("harbor-0.27"))
+
+
+def test_every_profiles_convention_is_registered():
     assert {p.score_convention for p in hp.PROFILES.values()} <= set(conv.names())
     assert set(hp.CONVENTIONS) == set(conv.names())

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from audit.output.report import TrialRow, build_report
+from audit.pipeline import build_report
 from audit.read import readings
 from audit.read.layout import JobLayout
+from audit.score.rows import TrialRow
 from tests.audit import dev_set
 from tests.audit.agent_formats import agent_crash_tb, bare, edit_result, make_trial
 from tests.audit.audit_jobgen import TrialSpec, write_job
