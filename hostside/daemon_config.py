@@ -5,17 +5,20 @@ high-concurrency runs", "Docker network address-pool exhaustion").
 create: check the pools overlap no host route and no Docker network; refuse to restart while
 containers run (unless allowed); back up daemon.json (UTC timestamp); validate the merged file;
 install it; restart; check the engine uses the pools; prove them by creating `proof_networks`
-networks. Any failure after the install puts the original back (and restarts again): the host
-is left as it was found. A second run with the same pools writes nothing and does not restart.
-The merged file also pins `bip` to docker0's current address when it sets neither `bip` nor
-`bridge` (daemon_json.merge), and the record beside daemon.json keeps the state from before
-benchstack (which file, its backup, docker0's address) across re-runs and pool changes.
+networks. Any failure after the install puts the original back and the engine answering on it
+(dockerd_restart.Restarts.recover: an engine this step stopped is never left stopped), or fails
+naming the command that starts it again: the host is left as it was found. A second run with
+the same pools writes nothing and does not restart. The merged file also pins `bip` to
+docker0's current address when it sets neither `bip` nor `bridge` (daemon_json.merge), and the
+record beside daemon.json keeps the state from before benchstack (which file, its backup,
+docker0's address) across re-runs and pool changes.
 
 delete: undo what create did, from that record (so it needs only the create's inputs), and
-restart under the same rule. Where daemon.json no longer holds these pools (restored already,
-changed since) or the record names other pools (a later run replaced these), nothing is done:
-a second delete, or the delete of a replaced resource, is a no-op. docker0 is then moved back
-where it was before benchstack if it moved.
+restart under the same rule: a restart that fails puts daemon.json and the record back as they
+were before the delete, and the engine answering on them. Where daemon.json no longer holds
+these pools (restored already, changed since) or the record names other pools (a later run
+replaced these), nothing is done: a second delete, or the delete of a replaced resource, is a
+no-op. docker0 is then moved back where it was before benchstack if it moved.
 
 Both need root for daemon.json and the restart: not root, the step runs itself again under
 `sudo -n`. The engine is restarted with `restart_command` (run with bash), or as
@@ -35,7 +38,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -47,8 +49,6 @@ from .step import run as _run
 
 MODULE = "daemon_config"
 PROOF_PREFIX = "benchstack-pool-proof"
-# Seconds the engine has to answer after a restart.
-READY_TIMEOUT = 90
 
 
 @dataclass(frozen=True)
@@ -92,19 +92,19 @@ class Docker:
             where = self.host or "the default socket"
             raise HostError(f"Docker engine not answering at {where}: start it")
 
-    def wait(self, seconds: float) -> bool:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if self.answers():
-                return True
-            time.sleep(0.5)
-        return False
-
     def pools(self) -> list:
         return dj.engine_pools(self("info", "--format", "{{json .DefaultAddressPools}}").stdout)
 
     def running(self) -> list[str]:
         return sorted(self("ps", "--format", "{{.Names}}").stdout.split())
+
+    def stop_timeouts(self) -> list[int]:
+        """Each running container's stop timeout (the engine's default where it sets none)."""
+        ids = self("ps", "-q").stdout.split()
+        if not ids:
+            return []
+        got = self("inspect", "--format", "{{.Config.StopTimeout}}", *ids).stdout.split()
+        return [int(t) if t.isdigit() else dockerd_restart.CONTAINER_STOP_S for t in got]
 
     def networks(self) -> list[dict]:
         ids = self("network", "ls", "-q").stdout.split()
@@ -155,11 +155,19 @@ def as_root(inputs: Inputs, verb: str) -> None:
                        sys.executable, "-m", "hostside", MODULE, verb])
 
 
-def restart_how(inputs: Inputs) -> str:
-    if inputs.restart_command:
-        return f"'{inputs.restart_command}'"
+def restarts_for(docker: Docker, inputs: Inputs) -> dockerd_restart.Restarts:
+    """How this step restarts the engine, and how long a stopping engine gets: as long as its
+    own shutdown may take (its running containers' stop timeouts, its `shutdown-timeout`)."""
     try:
-        return dockerd_restart.plan()
+        current = dj.read_config(inputs.daemon_json) or {}
+    except HostError:
+        current = {}
+    shutdown = current.get("shutdown-timeout")
+    bound = dockerd_restart.stop_bound(docker.stop_timeouts(),
+                                       shutdown if type(shutdown) is int else None)
+    try:
+        return dockerd_restart.Restarts(inputs.restart_command, inputs.docker_host,
+                                        docker.answers, bound)
     except (HostError, OSError) as exc:
         raise HostError(f"no way to restart the engine here: {exc}") from None
 
@@ -169,26 +177,6 @@ def refuse_to_stop(docker: Docker, inputs: Inputs) -> None:
     if running and not inputs.allow_restart_with_running_containers:
         raise HostError(f"containers are running ({','.join(running)}): a restart would stop "
                         "them; stop them or set docker.allow_restart_with_running_containers")
-
-
-def restart_engine(docker: Docker, inputs: Inputs) -> str | None:
-    """Restart the engine and wait for it; None, or why it failed (the command itself, or no
-    answer after it)."""
-    if inputs.restart_command:
-        proc = subprocess.run(["bash", "-c", inputs.restart_command], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              errors="replace")
-        if proc.returncode != 0:
-            last = (proc.stdout.strip().splitlines() or [""])[-1]
-            return f"'{inputs.restart_command}' failed (exit {proc.returncode}): {last}"
-    else:
-        try:
-            log(MODULE, dockerd_restart.restart())
-        except (HostError, OSError) as exc:
-            return str(exc)
-    if not docker.wait(READY_TIMEOUT):
-        return f"the engine did not answer within {READY_TIMEOUT}s of its restart"
-    return None
 
 
 class Proof:
@@ -228,78 +216,95 @@ def _file_errors(exc: OSError) -> HostError:
     return HostError(f"{exc.strerror or exc}{where}")
 
 
-@verb(Inputs)
-def create(inputs: Inputs) -> None:
-    as_root(inputs, "create")
+def _failure(exc: Exception) -> HostError:
+    return _file_errors(exc) if isinstance(exc, OSError) else HostError(str(exc))
+
+
+def _with(failure: HostError, trouble: str | None) -> HostError:
+    """The step's failure, and what putting the host back could not do: one line."""
+    return HostError(f"{failure}; {trouble}") if trouble else failure
+
+
+@dataclass(frozen=True)
+class Creation:
+    """What one create found, before it changes anything."""
+
+    inputs: Inputs
+    pools: list
+    docker: Docker
+    plan: dj.Plan
+    file_existed: bool
+    # None: the engine already runs on these pools.
+    restarts: dockerd_restart.Restarts | None
+
+
+def _prepare(inputs: Inputs) -> Creation:
+    """Every check that can refuse the create, before anything on the host changes."""
     if type(inputs.proof_networks) is not int or inputs.proof_networks < 0:
         raise HostError(f"docker.proof_networks={inputs.proof_networks!r} is not a number")
     pools = dj.parse_pools(inputs.address_pools, inputs.proof_networks)
     docker = Docker(inputs.docker_host)
     docker.require()
-    path = inputs.daemon_json
-    current = dj.read_config(path)
-    p = dj.plan(current, dj.read_record(dj.record_path(path)), pools, docker.pools(),
-                docker.docker0())
-    how = _may_restart(inputs, docker, pools) if p.need_restart else ""
-    change = dj.Change(path)
+    current = dj.read_config(inputs.daemon_json)
+    p = dj.plan(current, dj.read_record(dj.record_path(inputs.daemon_json)), pools,
+                docker.pools(), docker.docker0())
+    restarts = None
+    if p.need_restart:
+        # Overlaps with host routes and Docker networks (only while the pools are not in use).
+        routes = _run(["ip", "-4", "route", "show", "table", "all"]).stdout
+        found = dj.conflicts(pools, routes, docker.networks())
+        if found:
+            raise HostError("; ".join(found) + f": choose another base in {dj.POOLS_CONFIG} or "
+                            "remove what overlaps")
+        restarts = restarts_for(docker, inputs)
+        refuse_to_stop(docker, inputs)
+    return Creation(inputs, pools, docker, p, current is not None, restarts)
+
+
+@verb(Inputs)
+def create(inputs: Inputs) -> None:
+    as_root(inputs, "create")
+    creation = _prepare(inputs)
+    change = dj.Change(inputs.daemon_json)
     try:
-        done = _merge_restart_prove(inputs, p, change, docker, pools, how,
-                                    file_existed=current is not None)
-    except OSError as exc:
-        _roll_back(change, docker, inputs)
-        raise _file_errors(exc) from None
+        outputs = _apply(creation, change)
+    except (OSError, HostError) as exc:
+        raise _with(_failure(exc), _roll_back(change, creation.restarts)) from None
     except BaseException:
-        _roll_back(change, docker, inputs)
+        _roll_back(change, creation.restarts)
         raise
-    emit({
-        "changed": p.need_write, "restarted": done["restarted"], "original": p.original,
-        "backup": done["backup"], "record": done["record"], "daemon_json": path,
-        "address_pools": pools, "first_subnet": done["first_subnet"],
-        "last_subnet": done["last_subnet"], "proof_networks": inputs.proof_networks,
-    })
+    emit(outputs)
 
 
-def _may_restart(inputs: Inputs, docker: Docker, pools: list[dict]) -> str:
-    """Before a restart: the pools overlap no host route and no Docker network (checked only
-    while they are not in use), and no container would be stopped (unless allowed). How the
-    engine will be restarted."""
-    routes = _run(["ip", "-4", "route", "show", "table", "all"]).stdout
-    found = dj.conflicts(pools, routes, docker.networks())
-    if found:
-        raise HostError("; ".join(found) + f": choose another base in {dj.POOLS_CONFIG} or "
-                        "remove what overlaps")
-    how = restart_how(inputs)
-    refuse_to_stop(docker, inputs)
-    return how
-
-
-def _merge_restart_prove(inputs: Inputs, p: dj.Plan, change: dj.Change, docker: Docker,
-                         pools: list[dict], how: str, *, file_existed: bool) -> dict:
-    """The plan carried out: the merged file installed (its backup kept), the engine restarted
-    on it, the pools proven, the record written. What the outputs report of it."""
+def _apply(c: Creation, change: dj.Change) -> dict:
+    """Install, restart, prove, record: any failure is rolled back by the caller."""
+    p, pools, path = c.plan, c.pools, c.inputs.daemon_json
     backup = p.backup
     if p.need_write:
         run_backup = dj.install(change, p.merged, pools=pools, dockerd=shutil.which("dockerd"),
-                                file_existed=file_existed)
+                                file_existed=c.file_existed)
         backup = p.backup_to_restore(run_backup)
-    if p.need_restart:
-        _restart_on(docker, inputs, pools, how)
-    first, last = _prove(docker, inputs.proof_networks, pools)
-    record = dj.record_path(inputs.daemon_json) if p.from_record else ""
+    if c.restarts is not None:
+        _restart_on(c.docker, c.restarts, pools)
+    first, last = _prove(c.docker, c.inputs.proof_networks, pools)
+    record = dj.record_path(path) if p.from_record else ""
     if p.need_write:
         try:
-            record = dj.write_record(inputs.daemon_json, p, backup, pools)
+            record = dj.write_record(path, p, backup, pools)
         except OSError:
-            raise HostError(f"cannot write the record {dj.record_path(inputs.daemon_json)}; "
-                            "original restored") from None
-    return {"restarted": p.need_restart, "backup": backup, "record": record,
-            "first_subnet": first, "last_subnet": last}
+            raise HostError(f"cannot write the record {dj.record_path(path)}; original "
+                            "restored") from None
+    return {
+        "changed": p.need_write, "restarted": c.restarts is not None, "original": p.original,
+        "backup": backup, "record": record, "daemon_json": path, "address_pools": pools,
+        "first_subnet": first, "last_subnet": last, "proof_networks": c.inputs.proof_networks,
+    }
 
 
-def _restart_on(docker: Docker, inputs: Inputs, pools: list[dict], how: str) -> None:
-    """The engine restarted on the merged file, and using exactly its pools."""
-    log(MODULE, f"restarting the engine ({how})")
-    why = restart_engine(docker, inputs)
+def _restart_on(docker: Docker, restarts: dockerd_restart.Restarts, pools: list) -> None:
+    """The engine restarted on the merged config, and using its pools."""
+    log(MODULE, f"restarting the engine ({restarts.how})")
+    why = restarts.restart()
     if why:
         raise HostError(f"{why} with the merged config; original restored (see the engine log)")
     got = docker.pools()
@@ -309,13 +314,13 @@ def _restart_on(docker: Docker, inputs: Inputs, pools: list[dict], how: str) -> 
                         "file this engine reads? original restored")
 
 
-def _prove(docker: Docker, networks: int, pools: list[dict]) -> tuple[str, str]:
-    """The first and last subnets of `networks` proof networks, each inside the pools."""
-    if networks <= 0:
+def _prove(docker: Docker, count: int, pools: list) -> tuple[str, str]:
+    """The first and the last proof network's subnets ("" without proof networks)."""
+    if count <= 0:
         return "", ""
     proof = Proof(docker)
     try:
-        first, last = proof.run(networks)
+        first, last = proof.run(count)
     finally:
         proof.remove()
     for subnet in (first, last):
@@ -325,26 +330,49 @@ def _prove(docker: Docker, networks: int, pools: list[dict]) -> tuple[str, str]:
     return first, last
 
 
-def _roll_back(change: dj.Change, docker: Docker, inputs: Inputs) -> None:
-    """What was there when this run started (its backup, or no file), and a restart."""
+def _roll_back(change: dj.Change, restarts: dockerd_restart.Restarts | None) -> str | None:
+    """What was there when this run started (its backup, or no file), and the engine answering
+    on it; what could not be done, in one line, or None."""
+    trouble = []
     try:
         restored = change.put_back()
     except OSError as exc:
-        log(MODULE, f"could not put the original back ({exc}): copy it from the newest backup "
-            f"in {os.path.dirname(change.daemon_json)}")
-        return
-    if not restored:
-        return
-    log(MODULE, f"restored the original {change.daemon_json}")
-    why = restart_engine(docker, inputs)
-    if why:
-        log(MODULE, f"the engine did not come back after restoring {change.daemon_json} "
-            f"({why}): restart it by hand")
+        restored = False
+        trouble.append(f"could not put the original back ({exc.strerror}): copy it from the "
+                       f"newest backup in {os.path.dirname(change.daemon_json)}")
+    if restored:
+        log(MODULE, f"restored the original {change.daemon_json}")
+    if restarts is not None:
+        why = restarts.recover(config_changed=restored)
+        if why:
+            trouble.append(why)
+    return "; ".join(trouble) or None
 
 
-@verb(Inputs)
-def delete(inputs: Inputs) -> None:
-    as_root(inputs, "delete")
+def _kept(path: str, scratch: str, name: str) -> dj.Change:
+    """`path` as it is now (a copy in `scratch`, or "absent"), for Change.put_back."""
+    if not os.path.lexists(path):
+        return dj.Change(path, saved="")
+    copy = os.path.join(scratch, name)
+    dj.copy_exact(path, copy)
+    return dj.Change(path, saved=copy)
+
+
+def _put_back(before: list[dj.Change], restarts: dockerd_restart.Restarts) -> str | None:
+    """The files as they were before this delete, and the engine answering on them."""
+    trouble = []
+    for change in before:
+        try:
+            change.put_back()
+        except OSError as exc:
+            trouble.append(f"could not put {change.daemon_json} back ({exc.strerror})")
+    if not trouble:
+        log(MODULE, "put back the config as it was before this delete")
+    why = restarts.recover()
+    return "; ".join([*trouble, *([why] if why else [])]) or None
+
+
+def _unplan(inputs: Inputs) -> dj.Undo:
     pools = dj.lenient_pools(inputs.address_pools)
     path = inputs.daemon_json
     record_file = dj.record_path(path)
@@ -357,49 +385,65 @@ def delete(inputs: Inputs) -> None:
     except OSError as exc:
         raise HostError(f"cannot read docker.daemon_json={path} ({exc.strerror}): run as root or "
                         "allow sudo -n") from None
-    undo = dj.unplan(pools, record, path, current_text)
+    return dj.unplan(pools, record, path, current_text)
+
+
+@verb(Inputs)
+def delete(inputs: Inputs) -> None:
+    as_root(inputs, "delete")
+    undo = _unplan(inputs)
+    path = inputs.daemon_json
     report = {"restored": False, "restarted": False, "daemon_json": path,
               "original": undo.original}
     if undo.action == "none":
         log(MODULE, undo.why)
         emit(report)
         return
-
     docker = Docker(inputs.docker_host)
     docker.require()
-    how = restart_how(inputs)
+    restarts = restarts_for(docker, inputs)
     refuse_to_stop(docker, inputs)
-    try:
-        dj.undo(path, undo.original, undo.backup)
-    except OSError as exc:
-        raise _file_errors(exc) from None
-    log(MODULE, f"restarting the engine ({how})")
+    with tempfile.TemporaryDirectory(prefix="benchstack-undo-") as scratch:
+        before = [_kept(path, scratch, "daemon.json"),
+                  _kept(dj.record_path(path), scratch, "record")]
+        try:
+            _undo_and_restart(restarts, path, undo)
+        except (OSError, HostError) as exc:
+            raise _with(_failure(exc), _put_back(before, restarts)) from None
+        except BaseException:
+            _put_back(before, restarts)
+            raise
+    now = docker0_address()
+    if undo.docker0 and now != undo.docker0:
+        raise HostError(f"docker0 is at {now} after restoring {path}, not {undo.docker0}: "
+                        f"set \"bip\": \"{undo.docker0}\" by hand")
+    emit({**report, "restored": True, "restarted": True})
 
-    def restart() -> None:
-        why = restart_engine(docker, inputs)
-        if why:
-            raise HostError(f"{why} after restoring {path}: restart the engine by hand (see "
-                            "the engine log)")
 
-    restart()
+def _restart_after(restarts: dockerd_restart.Restarts, path: str) -> None:
+    why = restarts.restart()
+    if why:
+        raise HostError(f"{why} after restoring {path}; put back as it was before this delete "
+                        "(see the engine log)")
+
+
+def _undo_and_restart(restarts: dockerd_restart.Restarts, path: str, undo: dj.Undo) -> None:
+    dj.undo(path, undo.original, undo.backup)
+    log(MODULE, f"restarting the engine ({restarts.how})")
+    _restart_after(restarts, path)
     # docker0 back where it was before benchstack. The engine keeps the bridge subnet it last
     # used, so a docker0 that moved (a create from before the bip pin, or a hand restart) stays
     # moved unless one restart pins it back; the restored config then keeps it there.
     now = docker0_address()
-    if undo.docker0 and now != undo.docker0:
-        log(MODULE, f"docker0 is at {now}, not {undo.docker0} as before benchstack: pinning "
-            "it back")
-        change = dj.Change(path)
-        with tempfile.TemporaryDirectory(prefix="benchstack-pin-") as scratch:
-            try:
-                dj.pin(change, undo.docker0, scratch)
-                restart()
-            finally:
-                # The pin is for one restart: the restored config goes back even if it failed.
-                change.put_back()
-        restart()
-        now = docker0_address()
-        if now != undo.docker0:
-            raise HostError(f"docker0 is at {now} after restoring {path}, not {undo.docker0}: "
-                            f"set \"bip\": \"{undo.docker0}\" by hand")
-    emit({**report, "restored": True, "restarted": True})
+    if not undo.docker0 or now == undo.docker0:
+        return
+    log(MODULE, f"docker0 is at {now}, not {undo.docker0} as before benchstack: pinning it back")
+    change = dj.Change(path)
+    with tempfile.TemporaryDirectory(prefix="benchstack-pin-") as scratch:
+        try:
+            dj.pin(change, undo.docker0, scratch)
+            _restart_after(restarts, path)
+        finally:
+            # The pin is for one restart: the restored config goes back even if it failed.
+            change.put_back()
+    _restart_after(restarts, path)

@@ -490,8 +490,8 @@ def install(change: Change, merged: dict, *, pools: list[dict], dockerd: str | N
 
 
 def undo(daemon_json: str, original: str, backup: str) -> None:
-    """The backup put back (or benchstack's keys dropped); the record is spent once the
-    original is back, even if the restart after fails."""
+    """The backup put back (or benchstack's keys dropped), and the record removed: it is spent
+    once the original is back (the delete puts both back where its restart fails)."""
     if original == "file" and backup and os.path.isfile(backup):
         copy_exact(backup, daemon_json)
         log(MODULE, f"restored {daemon_json} from {backup}")

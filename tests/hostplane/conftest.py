@@ -61,6 +61,8 @@ class SecondEngine:
     dir: Path
     run_dir: Path
     env: dict[str, str] = field(default_factory=dict)
+    # Started another way than the standard one (start_as): reset() starts it the standard way.
+    by_hand: bool = False
 
     @property
     def config(self) -> Path:
@@ -77,8 +79,27 @@ class SecondEngine:
             f"bash {ENGINE_HELPER} restart"
         )
 
-    def helper(self, action: str) -> None:
-        subprocess.run(["bash", str(ENGINE_HELPER), action], env=self.env, check=True, timeout=60)
+    @property
+    def stop_cmd(self) -> str:
+        return self.restart_cmd.replace(" restart", " stop")
+
+    def helper(self, action: str, **how: str) -> None:
+        subprocess.run(["bash", str(ENGINE_HELPER), action], env={**self.env, **how}, check=True,
+                       timeout=60)
+
+    def start_as(self, **how: str) -> None:
+        """Stopped, then started the way an operator may have started their engine:
+        testengine.sh's TE_CWD, TE_BIN, TE_ARGS, TE_LOG."""
+        self.helper("stop")
+        self.helper("start", **how)
+        self.by_hand = True
+        self.wait_ready()
+
+    def standard(self) -> None:
+        """Started the standard way again, however a test left it (stopped, or by hand)."""
+        self.helper("restart")
+        self.by_hand = False
+        self.wait_ready()
 
     def docker(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -116,8 +137,9 @@ class SecondEngine:
             self.config.unlink(missing_ok=True)
         else:
             self.config.write_text(content)
-        if current != content or self.pools():
+        if current != content or self.pools() or self.by_hand:
             self.helper("restart")
+            self.by_hand = False
         self.wait_ready()
 
     def docker0(self) -> str:

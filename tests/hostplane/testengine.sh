@@ -6,6 +6,10 @@
 # Inputs (environment, all required): TE_NS (network namespace, created by the caller),
 # TE_DIR (config file daemon.json, data root, log), TE_RUN (short path: exec root, pidfile,
 # socket; unix socket paths are limited to ~108 bytes).
+# How an operator might have started it (the restart fault tests), optional: TE_CWD (its working
+# directory, default /: never a checkout that may be deleted), TE_BIN (the binary as named on its
+# command line, default dockerd), TE_ARGS (more flags, split on spaces), TE_LOG (its log, default
+# $TE_DIR/dockerd.log).
 set -euo pipefail
 : "${TE_NS:?}" "${TE_DIR:?}" "${TE_RUN:?}"
 PIDFILE="$TE_RUN/dockerd.pid"
@@ -21,15 +25,17 @@ stop() {
 
 start() {
   # dockerd refuses a --config-file that does not exist; "no daemon.json" is an empty config.
-  local config="$TE_DIR/daemon.json"
+  local config="$TE_DIR/daemon.json" extra=()
   if [[ ! -e "$config" ]]; then config="$TE_RUN/no-daemon.json"; echo '{}' >"$config"; fi
+  read -r -a extra <<<"${TE_ARGS:-}"
+  cd "${TE_CWD:-/}"
   # --iptables/--ip-masq off: the namespace needs no NAT, and the host's tables stay untouched.
   # Detached with every descriptor redirected so the caller's pipes close.
   # nsenter, not `ip netns exec`: the latter remounts /sys, which hides the cgroup mounts.
-  nsenter --net="/run/netns/$TE_NS" setsid dockerd \
+  nsenter --net="/run/netns/$TE_NS" setsid "${TE_BIN:-dockerd}" \
     --config-file "$config" --data-root "$TE_DIR/data" --exec-root "$TE_RUN/exec" \
     --pidfile "$PIDFILE" -H "unix://$TE_RUN/docker.sock" --iptables=false --ip-masq=false \
-    </dev/null >>"$TE_DIR/dockerd.log" 2>&1 &
+    "${extra[@]}" </dev/null >>"${TE_LOG:-$TE_DIR/dockerd.log}" 2>&1 &
 }
 
 case "${1:-}" in

@@ -1,0 +1,197 @@
+"""The engine restart's faults (hostside/dockerd_restart.py), for real: the tests' own second
+dockerd, started the ways an operator's engine may have been started, restarted by the
+daemon_config step as it restarts a host's engine when the stack gives no restart command (the
+dockerd serving the step's socket, stopped and started again with its own command line).
+
+Each fault ends with the engine answering; where the step fails, daemon.json is byte for byte
+what it was before. The one exception is held too: an engine the stack's own restart command
+stops and cannot start again is named by that command, in the step's one-line failure.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hostside.dockerd_restart import STOP_TIMEOUT_S, Dockerd
+from tests.conftest import ScriptResult
+from tests.hostplane.conftest import BASE_CONFIG, TINY_IMAGE, SecondEngine
+from tests.hostplane.test_daemon_config import inputs_for, snapshot
+
+pytestmark = pytest.mark.real
+
+MERGED_POOLS = [{"Base": "172.18.0.0/15", "Size": 24}]
+# A pool given on the engine's command line: dockerd refuses a daemon.json that sets it too.
+FLAG_POOL = "base=10.99.0.0/16,size=24"
+
+
+@pytest.fixture
+def engine(test_engine: SecondEngine) -> Iterator[SecondEngine]:
+    test_engine.reset()
+    try:
+        yield test_engine
+    finally:
+        test_engine.standard()
+
+
+def running(engine: SecondEngine) -> Dockerd:
+    return Dockerd.read(engine.pid())
+
+
+def create(engine: SecondEngine, **over: Any) -> ScriptResult:
+    """The step as a stack with no restart command runs it: the running dockerd is restarted."""
+    return engine.step("create", inputs_for(engine, restart_command="", proof_networks=2, **over))
+
+
+def delete(engine: SecondEngine) -> ScriptResult:
+    return engine.step("delete", inputs_for(engine, restart_command="", proof_networks=2))
+
+
+def a_checkout(tmp_path: Path) -> Path:
+    """A folder with the engine's binary in bin/ (a link, as a release folder holds one)."""
+    checkout = tmp_path / "checkout"
+    (checkout / "bin").mkdir(parents=True)
+    (checkout / "bin" / "dockerd").symlink_to(shutil.which("dockerd") or "/usr/sbin/dockerd")
+    return checkout
+
+
+def test_working_directory_deleted(engine: SecondEngine, tmp_path: Path) -> None:
+    """The issue's CI failure: dockerd started from a clone, the clone deleted since."""
+    checkout = a_checkout(tmp_path)
+    engine.start_as(TE_CWD=str(checkout))
+    shutil.rmtree(checkout)
+    before = engine.pid()
+
+    res = create(engine)
+    assert res.returncode == 0, res.stderr
+    assert f"its working directory {checkout} is gone: starting it from /" in res.stderr
+    now = running(engine)
+    assert now.pid != before and now.cwd == "/"
+    assert engine.pools() == MERGED_POOLS
+
+    # The destroy's restart, the engine's working directory gone again.
+    engine.start_as(TE_CWD=str(a_checkout(tmp_path)))
+    shutil.rmtree(checkout)
+    gone = delete(engine)
+    assert gone.returncode == 0, gone.stderr
+    assert engine.config.read_text() == BASE_CONFIG and engine.pools() == []
+    assert running(engine).cwd == "/"
+
+
+def test_log_file_deleted(engine: SecondEngine) -> None:
+    log = engine.dir / "dockerd.log"
+    assert running(engine).log == str(log)
+    log.unlink()
+
+    res = create(engine)
+    assert res.returncode == 0, res.stderr
+    assert f"its log {log} was deleted: it logs there again" in res.stderr
+    assert engine.pools() == MERGED_POOLS
+    now = running(engine)
+    assert now.log == str(log) and "API listen on" in log.read_text()
+
+
+def test_binary_named_by_a_relative_path(engine: SecondEngine, tmp_path: Path) -> None:
+    """`bin/dockerd` from a release folder that is gone since: the binary /proc names runs, with
+    the command line as it was."""
+    checkout = a_checkout(tmp_path)
+    engine.start_as(TE_CWD=str(checkout), TE_BIN="bin/dockerd")
+    before = running(engine)
+    assert before.argv[0] == "bin/dockerd"
+    shutil.rmtree(checkout)
+
+    res = create(engine)
+    assert res.returncode == 0, res.stderr
+    now = running(engine)
+    assert now.argv == before.argv and now.exe == before.exe and now.cwd == "/"
+    assert engine.pools() == MERGED_POOLS
+
+
+def test_daemon_json_the_new_engine_refuses(engine: SecondEngine) -> None:
+    """An engine given its pools on its command line refuses a daemon.json that sets them too:
+    the original config comes back and the engine's original command line starts from / on it."""
+    engine.start_as(TE_ARGS=f"--default-address-pool {FLAG_POOL}")
+    flag_pools = engine.pools()
+    assert flag_pools == [{"Base": "10.99.0.0/16", "Size": 24}]
+    before = engine.config.read_bytes()
+
+    res = create(engine)
+    assert res.returncode != 0
+    assert "dockerd exited at start (code 1): " in res.reason
+    assert "specified both as a flag and in the configuration file" in res.reason
+    assert "with the merged config; original restored" in res.reason
+    assert "starting the engine again with its original command line" in res.stderr
+    assert engine.config.read_bytes() == before
+    assert engine.pools() == flag_pools
+    now = running(engine)
+    assert now.cwd == "/" and "--default-address-pool" in now.argv
+
+
+def test_old_process_slow_to_stop(engine: SecondEngine) -> None:
+    """A running container whose stop takes longer than the least stop wait: the engine gets as
+    long as its own shutdown takes, and is neither killed nor given up on."""
+    engine.docker("run", "-d", "--name", "bste-slow", "--network", "none", "--stop-timeout",
+                  str(STOP_TIMEOUT_S + 10), TINY_IMAGE, "/bin/sleep", "600")
+    started = time.monotonic()
+    res = create(engine, allow_restart_with_running_containers=True)
+    took = time.monotonic() - started
+    assert res.returncode == 0, res.stderr
+    assert took > STOP_TIMEOUT_S, f"the engine stopped in {took:.0f}s: not the slow case"
+    assert "killing it" not in res.stderr
+    assert engine.pools() == MERGED_POOLS
+
+
+def test_binary_gone_is_refused_before_anything(engine: SecondEngine, tmp_path: Path) -> None:
+    """An engine whose binary is gone could not be started again: nothing is stopped."""
+    checkout = tmp_path / "checkout"
+    (checkout / "bin").mkdir(parents=True)
+    shutil.copy2(shutil.which("dockerd") or "/usr/sbin/dockerd", checkout / "bin" / "dockerd")
+    engine.start_as(TE_CWD=str(checkout), TE_BIN="bin/dockerd")
+    shutil.rmtree(checkout)
+    before = snapshot(engine)
+
+    res = create(engine)
+    assert res.returncode != 0
+    assert f"runs {checkout}/bin/dockerd, which is gone: it could not be started again" in (
+        res.reason)
+    assert snapshot(engine) == before
+
+
+def test_restart_command_that_stops_the_engine_and_fails_is_named(engine: SecondEngine) -> None:
+    """The stack's own restart command stops the engine and fails, twice: the one line names
+    it as what starts the engine again, and daemon.json is the original."""
+    command = f"{engine.stop_cmd}; false"
+    before = engine.config.read_bytes()
+    res = engine.step("create", inputs_for(engine, restart_command=command, proof_networks=2))
+    assert res.returncode != 0
+    assert res.reason.endswith(f"start it with '{command}'"), res.reason
+    assert "original restored" in res.reason
+    assert engine.config.read_bytes() == before
+    assert engine.docker("info", check=False).returncode != 0
+
+
+def test_failed_restart_of_a_destroy_puts_its_config_back(engine: SecondEngine,
+                                                          tmp_path: Path) -> None:
+    """The destroy's restart fails once: daemon.json and the record are as before the destroy,
+    and the engine answers on them (the destroy can run again)."""
+    res = create(engine)
+    assert res.returncode == 0, res.stderr
+    record = engine.dir / "daemon.json.benchstack.json"
+    merged, kept = engine.config.read_bytes(), record.read_bytes()
+    marker = tmp_path / "failed-once"
+    once = f"if [ -e {marker} ]; then {engine.restart_cmd}; else touch {marker}; false; fi"
+
+    gone = engine.step("delete", inputs_for(engine, restart_command=once))
+    assert gone.returncode != 0
+    assert "put back as it was before this delete" in gone.reason
+    assert engine.config.read_bytes() == merged and record.read_bytes() == kept
+    assert engine.pools() == MERGED_POOLS
+
+    again = delete(engine)
+    assert again.returncode == 0, again.stderr
+    assert engine.config.read_text() == BASE_CONFIG and engine.pools() == []
