@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -191,8 +192,10 @@ def _tiny_image_tar(dest: Path) -> Path:
     return tar
 
 
-@pytest.fixture(scope="session")
-def test_engine(docker_engine: None) -> Iterator[SecondEngine]:
+@contextmanager
+def isolated_engine() -> Iterator[SecondEngine]:
+    """A second engine's namespace and folders, not started; all of it removed after (the
+    engine is stopped by its PID file first)."""
     ns = f"bste-{uuid.uuid4().hex[:8]}"
     te_dir = Path(tempfile.mkdtemp(prefix="bste-engine-"))
     run_dir = Path(tempfile.mkdtemp(prefix="bste.", dir="/run"))
@@ -209,10 +212,6 @@ def test_engine(docker_engine: None) -> Iterator[SecondEngine]:
         created_ns = True
         subprocess.run(["ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up"], check=True)
         engine.config.write_text(BASE_CONFIG)
-        engine.helper("start")
-        engine.wait_ready()
-        tar = _tiny_image_tar(te_dir / "image")
-        engine.docker("import", str(tar), TINY_IMAGE)
         yield engine
     finally:
         subprocess.run(["bash", str(ENGINE_HELPER), "stop"], env=engine.env, timeout=90)
@@ -227,3 +226,13 @@ def test_engine(docker_engine: None) -> Iterator[SecondEngine]:
             Path("/run/netns").rmdir()
         shutil.rmtree(te_dir, ignore_errors=True)
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def test_engine(docker_engine: None) -> Iterator[SecondEngine]:
+    with isolated_engine() as engine:
+        engine.helper("start")
+        engine.wait_ready()
+        tar = _tiny_image_tar(engine.dir / "image")
+        engine.docker("import", str(tar), TINY_IMAGE)
+        yield engine

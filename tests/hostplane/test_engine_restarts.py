@@ -10,7 +10,9 @@ stops and cannot start again is named by that command, in the step's one-line fa
 
 from __future__ import annotations
 
+import json
 import shutil
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,8 @@ import pytest
 
 from hostside.dockerd_restart import STOP_TIMEOUT_S, Dockerd
 from tests.conftest import ScriptResult
-from tests.hostplane.conftest import BASE_CONFIG, TINY_IMAGE, SecondEngine
+from tests.hostplane.conftest import BASE_CONFIG, HERE, TINY_IMAGE, SecondEngine, isolated_engine
+from tests.hostplane.steps import step_command
 from tests.hostplane.test_daemon_config import inputs_for, snapshot
 
 pytestmark = pytest.mark.real
@@ -195,3 +198,30 @@ def test_failed_restart_of_a_destroy_puts_its_config_back(engine: SecondEngine,
     again = delete(engine)
     assert again.returncode == 0, again.stderr
     assert engine.config.read_text() == BASE_CONFIG and engine.pools() == []
+
+
+def test_the_issues_sequence_where_it_is_the_only_dockerd(docker_engine: None,
+                                                          tmp_path: Path) -> None:
+    """The failure of issue 38 as it happened: the host's only dockerd started from a clone, the
+    clone deleted, then the stack's create and destroy (no restart command: the engine is the
+    one dockerd of its PID namespace, as a CI machine's is). Both pass, the engine answers after
+    each, started from / since, and daemon.json is the original at the end."""
+    checkout = tmp_path / "first-clone"
+    checkout.mkdir()
+    with isolated_engine() as engine:
+        inputs = inputs_for(engine, restart_command="", proof_networks=2)
+        proc = subprocess.run(
+            ["unshare", "--mount", "--pid", "--fork", "--mount-proc", "bash",
+             str(HERE / "only_dockerd.sh"), str(checkout),
+             step_command("daemon_config", "create", inputs),
+             step_command("daemon_config", "delete", inputs)],
+            env=engine.env, capture_output=True, text=True, timeout=600,
+        )
+        got = dict(line.split("=", 1) for line in proc.stdout.splitlines() if "=" in line)
+        assert proc.returncode == 0 and "step_exit_2" in got, proc.stderr
+        assert (got["step_exit_1"], got["answers_1"]) == ("0", "yes"), proc.stderr
+        assert f"its working directory {checkout} is gone: starting it from /" in proc.stderr
+        assert json.loads(got["pools_1"]) == MERGED_POOLS and got["cwd_1"] == "/"
+        assert (got["step_exit_2"], got["answers_2"]) == ("0", "yes"), proc.stderr
+        assert not json.loads(got["pools_2"]) and got["cwd_2"] == "/"
+        assert engine.config.read_text() == BASE_CONFIG
