@@ -9,7 +9,9 @@ marker (proxy_status.py) so that a recycled PID is never taken for it.
 
 create is idempotent: an identical, healthy bridge is only checked again (and left as it is if
 the check fails past the bridge, at the upstream or the target); one of ours with other
-settings is replaced; anybody else's listener on the port is an error. Nothing is started while
+settings is replaced, and started again (its loop's command line, from /) when its replacement
+fails; anybody else's listener on the port is an error. The loop runs from /, never from the
+folder the step was started in (a checkout that may be deleted). Nothing is started while
 the upstream proxy does not answer HTTP, and a bridge that fails its check is stopped again.
 The check: the listener is bound to the gateway address only (never 0.0.0.0: the proxy must not
 be opened to the network) and, with `check_image` and `check_url`, a container fetches that URL
@@ -29,6 +31,7 @@ import ipaddress
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -240,17 +243,8 @@ class Bridge:
         if self.supervisor == "systemd":
             self._start_unit()
         else:
-            with open(self.files.log, "ab") as out:
-                # A session of its own and every descriptor redirected: the loop outlives this
-                # (SSH) session and does not hold the caller's stdout open.
-                subprocess.Popen(
-                    ["bash", "-c", LOOP, f"{LOOP_MARKER} {self.inputs.name}",
-                     self.inputs.name, self.files.pid, *self.socat_args],
-                    stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True)
-            for _ in range(50):
-                if loop_pid(self.files) is not None:
-                    break
-                time.sleep(0.1)
+            start_loop(self.files, ["bash", "-c", LOOP, f"{LOOP_MARKER} {self.inputs.name}",
+                                    self.inputs.name, self.files.pid, *self.socat_args])
         with open(self.files.settings, "w") as f:
             f.write(self.settings + "\n")
 
@@ -286,6 +280,52 @@ class Bridge:
                 "pid_file": "" if systemd else self.files.pid, "log_file": self.files.log,
                 "unit": self.files.unit if systemd else "", "started": started,
                 "container_check": self.container_check}
+
+
+def start_loop(files: Files, argv: list[str]) -> bool:
+    """The supervising loop `argv`, detached; whether it runs (its pid file names it). A session
+    of its own, every descriptor redirected and from /: it outlives this (SSH) session, holds
+    none of the caller's pipes, and no folder it was started from (a checkout) is kept in use."""
+    with open(files.log, "ab") as out:
+        subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                         start_new_session=True, cwd="/")
+    for _ in range(50):
+        if loop_pid(files) is not None:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@dataclass(frozen=True)
+class Previous:
+    """A bridge of ours that a create replaces (its loop's command line and settings), so that
+    a replacement that fails can start it again: the host is left as it was found."""
+
+    argv: list[str]
+    settings: str
+
+    @classmethod
+    def read(cls, files: Files, how: str) -> Previous | None:
+        """The running loop's; None under systemd (its unit is rewritten by the create) or when
+        none runs."""
+        loop = loop_pid(files) if how == "loop" else None
+        if loop is None:
+            return None
+        try:
+            with open(f"/proc/{loop}/cmdline", "rb") as f:
+                argv = [a.decode() for a in f.read().split(b"\0") if a]
+        except OSError:
+            return None
+        return cls(argv, read_state(files.settings) or "")
+
+    def bring_back(self, files: Files) -> str:
+        """Start it again; what happened, for the step's one-line failure."""
+        if start_loop(files, self.argv):
+            with open(files.settings, "w") as f:
+                f.write(self.settings + "\n")
+            return f"the bridge it replaced ({self.settings}) runs again"
+        return (f"the bridge it replaced ({self.settings}) did not start again: start it with: "
+                f"cd / && {shlex.join(self.argv)}")
 
 
 def stop(files: Files, how: str) -> bool:
@@ -336,8 +376,30 @@ def _gone(pid: int, seconds: float) -> bool:
     return False
 
 
-@verb(Inputs)
-def create(inputs: Inputs) -> None:
+def refuse_taken(port: int) -> None:
+    taken = listeners(port, processes=True)
+    if taken:
+        address = taken[0].split()[3]
+        # ss names the process as users:(("NAME",pid=N,fd=M)); NAME may hold spaces.
+        user = re.search(r'users:\(\("(.*?)",pid=(\d+)', taken[0])
+        who = f"{address} by {user.group(1)}, pid {user.group(2)}" if user else address
+        raise HostError(f"port {port} is already taken ({who}): stop that listener or choose "
+                        "another proxy.bridge_port")
+
+
+def replace(bridge: Bridge) -> None:
+    """Start `bridge` where no other listener holds its port, and check it; stopped again when
+    the check fails."""
+    refuse_taken(bridge.port)
+    bridge.start()
+    problem = bridge.problem()
+    if problem is not None:
+        stop(bridge.files, bridge.supervisor)
+        raise HostError(f"{problem}; bridge stopped (log: {bridge.files.log})")
+
+
+def checked(inputs: Inputs) -> Bridge:
+    """The bridge the inputs describe, refused before anything runs where they cannot work."""
     check_name(inputs.name)
     if type(inputs.bridge_port) is not int or not 0 < inputs.bridge_port < 65536:
         raise HostError(f"proxy.bridge_port={inputs.bridge_port!r} is not a TCP port")
@@ -350,8 +412,12 @@ def create(inputs: Inputs) -> None:
     if inputs.check_image and not inputs.check_url:
         raise HostError("check_image is set but check_url is empty: give the URL the container "
                         "must fetch")
-    bridge = Bridge(inputs, bind_address(inputs.bind_address), (up_host, int(up_port)))
+    return Bridge(inputs, bind_address(inputs.bind_address), (up_host, int(up_port)))
 
+
+@verb(Inputs)
+def create(inputs: Inputs) -> None:
+    bridge = checked(inputs)
     if bridge.running_same():
         problem = bridge.problem()
         if problem is None:
@@ -372,23 +438,16 @@ def create(inputs: Inputs) -> None:
                         "fix proxy.upstream) before the bridge")
     log(MODULE, f"upstream {inputs.upstream} answers (HTTP {status})")
 
-    # A bridge of ours with other settings is replaced (a socat its loop left behind too);
-    # anybody else's listener is an error.
+    # A bridge of ours with other settings is replaced (a socat its loop left behind too), and
+    # started again if its replacement fails; anybody else's listener is an error.
+    previous = Previous.read(bridge.files, bridge.supervisor)
     stop(bridge.files, bridge.supervisor)
-    taken = listeners(inputs.bridge_port, processes=True)
-    if taken:
-        address = taken[0].split()[3]
-        # ss names the process as users:(("NAME",pid=N,fd=M)); NAME may hold spaces.
-        user = re.search(r'users:\(\("(.*?)",pid=(\d+)', taken[0])
-        who = f"{address} by {user.group(1)}, pid {user.group(2)}" if user else address
-        raise HostError(f"port {inputs.bridge_port} is already taken ({who}): stop that listener "
-                        "or choose another proxy.bridge_port")
-
-    bridge.start()
-    problem = bridge.problem()
-    if problem is not None:
-        stop(bridge.files, bridge.supervisor)
-        raise HostError(f"{problem}; bridge stopped (log: {bridge.files.log})")
+    try:
+        replace(bridge)
+    except HostError as exc:
+        if previous is None:
+            raise
+        raise HostError(f"{exc}; {previous.bring_back(bridge.files)}") from None
     log(MODULE, f"bridge {bridge.settings} up (log: {bridge.files.log})")
     bridge.record_token()
     emit(bridge.outputs(started=True))

@@ -123,7 +123,8 @@ http:
   addr: $addr
 YAML
     log "starting docker-registry on $addr"
-    setsid nohup docker-registry serve "$BENCHSTACK_STATE/registry.yml" >>"$BENCHSTACK_STATE/registry.log" 2>&1 </dev/null &
+    # From /: it outlives the checkout that started it (a CI clone is deleted after its run).
+    (cd / && exec setsid nohup docker-registry serve "$BENCHSTACK_STATE/registry.yml" >>"$BENCHSTACK_STATE/registry.log" 2>&1 </dev/null) &
     for _ in $(seq 1 30); do curl -fsS "http://$addr/v2/" >/dev/null 2>&1 && break; sleep 0.5; done
     curl -fsS "http://$addr/v2/" >/dev/null || die "docker-registry did not answer on $addr"
   fi

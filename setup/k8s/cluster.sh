@@ -76,7 +76,8 @@ launch() {
   alive "$name" && return 0
   mkdir -p "$LOGS" "$PIDS"
   printf '%s' "$bin" >"$PIDS/$name.bin"
-  setsid nohup "$bin" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+  # From /: the cluster outlives the checkout that started it (a CI clone is deleted after its run).
+  (cd / && exec setsid nohup "$bin" "$@" >>"$LOGS/$name.log" 2>&1 </dev/null) &
   echo $! >"$PIDS/$name.pid"
 }
 

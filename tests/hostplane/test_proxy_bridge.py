@@ -297,6 +297,45 @@ def test_unreachable_target_stops_what_it_started(
     assert wait_for(lambda: listeners(bridge.port) == [])
 
 
+def test_a_failed_replacement_starts_the_bridge_it_replaced_again(
+    bridge: Bridge, canary_image: str
+) -> None:
+    """A create with other settings stops the running bridge first: when the new one cannot
+    start (its port taken) or fails its check, the old one runs again, from /, with its token."""
+    up = bridge.create()
+    assert up.returncode == 0, up.stderr
+    old_settings = (bridge.state / f"{bridge.name}.settings").read_text()
+    token = (bridge.state / f"{bridge.name}.token").read_text()
+    assert os.readlink(f"/proc/{bridge.pid()}/cwd") == "/"
+
+    squatter = socket.socket()
+    squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    taken = free_port("0.0.0.0")
+    squatter.bind((bridge.gateway, taken))
+    squatter.listen()
+    try:
+        res = bridge.create(bridge_port=taken)
+    finally:
+        squatter.close()
+    assert res.returncode != 0
+    assert f"port {taken} is already taken (" in res.reason
+    assert res.reason.endswith(f"; the bridge it replaced ({old_settings.strip()}) runs again")
+    assert wait_for(lambda: [a for a, _ in listeners(bridge.port)] == [
+        f"{bridge.gateway}:{bridge.port}"])
+    assert bridge.status() == {"state": "running", "token": token.strip()}
+    assert os.readlink(f"/proc/{bridge.pid()}/cwd") == "/"
+
+    dead = f"http://127.0.0.1:{free_port()}/"
+    other = free_port("0.0.0.0")
+    res = bridge.create(bridge_port=other, check_image=canary_image, check_url=dead)
+    assert res.returncode != 0
+    assert f"could not fetch {dead}" in res.reason and "bridge stopped" in res.reason
+    assert res.reason.endswith("runs again")
+    assert listeners(other) == []
+    assert wait_for(lambda: bool(listeners(bridge.port)))
+    assert (bridge.state / f"{bridge.name}.settings").read_text() == old_settings
+
+
 def test_the_step_returns_once_done(bridge: Bridge) -> None:
     """Called as the component runs it (`sh -c` of `bash -c '<exports>exec python3 -m hostside
     proxy_bridge create'`), with its output on pipes: the call returns once the step is done,

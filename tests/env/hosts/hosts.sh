@@ -148,12 +148,13 @@ try_forward() {
     >"$RUN/known_hosts-$name"
   local -a remote=()
   for addr in "${FORWARDED[@]}"; do remote+=(-R "$addr:$addr"); done
+  # From / (it may outlive the checkout that started it).
   # shellcheck disable=SC2016  # the inner bash expands them: argv[0] becomes the forward's mark
-  setsid bash -c 'exec -a "$0" "$@"' "benchstack-host-forward-$name" ssh -N -i "$KEYS/admin_ed25519" \
+  (cd / && exec setsid bash -c 'exec -a "$0" "$@"' "benchstack-host-forward-$name" ssh -N -i "$KEYS/admin_ed25519" \
     -o IdentitiesOnly=yes -o BatchMode=yes -o ExitOnForwardFailure=yes \
     -o ServerAliveInterval=5 -o ServerAliveCountMax=3 -o StrictHostKeyChecking=yes \
     -o HostKeyAlgorithms=ssh-ed25519 -o UserKnownHostsFile="$RUN/known_hosts-$name" \
-    "${remote[@]}" "root@$address" </dev/null >>"$RUN/forward-$name.log" 2>&1 &
+    "${remote[@]}" "root@$address" </dev/null >>"$RUN/forward-$name.log" 2>&1) &
   echo $! >"$RUN/forward-$name.pid"
   for _ in $(seq 1 60); do
     forwards_answer "$name" && return 0
