@@ -14,11 +14,14 @@ set -euo pipefail
 : "${TE_NS:?}" "${TE_DIR:?}" "${TE_RUN:?}"
 PIDFILE="$TE_RUN/dockerd.pid"
 
+# alive PID: running, not a zombie (an orphan waits for PID 1 to reap it, which can take a while).
+alive() { [[ -r /proc/$1/stat ]] && [[ "$(cut -d')' -f2 "/proc/$1/stat" 2>/dev/null)" != " Z"* ]]; }
+
 stop() {
   local pid
   pid=$(cat "$PIDFILE" 2>/dev/null) || return 0
   kill -TERM "$pid" 2>/dev/null || return 0
-  for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.2; done
+  for _ in $(seq 1 150); do alive "$pid" || return 0; sleep 0.2; done
   kill -KILL "$pid" 2>/dev/null || true
   sleep 0.5
 }
