@@ -64,8 +64,10 @@ pid_of() {
   local name=$1 pid
   pid=$(cat "$PIDS/$name.pid" 2>/dev/null) || return 1
   [[ -n "$pid" && -r /proc/$pid/cmdline ]] || return 1
-  # The PID is ours only while it still runs the binary it was started as (no reuse).
-  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "$(cat "$PIDS/$name.bin")" || return 1
+  # The PID is ours only while it still runs the binary it was started as (no reuse): its first
+  # argument is that path exactly (a substring would also take the Docker engine's containerd
+  # shims, /usr/bin/containerd-shim-runc-v2, for the cluster's containerd).
+  [[ "$(tr '\0' '\n' <"/proc/$pid/cmdline" | head -n1)" == "$(cat "$PIDS/$name.bin")" ]] || return 1
   echo "$pid"
 }
 alive() { pid_of "$1" >/dev/null; }
@@ -441,7 +443,9 @@ stop() {
   for pidfile in "$RUN"/containerd/io.containerd.runtime.v2.task/*/*/shim.pid; do
     [[ -f "$pidfile" ]] || continue
     pid=$(cat "$pidfile")
-    if [[ -n "$pid" ]] && grep -q containerd-shim "/proc/$pid/cmdline" 2>/dev/null; then
+    # Only a shim of this cluster's containerd (its socket on the command line): never one of
+    # the Docker engine's, whatever PID it was given.
+    if [[ -n "$pid" ]] && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "containerd-shim.* -address $CONTAINERD_SOCK"; then
       kill -KILL "$pid" 2>/dev/null || true
     fi
   done
