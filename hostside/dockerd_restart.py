@@ -52,7 +52,7 @@ CONTAINER_STOP_S = 10
 KILL_WAIT_S = 10
 READY_TIMEOUT_S = 90
 # Where a restarted engine logs when the log it had cannot be written (its folder is gone).
-FALLBACK_LOG = "/var/log/benchstack-dockerd.log"
+FALLBACK_LOG = "/var/log/dockerd-restarted-by-benchstack.log"
 DEFAULT_SOCKET = "/var/run/docker.sock"
 DELETED = " (deleted)"
 
@@ -382,7 +382,8 @@ class Restarts:
         try:
             pids = engine_pids(self.docker_host)
             if len(pids) != 1:
-                return f"{len(pids)} dockerd processes run here now: {plan(self.docker_host)}"
+                return (f"{len(pids)} dockerd processes run here now, not the one that served "
+                        "the step's socket")
             current = Dockerd.read(pids[0])
         except (OSError, RestartError) as exc:
             return f"cannot read the running dockerd ({exc})"
