@@ -135,6 +135,24 @@ def test_daemon_json_the_new_engine_refuses(engine: SecondEngine) -> None:
     assert now.cwd == "/" and "--default-address-pool" in now.argv
 
 
+def test_a_check_failing_after_the_restart_starts_the_original_again(
+    engine: SecondEngine,
+) -> None:
+    """The new engine runs but the step fails after (here: the file written is not the one the
+    engine reads): the engine it started is stopped, and the original command line starts from
+    / on the original file."""
+    other = engine.dir / "other-daemon.json"
+    other.write_text(BASE_CONFIG)
+    before, pid = other.read_bytes(), engine.pid()
+    res = create(engine, daemon_json=str(other))
+    assert res.returncode != 0
+    assert "is docker.daemon_json the file this engine reads? original restored" in res.reason
+    assert "starting the engine again with its original command line" in res.stderr
+    assert other.read_bytes() == before and engine.config.read_text() == BASE_CONFIG
+    now = running(engine)
+    assert now.pid != pid and now.cwd == "/" and engine.pools() == []
+
+
 def test_old_process_slow_to_stop(engine: SecondEngine) -> None:
     """A running container whose stop takes longer than the least stop wait: the engine gets as
     long as its own shutdown takes, and is neither killed nor given up on."""
