@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from tests.machine import ROOT
+from tests.machine import ROOT, SHARED
 
 STAND_IN = """#!/usr/bin/env bash
 # Stand-in for CI's script: records where it ran, what it found beside it, and CI.
@@ -27,7 +27,7 @@ def project(tmp_path: Path) -> tuple[Path, str]:
     """work/project (a git checkout holding the script and the stand-in), work/shared/vendor."""
     work = tmp_path / "work"
     checkout = work / "project"
-    (work / "shared" / "vendor").mkdir(parents=True)
+    (work / SHARED.name / "vendor").mkdir(parents=True)
     (checkout / "tests" / "env").mkdir(parents=True)
     (checkout / ".ci").mkdir()
     shutil.copy2(ROOT / "tests" / "env" / "ci_twice.sh", checkout / "tests" / "env")
@@ -83,7 +83,7 @@ def test_a_failed_run_stops_it_and_its_clone_is_deleted(tmp_path: Path) -> None:
 
 def test_refused_where_the_clones_could_not_build(tmp_path: Path) -> None:
     checkout, _ = project(tmp_path)
-    shutil.rmtree(checkout.parent / "shared")
+    shutil.rmtree(checkout.parent / SHARED.name)
     done = ci_twice(checkout, tmp_path)
     assert done.returncode != 0
     assert f"{checkout.parent}/shared/vendor is missing" in done.stderr
