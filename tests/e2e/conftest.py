@@ -20,6 +20,7 @@ import pytest
 from tests.audit.conftest import s3_env  # noqa: F401
 from tests.conftest import CANARY_IMAGE, REGISTRY, docker
 from tests.engine.conftest import Cli, Engine, copy_project, make_engine, ok, pulumi
+from tests.env.leftovers import installed_configs
 
 DAEMON_JSON = Path("/etc/docker/daemon.json")
 STACK = "local"
@@ -112,6 +113,11 @@ def local(engine: Engine, tmp_path: Path, target_url: str, canary_from_mirror: N
     ok(pulumi(engine, project, "stack", "select", "--create", STACK))
     stack.config("benchstack:workspace", str(stack.workspace))
     stack.config("--path", "benchstack:proxy.check_url", target_url)
+    installed = installed_configs(str(DAEMON_JSON))
+    if installed:
+        # Its destroy would put back the record's "before", not the file found here.
+        pytest.fail(f"an earlier stack's daemon.json is still installed (record {installed[0]}): "
+                    "python -m tests.env.leftovers --remove puts it back")
     daemon_before = DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None
     docker0_before = docker0_address()
     try:

@@ -13,7 +13,11 @@ A leftover is:
   the bridge port the next local stack needs;
 - the host-plane tests' second engine (tests/hostplane/testengine.sh: a dockerd whose exec root
   is /run/bste.*), its network namespace (bste-*) and its folders (/tmp/bste-engine-*,
-  /run/bste.*): an engine beside the machine's own, and the mounts and bridges it holds.
+  /run/bste.*): an engine beside the machine's own, and the mounts and bridges it holds;
+- a local stack's merged /etc/docker/daemon.json that no destroy put back (its record beside it,
+  hostside/daemon_config.py's): the next stack's `up` takes the record's "before benchstack" for
+  its own and its destroy restores that, not the file the run found. Removed by the product's
+  own undo (the step's delete, which restarts the engine on the original).
 Removal is for a machine that runs only the tests: on an operator's machine the same names may
 be a live `local` stack, so there it only lists them. The machine's own peers (its Docker
 engine, the registry, the proxy, sshd, the cluster) are not leftovers: the next run uses them,
@@ -22,6 +26,7 @@ wherever the run that started them was.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -29,8 +34,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
+from components.seam.step import render_step
+from hostside.daemon_json import record_path
 from hostside.proxy_status import LOOP_MARKER
 from tests.machine import ROOT
 
@@ -42,6 +50,9 @@ ENGINE_RUN_PREFIX = "/run/bste."
 ENGINE_DIR_PREFIX = str(Path(tempfile.gettempdir()) / "bste-engine-")
 ENGINE_NS_PREFIX = "bste-"
 STOP_WAIT_S = 30
+# The machine's own engine's config, as the local stack's docker.daemon_json names it.
+DAEMON_JSON = "/etc/docker/daemon.json"
+UNDO_TIMEOUT_S = 300
 
 
 def _names(*args: str) -> list[str]:
@@ -100,6 +111,32 @@ def engine_folders() -> list[str]:
     return sorted(run + tmp)
 
 
+def installed_configs(daemon_json: str = DAEMON_JSON) -> list[str]:
+    """The record of a stack's merged daemon.json still in place (none: nothing installed)."""
+    record = record_path(daemon_json)
+    return [record] if os.path.isfile(record) else []
+
+
+def undo_config(record: str, docker_host: str = "", restart_command: str = "",
+                wrap: Sequence[str] = ()) -> str | None:
+    """Put back what the record says was there before benchstack, through the daemon_config
+    step's own delete (the engine restarted on the original); None, or its one-line reason."""
+    try:
+        pools = json.loads(Path(record).read_text()).get("pools") or []
+    except (OSError, ValueError, AttributeError) as exc:
+        return f"cannot read the record {record}: {exc}"
+    daemon_json = record.removesuffix(".benchstack.json")
+    inputs = {"daemon_json": daemon_json, "address_pools": pools,
+              "restart_command": restart_command, "allow_restart_with_running_containers": True,
+              "proof_networks": 0, "docker_host": docker_host}
+    command = render_step("daemon_config", "delete", inputs, str(ROOT))
+    proc = subprocess.run([*wrap, "sh", "-c", command], capture_output=True, text=True,
+                          timeout=UNDO_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    if proc.returncode == 0:
+        return None
+    return (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
+
+
 def leftovers() -> dict[str, list[str]]:
     return {
         "containers": [c for c in _names("ps", "-a", "--format", "{{.Names}}") if _ours(c)],
@@ -109,6 +146,7 @@ def leftovers() -> dict[str, list[str]]:
         "test engines": [str(pid) for pid in second_engines()],
         "test engine namespaces": engine_namespaces(),
         "test engine folders": engine_folders(),
+        "installed daemon.json": installed_configs(),
     }
 
 
@@ -169,6 +207,10 @@ def remove(found: dict[str, list[str]]) -> None:
     stop_processes([int(pid) for pid in found["proxy bridges"] + found["test engines"]])
     remove_engine_state(found["test engine namespaces"], found["test engine folders"])
     remove_from_engine(found)
+    for record in found["installed daemon.json"]:
+        why = undo_config(record)
+        if why:
+            print(f"could not put back the daemon.json of {record}: {why}", file=sys.stderr)
 
 
 def main(argv: list[str]) -> int:

@@ -20,6 +20,7 @@ from tests.conftest import PROXY
 from tests.env import leftovers
 from tests.hostplane.conftest import BASE_CONFIG, ENGINE_HELPER, SecondEngine, free_port
 from tests.hostplane.steps import run_step
+from tests.hostplane.test_daemon_config import inputs_for
 
 pytestmark = pytest.mark.real
 
@@ -86,3 +87,34 @@ def test_a_proxy_bridge_whose_state_folder_is_gone_is_found_and_stopped(
         assert not listening(port)
     finally:
         leftovers.stop_processes([loop, socat])
+
+
+def test_a_stacks_daemon_json_that_no_destroy_put_back_is_undone(test_engine: SecondEngine) -> None:
+    """An interrupted run's merged daemon.json (its destroy never ran): found by its record and
+    put back by the step's own delete to what was there before benchstack, the engine answering
+    on it. Left in place, the next stack's up took the record's "before" for its own and its
+    destroy removed the daemon.json that run had found (CI, 2026-12-05)."""
+    test_engine.reset()
+    created = test_engine.step("create", inputs_for(test_engine))
+    assert created.returncode == 0, created.stderr
+    record = f"{test_engine.config}.benchstack.json"
+    assert leftovers.installed_configs(str(test_engine.config)) == [record]
+    assert test_engine.config.read_text() != BASE_CONFIG
+
+    why = leftovers.undo_config(record, docker_host=test_engine.socket,
+                                restart_command=test_engine.restart_cmd,
+                                wrap=["nsenter", f"--net=/run/netns/{test_engine.ns}"])
+    assert why is None
+    assert test_engine.config.read_text() == BASE_CONFIG
+    assert leftovers.installed_configs(str(test_engine.config)) == []
+    assert test_engine.docker("info", "--format", "{{.ID}}").stdout.strip()
+    assert test_engine.pools() != [{"Base": "172.18.0.0/15", "Size": 24}]
+
+
+def test_a_record_that_is_not_json_is_named_not_undone(tmp_path: Path) -> None:
+    record = tmp_path / "daemon.json.benchstack.json"
+    record.write_text("{not json")
+    (tmp_path / "daemon.json").write_text("{}")
+    why = leftovers.undo_config(str(record))
+    assert why is not None and str(record) in why
+    assert (tmp_path / "daemon.json").read_text() == "{}"
