@@ -1,6 +1,6 @@
 """The fixtures and the nvidia-smi replay: every fixture dir's CSV and `-L` files are its `-q`'s
-projection (once the H100 recordings are in, this compares the projection with nvidia-smi's own
-CSV), and the replay answers exactly gpu_check's commands."""
+projection (on the dirs recorded on a real H100, h100-recorded-*, this holds the projection
+against nvidia-smi's own CSV and `-L`), and the replay answers exactly gpu_check's commands."""
 
 from __future__ import annotations
 
@@ -17,8 +17,17 @@ from tests.gpu import projection
 from tests.gpu.fixtures import FIXTURES, SCENARIOS, text
 
 
-@pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize("name", sorted(projection.PROJECTIONS))
+# Every output a dir holds (a recording keeps at most 8 files: the busy H100's has no `-L`).
+OUTPUTS = [(scenario, name) for scenario in SCENARIOS for name in sorted(projection.PROJECTIONS)
+           if (FIXTURES / scenario / name).is_file()]
+
+
+def test_every_dir_holds_the_csv_outputs():
+    assert {s for s, n in OUTPUTS if n == "query-gpu.csv"} == set(SCENARIOS)
+    assert {s for s, n in OUTPUTS if n == "query-compute-apps.csv"} == set(SCENARIOS)
+
+
+@pytest.mark.parametrize(("scenario", "name"), OUTPUTS)
 def test_each_output_is_the_projection_of_the_q_text(scenario, name):
     assert text(scenario, name) == projection.PROJECTIONS[name](text(scenario, "q.txt"))
 
