@@ -16,7 +16,6 @@ from tests.gpu import nvidia_smi_replay as replay
 from tests.gpu import projection
 from tests.gpu.fixtures import FIXTURES, SCENARIOS, text
 
-
 # Every output a dir holds (a recording keeps at most 8 files: the busy H100's has no `-L`).
 OUTPUTS = [(scenario, name) for scenario in SCENARIOS for name in sorted(projection.PROJECTIONS)
            if (FIXTURES / scenario / name).is_file()]
