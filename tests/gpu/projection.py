@@ -4,9 +4,9 @@ The published outputs this project could find (tests/gpu/fixtures/*/PROVENANCE.m
 no published CSV asks the exact fields gpu_check asks. So the fixtures' CSV and `-L` files are
 this projection of their `-q` (field by field, as nvidia-smi's own help describes each CSV field),
 written by `python -m tests.gpu.projection DIR`. tests/gpu/test_replay.py holds every fixture
-dir's files equal to the projection of its q.txt: once the H100 recordings are in (record_h100.sh
-records all four outputs on the same host), that test compares the projection with nvidia-smi's
-own CSV and proves (or corrects) it.
+dir's files equal to the projection of its q.txt: on the dirs recorded on a real H100
+(h100-recorded-*, all outputs from the same host), it compares the projection with nvidia-smi's
+own CSV and `-L`, and they agree.
 """
 
 from __future__ import annotations
