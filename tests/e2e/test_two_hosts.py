@@ -38,6 +38,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -212,44 +213,90 @@ def assert_serving(seen: dict, name: str, life: Lifecycle) -> None:
         "reasoning_parser": "qwen3", "tool_call_parser": "qwen3_coder"}
 
 
+def job_turns(life: Lifecycle) -> Counter[int]:
+    """How many of the job's model calls the two workers answered, by turn (the scripted agent's:
+    turn 0 runs a 14 s command, turn 1 marks the task complete, turn 2 confirms)."""
+    return Counter((r.get("reply") or {}).get("turn") for name in (A, B)
+                   for r in life.hosts.worker_requests(name)
+                   if (r.get("reply") or {}).get("source") == "episode")
+
+
+def decode_tokens_per_s() -> float:
+    """The stand-in's decode speed, as the stack file sets it (serving.extra_server_args)."""
+    args = CONFIG.serving.extra_server_args
+    return float(args[args.index("--decode-tokens-per-s") + 1])
+
+
 class LossWatch:
-    """worker-a lost while a model call is in flight there: its link cut (hosts.sh's `cut`: the
-    router's open connection to it gets no answer, new ones no route, as to a host that went
-    down), then its worker killed (a host that went down comes back without it). Watches
-    worker-a's own count of running requests, read from here every 50 ms (a call lasts about a
-    second at the stand-in's 50 tokens/s)."""
+    """worker-a lost mid-job while a model call is in flight there: its link cut (hosts.sh's
+    `cut`: the router's open connection to it gets no answer, new ones no route, as to a host
+    that went down), then its worker killed (a host that went down comes back without it).
+
+    The gateway's cache-aware policy may keep every call of a short job on worker-b, so the
+    call in flight is the test's own (a load straight to worker-a: SGLang's `ignore_eos` and
+    `max_tokens`, longer than the watch), besides any of the job's the router sent there. The
+    loss comes once both hold, whatever the machine's speed: worker-a counts a running request
+    (its own metrics), and a trial of the job is between its first model call and its second
+    (the workers' request logs), so the job has model calls still to make (that trial's next
+    turn waits for its 14 s command)."""
 
     def __init__(self, life: Lifecycle, timeout: float = 240) -> None:
         self.life, self.timeout = life, timeout
         self.result: dict = {}
+        self.seen: dict = {}
         self.link = next(h["link"] for h in life.hosts.status["hosts"] if h["name"] == A)
-        self.metrics = f"http://{life.hosts.address(A)}:30001/metrics"
+        self.url = f"http://{life.hosts.address(A)}:30001"
+        self.load = threading.Thread(target=self._load, daemon=True)
         self.thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _load(self) -> None:
+        """The test's own call to worker-a: a load that outlasts the watch; it ends with the
+        loss (no answer), or it ended before (said in the result)."""
+        body = {"model": MODEL, "ignore_eos": True, "stream": False,
+                "max_tokens": int(decode_tokens_per_s() * (self.timeout + 60)),
+                "messages": [{"role": "user", "content": "The two-host test's own call."}]}
+        request = urllib.request.Request(f"{self.url}/v1/chat/completions",
+                                         data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout + 90) as answer:
+                self.seen["own_call"] = f"answered {answer.status} before the loss"
+        except OSError as exc:
+            self.seen["own_call"] = f"no answer ({exc})"
 
     def running(self) -> float:
         try:
-            with urllib.request.urlopen(self.metrics, timeout=2) as answer:
+            with urllib.request.urlopen(f"{self.url}/metrics", timeout=2) as answer:
                 text = answer.read().decode()
         except OSError:
             return 0.0
         return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
                    if line.startswith("sglang:num_running_reqs{"))
 
+    def ready(self) -> bool:
+        """Both conditions of the loss, read in this order (the logs are the slow read)."""
+        turns = self.seen["turns"] = job_turns(self.life)
+        running = self.seen["running"] = self.running()
+        return running > 0 and turns[0] > turns[1]
+
     def _watch(self) -> None:
         deadline = time.monotonic() + self.timeout
         while time.monotonic() < deadline:
-            running = self.running()
-            if running > 0:
+            if self.ready():
                 cut = subprocess.run(["ip", "link", "set", "dev", self.link, "down"],
                                      capture_output=True)
                 at = time.time()
                 self.life.hosts.docker(A, "kill", WORKER_CONTAINER[A])
-                self.result = {"at": at, "in_flight": running, "cut": cut.returncode}
+                self.result = {"at": at, "in_flight": self.seen["running"],
+                               "turns": dict(self.seen["turns"]), "cut": cut.returncode}
                 return
-            time.sleep(0.05)
-        self.result = {"error": f"no model call reached {A} within {self.timeout} s"}
+            time.sleep(0.5)
+        self.result = {"error": f"within {self.timeout} s, never a call running on {A} while a "
+                                f"trial was between its first two model calls: last seen "
+                                f"{self.seen}"}
 
     def start(self) -> None:
+        self.load.start()
         self.thread.start()
 
     def wait(self) -> dict:
@@ -367,6 +414,22 @@ def logged_at(line: str) -> float:
     return datetime.strptime(line[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
 
 
+def router_words_about_a(life: Lifecycle, since: float, timeout: float = 300) -> list[str]:
+    """The router's log once it has said something of worker-a since `since`: a send that failed
+    or its health check failing, whichever comes first (its health checks come at its own
+    interval, and may come after the job's end); fails past `timeout`."""
+    deadline = time.monotonic() + timeout
+    while True:
+        log = router_log(life)
+        if [line for line in log if "10.0.0.11" in line and logged_at(line) >= int(since)
+                and re.search(r"fail|unhealthy|error|timed out|closed -> open", line, re.I)]:
+            return log
+        if time.monotonic() > deadline:
+            raise AssertionError(("the router said nothing of worker-a after it was lost",
+                                  [line for line in log if "10.0.0.11" in line][-20:]))
+        time.sleep(3)
+
+
 def test_worker_a_lost_mid_job_the_job_goes_on_through_worker_b(phase: Lifecycle, request):
     phase.after("test_up_builds_the_seed_topology_on_both_hosts")
     loss = phase.loss["watch"].wait()
@@ -388,11 +451,7 @@ def test_worker_a_lost_mid_job_the_job_goes_on_through_worker_b(phase: Lifecycle
     # health check failing, whichever came first: a call routed there before the health check
     # noticed is a matter of timing), then it stopped sending to it: no attempt at worker-a in
     # the last model calls the job made. (The router logs whole seconds.)
-    log = router_log(phase)
-    lost = [line for line in log if "10.0.0.11" in line and logged_at(line) >= int(loss["at"])
-            and re.search(r"fail|unhealthy|error|timed out|closed -> open", line, re.I)]
-    assert lost, ("the router said nothing of worker-a after it was lost",
-                  [line for line in log if "10.0.0.11" in line][-20:])
+    log = router_words_about_a(phase, loss["at"])
     failed = [line for line in log if "Failed to send" in line and "10.0.0.11" in line]
     if failed:
         assert any("closed -> open" in line for line in log), "no circuit breaker opened"
@@ -422,8 +481,10 @@ def test_worker_a_lost_mid_job_the_job_goes_on_through_worker_b(phase: Lifecycle
             assert "10.0.0.11" in words or "Failed to send" in words, trial
     assert sorted(audit["rerun"]) == sorted(touched)
     phase.loss["touched"] = sorted(touched)
-    report(request, f"[two-hosts] worker-a lost with {loss['in_flight']:.0f} call(s) in flight; "
-          f"trials the loss decided: {sorted(touched) or 'none'}; categories {categories}")
+    report(request, f"[two-hosts] worker-a lost with {loss['in_flight']:.0f} call(s) in flight "
+                    f"(the test's own, and the job's it had), the job's calls answered by turn "
+                    f"{loss['turns']}; trials the loss decided: {sorted(touched) or 'none'}; "
+                    f"categories {categories}")
 
 
 def test_the_next_up_brings_worker_a_back_alone(phase: Lifecycle):
