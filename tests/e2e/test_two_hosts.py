@@ -414,16 +414,18 @@ def logged_at(line: str) -> float:
     return datetime.strptime(line[:19], "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC).timestamp()
 
 
-def router_words_about_a(life: Lifecycle, since: float, timeout: float = 300) -> list[str]:
-    """The router's log once it has said something of worker-a since `since`: a send that failed
-    or its health check failing, whichever comes first (its health checks come at its own
-    interval, and may come after the job's end); fails past `timeout`."""
+def router_words_about_a(life: Lifecycle, since: float,
+                         timeout: float = 300) -> tuple[list[str], list[str]]:
+    """The router's log, and its words about worker-a since `since`, once it has said some: a
+    send that failed or its health check failing, whichever comes first (its health checks come
+    at its own interval, and may come after the job's end); fails past `timeout`."""
     deadline = time.monotonic() + timeout
     while True:
         log = router_log(life)
-        if [line for line in log if "10.0.0.11" in line and logged_at(line) >= int(since)
-                and re.search(r"fail|unhealthy|error|timed out|closed -> open", line, re.I)]:
-            return log
+        words = [line for line in log if "10.0.0.11" in line and logged_at(line) >= int(since)
+                 and re.search(r"fail|unhealthy|error|timed out|closed -> open", line, re.I)]
+        if words:
+            return log, words
         if time.monotonic() > deadline:
             raise AssertionError(("the router said nothing of worker-a after it was lost",
                                   [line for line in log if "10.0.0.11" in line][-20:]))
@@ -451,7 +453,7 @@ def test_worker_a_lost_mid_job_the_job_goes_on_through_worker_b(phase: Lifecycle
     # health check failing, whichever came first: a call routed there before the health check
     # noticed is a matter of timing), then it stopped sending to it: no attempt at worker-a in
     # the last model calls the job made. (The router logs whole seconds.)
-    log = router_words_about_a(phase, loss["at"])
+    log, words = router_words_about_a(phase, loss["at"])
     failed = [line for line in log if "Failed to send" in line and "10.0.0.11" in line]
     if failed:
         assert any("closed -> open" in line for line in log), "no circuit breaker opened"
@@ -484,7 +486,8 @@ def test_worker_a_lost_mid_job_the_job_goes_on_through_worker_b(phase: Lifecycle
     report(request, f"[two-hosts] worker-a lost with {loss['in_flight']:.0f} call(s) in flight "
                     f"(the test's own, and the job's it had), the job's calls answered by turn "
                     f"{loss['turns']}; trials the loss decided: {sorted(touched) or 'none'}; "
-                    f"categories {categories}")
+                    f"categories {categories}; the router's first words about worker-a: "
+                    f"{words[0]!r}")
 
 
 def test_the_next_up_brings_worker_a_back_alone(phase: Lifecycle):
