@@ -12,7 +12,7 @@ import pytest
 
 from components.progress import RECORD_GRACE_S
 from contracts import jobdir
-from tests.conftest import ROOT, SAMPLE_JOBS
+from tests.conftest import ROOT, SAMPLE_JOBS, until_stdin_closes
 
 
 def progress(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -151,9 +151,3 @@ def test_wait_returns_once_the_serving_record_is_final(tmp_path: Path) -> None:
         other.wait(timeout=10)
     assert proc.returncode == 0, proc.stderr
 
-
-def until_stdin_closes(*argv: str) -> subprocess.Popen:
-    """A process that runs until its standard input is closed, with `argv` on its command
-    line."""
-    return subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()", *argv],
-                            stdin=subprocess.PIPE)
