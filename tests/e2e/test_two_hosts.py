@@ -102,12 +102,15 @@ class Lifecycle:
 
 
 def report(request: pytest.FixtureRequest, line: str) -> None:
-    """A line on the terminal whatever pytest captures (the run's times, as CI prints them)."""
-    reporter = request.config.pluginmanager.getplugin("terminalreporter")
-    if reporter is not None:
-        reporter.write_line(line)
-    else:
+    """A line on the terminal whatever pytest captures (the run's times, as CI prints them):
+    the terminal reporter writes to the captured stdout unless capture is off meanwhile."""
+    plugins = request.config.pluginmanager
+    reporter, capture = plugins.getplugin("terminalreporter"), plugins.getplugin("capturemanager")
+    if reporter is None or capture is None:
         print(line)
+        return
+    with capture.global_and_fixture_disabled():
+        reporter.write_line(line)
 
 
 @pytest.fixture(scope="module")
