@@ -247,6 +247,7 @@ class LossWatch:
         self.life, self.timeout = life, timeout
         self.result: dict = {}
         self.seen: dict = {}
+        self.armed = 0.0  # time.time() at start()
         self.link = next(h["link"] for h in life.hosts.status["hosts"] if h["name"] == A)
         self.url = f"http://{life.hosts.address(A)}:30001"
         self.load = threading.Thread(target=self._load, daemon=True)
@@ -290,7 +291,7 @@ class LossWatch:
                                      capture_output=True)
                 at = time.time()
                 self.life.hosts.docker(A, "kill", WORKER_CONTAINER[A])
-                self.result = {"at": at, "in_flight": self.seen["running"],
+                self.result = {"at": at, "armed": self.armed, "in_flight": self.seen["running"],
                                "turns": dict(self.seen["turns"]), "cut": cut.returncode}
                 return
             time.sleep(0.5)
@@ -299,6 +300,7 @@ class LossWatch:
                                 f"{self.seen}"}
 
     def start(self) -> None:
+        self.armed = time.time()
         self.load.start()
         self.thread.start()
 
@@ -488,9 +490,18 @@ def test_worker_a_lost_mid_job_the_job_goes_on_through_worker_b(phase: Lifecycle
     phase.loss["touched"] = sorted(touched)
     report(request, f"[two-hosts] worker-a lost with {loss['in_flight']:.0f} call(s) in flight "
                     f"(the test's own, and the job's it had), the job's calls answered by turn "
-                    f"{loss['turns']}; trials the loss decided: {sorted(touched) or 'none'}; "
-                    f"categories {categories}; the router's first words about worker-a: "
-                    f"{words[0]!r}")
+                    f"{loss['turns']}; {loss_timeline(phase, loss)}; trials the loss decided: "
+                    f"{sorted(touched) or 'none'}; categories {categories}; the router's first "
+                    f"words about worker-a: {words[0]!r}")
+
+
+def loss_timeline(life: Lifecycle, loss: dict) -> str:
+    """When the loss was armed, relative to the job's first model call, and when it came (the
+    margin the watch had: a trial's first two calls are 14 s apart)."""
+    first = min(r["t"] for name in (A, B) for r in life.hosts.worker_requests(name)
+                if (r.get("reply") or {}).get("source") == "episode")
+    return (f"the watch armed {first - loss['armed']:+.1f} s before the job's first model "
+            f"call, the loss {loss['at'] - first:.1f} s after that call")
 
 
 def test_the_next_up_brings_worker_a_back_alone(phase: Lifecycle):
@@ -559,14 +570,33 @@ def test_a_busy_gpu_on_worker_a_is_refused_through_the_engine(phase: Lifecycle):
 
 
 def rekey(life: Lifecycle, name: str, *, back: bool = False) -> None:
-    """New SSH host keys on `name` (kept aside), or the old ones back; sshd rereads them."""
+    """New SSH host keys on `name` (kept aside), or the old ones back; sshd rereads them, and
+    this returns once it serves the key now on disk."""
     keep = "/etc/ssh/benchstack-old-keys"
     if back:
         swap = f"cp -a {keep}/ssh_host_* /etc/ssh/ && rm -rf {keep}"
     else:
         swap = (f"mkdir -p {keep} && mv /etc/ssh/ssh_host_* {keep}/ && ssh-keygen -q -A")
-    life.hosts.on(name, f"{swap} && kill -HUP $(cat /run/sshd.pid)")
-    time.sleep(1)
+    key = life.hosts.on(name, f"{swap} && kill -HUP $(cat /run/sshd.pid) && "
+                              "cut -d' ' -f1,2 /etc/ssh/ssh_host_ed25519_key.pub").stdout.strip()
+    served_key(life, name, key)
+
+
+def served_key(life: Lifecycle, name: str, key: str, timeout: float = 60) -> None:
+    """Waits until sshd on host `name` answers a new connection with host key `key` (after a
+    SIGHUP it re-executes itself: until then it is the old sshd, or none)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        scan = subprocess.run(["ssh-keyscan", "-T", "5", "-t", "ed25519",
+                               life.hosts.address(name)], capture_output=True, text=True)
+        served = [" ".join(line.split()[1:3]) for line in scan.stdout.splitlines()
+                  if not line.startswith("#")]
+        if served == [key]:
+            return
+        assert time.monotonic() < deadline, (
+            f"sshd on {name} did not serve its host key {key} within {timeout} s: it served "
+            f"{served} ({scan.stderr.strip()[-300:]})")
+        time.sleep(0.2)
 
 
 def test_a_changed_host_key_is_refused_naming_the_host(phase: Lifecycle):
