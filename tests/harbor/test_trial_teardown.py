@@ -87,8 +87,8 @@ def test_a_trial_stops_at_once_with_the_override_and_waits_10_s_without(
     without, without_code = stop(tmp_path / "without", override, canary_image)
     # With the init, main ends on Docker's SIGTERM (143: the init passed it on), before the
     # 10 s stop timeout; without, PID 1 ignores it and Docker's SIGKILL ends it (137) once the
-    # timeout is out. Exit codes, not a stopwatch, say which (a loaded machine slows both).
+    # timeout is out. Exit codes, not a stopwatch, say which (a loaded machine slows both; the
+    # wait is only bounded from below: Docker's SIGKILL never comes before its timeout).
     assert with_code == 143, f"main ended with {with_code} with the init ({with_init:.1f} s)"
-    assert with_init < 10, f"the stop took {with_init:.1f} s with the init"
     assert without_code == 137, f"main ended with {without_code} without the init"
     assert without > 9, f"the stop took {without:.1f} s without it (Docker's 10 s stop)"
