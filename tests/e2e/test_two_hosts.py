@@ -577,9 +577,9 @@ def rekey(life: Lifecycle, name: str, *, back: bool = False) -> None:
         swap = f"cp -a {keep}/ssh_host_* /etc/ssh/ && rm -rf {keep}"
     else:
         swap = (f"mkdir -p {keep} && mv /etc/ssh/ssh_host_* {keep}/ && ssh-keygen -q -A")
-    key = life.hosts.on(name, f"{swap} && kill -HUP $(cat /run/sshd.pid) && "
-                              "cut -d' ' -f1,2 /etc/ssh/ssh_host_ed25519_key.pub").stdout.strip()
-    served_key(life, name, key)
+    swapped = life.hosts.on(name, f"{swap} && kill -HUP $(cat /run/sshd.pid) && "
+                                  "cut -d' ' -f1,2 /etc/ssh/ssh_host_ed25519_key.pub")
+    served_key(life, name, swapped.stdout.splitlines()[-1])  # after ssh-keygen's own line
 
 
 def served_key(life: Lifecycle, name: str, key: str, timeout: float = 60) -> None:

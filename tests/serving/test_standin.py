@@ -239,9 +239,9 @@ def test_metrics_are_sglangs_names_under_load(processes: Processes) -> None:
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         post = f"{worker.url}/v1/chat/completions"
         futures = [pool.submit(httpx.post, post, json={**body, "max_tokens": 200}, timeout=60)]
-        metrics_once(worker.url, lambda m: total(m, "sglang:num_running_reqs") == 1)
+        metrics_once(worker.url, "sglang:num_running_reqs", 1)
         futures += [pool.submit(httpx.post, post, json=body, timeout=60) for _ in range(2)]
-        busy = metrics_once(worker.url, lambda m: total(m, "sglang:num_queue_reqs") == 2)
+        busy = metrics_once(worker.url, "sglang:num_queue_reqs", 2)
         replies = [f.result() for f in futures]
     # One slot: one request runs, two wait in the queue; the running one holds its tokens.
     assert total(busy, "sglang:num_running_reqs") == 1
@@ -263,11 +263,11 @@ def metrics(url: str) -> dict[str, float]:
     return metric_values(httpx.get(f"{url}/metrics", timeout=5).text)
 
 
-def metrics_once(url: str, holds, timeout: float = 60) -> dict[str, float]:
-    """The worker's metrics once `holds` says they show what the test waits for."""
+def metrics_once(url: str, name: str, value: float, timeout: float = 60) -> dict[str, float]:
+    """The worker's metrics once their total of `name` is `value`."""
     deadline = time.monotonic() + timeout
-    while not holds(seen := metrics(url)):
-        assert time.monotonic() < deadline, seen
+    while total(seen := metrics(url), name) != value:
+        assert time.monotonic() < deadline, f"{name} never {value} within {timeout} s: {seen}"
         time.sleep(0.05)
     return seen
 

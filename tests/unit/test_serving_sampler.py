@@ -81,7 +81,8 @@ def test_a_run_reads_a_worker_and_records_an_endpoint_that_does_not_answer(
         deadline = time.monotonic() + 60
         while len([x for x in record(job_dir) if x.get("source") == "worker"]) < 3:
             assert sampler.poll() is None, "it ended while the process it watched still ran"
-            assert time.monotonic() < deadline, record(job_dir)
+            assert time.monotonic() < deadline, (
+                f"not three reads of the worker within 60 s while Harbor ran: {record(job_dir)}")
             time.sleep(0.2)
     finally:
         harbor.stdin.close()
