@@ -480,8 +480,11 @@ def test_worker_a_lost_mid_job_the_job_goes_on_through_worker_b(phase: Lifecycle
     assert audit["job"]["location"] == str(copy)
     categories = {t["task"]: t["category"] for t in audit["trials"]}
     touched = {task for task, category in categories.items() if category == "infra"}
+    timed_out = {t["task"] for t in audit["trials"] if timed_out_on_worker_a(t)}
     for trial in audit["trials"]:
-        assert trial["category"] in (EXPECTED[trial["task"]], "infra"), (trial, loss)
+        expected = EXPECTED[trial["task"]]
+        assert trial["category"] in (expected, "infra") or (
+            expected == "passed" and trial["task"] in timed_out), (trial, loss)
     for trial in audit["trials"]:
         if trial["task"] in touched:
             words = json.dumps(trial)
@@ -491,8 +494,21 @@ def test_worker_a_lost_mid_job_the_job_goes_on_through_worker_b(phase: Lifecycle
     report(request, f"[two-hosts] worker-a lost with {loss['in_flight']:.0f} call(s) in flight "
                     f"(the test's own, and the job's it had), the job's calls answered by turn "
                     f"{loss['turns']}; {loss_timeline(phase, loss)}; trials the loss decided: "
-                    f"{sorted(touched) or 'none'}; categories {categories}; the router's first "
-                    f"words about worker-a: {words[0]!r}")
+                    f"{sorted(touched) or 'none'}; timed out on a call to worker-a, their reward "
+                    f"standing: {sorted(timed_out) or 'none'}; categories {categories}; the "
+                    f"router's first words about worker-a: {words[0]!r}")
+
+
+def timed_out_on_worker_a(trial: dict) -> bool:
+    """A trial whose agent ran out of time while its last model call was unanswered and the
+    serving record shows worker-a down: the router sent that call there before its health check
+    noticed the loss and had not failed over to worker-b when the trial's time ran out (the
+    scripted agent's command takes 14 s of hello-file-slow's 30). Graded, it keeps its grade
+    (audit/RULES.md, 5b): a passing reward stands, as an agent_timeout."""
+    spent = trial.get("time") or {}
+    return (trial["signature"] == "agent_timeout_graded" and trial["counted_as"] == "pass"
+            and spent.get("waiting_at_end") is True
+            and "workers down: http://10.0.0.11:30001" in (spent.get("serving") or ""))
 
 
 def loss_timeline(life: Lifecycle, loss: dict) -> str:
