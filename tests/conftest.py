@@ -88,6 +88,14 @@ class ScriptResult:
 CODE = str(PROJECT_ROOT)
 
 
+def until_stdin_closes(*argv: str) -> subprocess.Popen:
+    """A process that runs until the test closes its standard input, with `argv` on its
+    command line: a stand-in for a process a test watches end (Harbor, a sampler) that ends
+    when the test says, never on a clock."""
+    return subprocess.Popen(["python3", "-c", "import sys; sys.stdin.read()", *argv],
+                            stdin=subprocess.PIPE)
+
+
 def docker(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
     return subprocess.run(
         ["docker", *args], capture_output=True, text=True, check=check, timeout=timeout

@@ -52,7 +52,7 @@ library only, so it runs from any Python 3.11+.
 
     python demo/gpu_standin/sglang_worker.py --host 127.0.0.1 --port 30001 \
         [--model-path DIR] [--tp-size 4 --dp-size 2 ...] [--never-healthy] \
-        [--healthy-after 2.5] [--replies FILE] [--latency-ms 50] [--request-log FILE]
+        [--healthy-after-checks 5] [--replies FILE] [--latency-ms 50] [--request-log FILE]
         [--enable-metrics] [--decode-tokens-per-s 30] [--prefill-tokens-per-s 5000]
 """
 
@@ -108,8 +108,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--never-healthy", action="store_true", help="/health answers 503 forever (stuck load)"
     )
+    # Counted in health checks, not seconds: a test sees "loading" however late its probe
+    # starts on a slow machine.
     parser.add_argument(
-        "--healthy-after", type=float, default=0.0, help="seconds of 503 on /health first"
+        "--healthy-after-checks", type=int, default=0,
+        help="/health answers 503 to this many checks first (loading)"
     )
     parser.add_argument(
         "--replies", type=Path, default=None, help="JSON lines: assistant contents in turn"
@@ -439,6 +442,8 @@ class Worker:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.started = time.monotonic()
+        self.health_checks = 0
+        self.health_lock = threading.Lock()
         self.address = f"{args.host}:{args.port}"
         self.replies = Replies(args.replies) if args.replies is not None else None
         self.episodes: Episodes | None = None
@@ -466,7 +471,14 @@ class Worker:
     def healthy(self) -> bool:
         if self.args.never_healthy:
             return False
-        return time.monotonic() - self.started >= self.args.healthy_after
+        return self.health_checks >= self.args.healthy_after_checks
+
+    def health_check(self) -> bool:
+        """A /health request: whether it is healthy, and one more check counted."""
+        with self.health_lock:
+            healthy = self.healthy()
+            self.health_checks += 1
+        return healthy
 
     def server_info(self) -> dict:
         a = self.args
@@ -599,7 +611,7 @@ class Handler(BaseHTTPRequestHandler):
 
     def _get(self, path: str) -> None:
         if path in ("/health", "/health_generate"):
-            if self.worker.healthy():
+            if self.worker.health_check():
                 self._send(200, {})
             else:
                 self._send(503, {"error": "model is still loading"})

@@ -114,12 +114,12 @@ def test_sigterm_stops_cleanly_then_resume_finishes(jobs: JobFactory, demo_datas
     wait_for(lambda: any(job.dir.glob("*/agent/oracle.txt")), 60, "the agent to start")
     assert len(job.leftovers()) == 2, "one container and one network while the trial runs"
 
-    started = time.monotonic()
     stopped = job.stop(timeout_s=60)
     assert stopped.returncode == 0, stopped.stderr
     out = stopped.outputs
+    # Exited on the SIGTERM within the stop's bound (60 s here, or a wave of teardowns per
+    # running trial), not killed past it: the step's own account, not a stopwatch around it.
     assert out["signalled_pid"] == pid and out["exited"] is True and out["killed"] is False
-    assert time.monotonic() - started < 60
     assert not Path(f"/proc/{pid}/cmdline").exists() or job.name not in Path(
         f"/proc/{pid}/cmdline").read_text()
     assert job.leftovers() == [], "Harbor's own shutdown removes the trial's container and network"

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
+import pytest
+
+from components.progress import RECORD_GRACE_S
 from contracts import jobdir
-from tests.conftest import ROOT, SAMPLE_JOBS
+from tests.conftest import ROOT, SAMPLE_JOBS, until_stdin_closes
 
 
 def progress(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
@@ -116,18 +117,37 @@ def test_wait_stops_when_harbor_is_gone(tmp_path: Path) -> None:
 
 def test_wait_returns_once_the_serving_record_is_final(tmp_path: Path) -> None:
     """A finished job's sampler takes a last read after Harbor exits: `--wait` returns after it
-    ends, so the audit run next reads the whole record."""
+    ends, so the audit run next reads the whole record. The sampler here ends when the test
+    closes its standard input, not on a clock, so a slow machine changes nothing."""
     job = tmp_path / "oracle-dataset"
     shutil.copytree(SAMPLE_JOBS / "oracle-dataset", job)
-    sampler = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)", str(job)])
-    Path(jobdir.serving_sampler_pid(str(job))).write_text(f"{sampler.pid}\n")
-    began = time.monotonic()
-    proc = progress(str(job), "--wait", "--json", "--interval", "0.2", "--timeout", "30")
+    pid_file = Path(jobdir.serving_sampler_pid(str(job)))
+    sampler = until_stdin_closes(str(job))  # its command line names the job, as a sampler's
+    pid_file.write_text(f"{sampler.pid}\n")
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "components.progress", str(job), "--wait", "--json",
+         "--interval", "0.2", "--timeout", "30"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # While the sampler runs, --wait does not return (on a slower machine, all the more).
+        with pytest.raises(subprocess.TimeoutExpired):
+            waiting.wait(timeout=3)
+    finally:
+        sampler.stdin.close()
+    out, err = waiting.communicate(timeout=RECORD_GRACE_S)
+    assert waiting.returncode == 0, err
+    assert sampler.poll() is not None, "returned while the sampler still ran"
+    assert json.loads(out)["finished"] is True
+    # A PID file whose process is another program's (alive, its command line not naming the
+    # job) is no sampler: no wait, where a sampler would be waited for up to RECORD_GRACE_S.
+    other = until_stdin_closes()
+    pid_file.write_text(f"{other.pid}\n")
+    try:
+        proc = progress(str(job), "--wait", "--json", "--interval", "0.2",
+                        timeout=RECORD_GRACE_S / 2)
+        assert other.poll() is None
+    finally:
+        other.stdin.close()
+        other.wait(timeout=10)
     assert proc.returncode == 0, proc.stderr
-    assert sampler.poll() is not None or sampler.wait(timeout=1) == 0
-    assert time.monotonic() - began >= 2.5, "returned while the sampler still ran"
-    # A PID file whose process is another program's is no sampler: no wait.
-    Path(jobdir.serving_sampler_pid(str(job))).write_text(f"{os.getpid()}\n")
-    began = time.monotonic()
-    assert progress(str(job), "--wait", "--json", "--interval", "0.2").returncode == 0
-    assert time.monotonic() - began < 2.5
+

@@ -138,20 +138,25 @@ def _stop_mid_set(registry: LocalRegistry, test_images: ImageFactory, tmp_path: 
         text=True,
     )
     stderr_lines: list[str] = []
-    first_ready = threading.Event()
+    first_ready, retried = threading.Event(), threading.Event()
 
     def read_stderr() -> None:
         for line in proc.stderr:
             stderr_lines.append(line)
             if "1/6 ready (pulled" in line:
                 first_ready.set()
+            if "[image_set] retry " in line:
+                retried.set()
 
     reader = threading.Thread(target=read_stderr, daemon=True)
     reader.start()
     try:
         assert first_ready.wait(120), "".join(stderr_lines)
+        # The registry down until a pull has failed on it and waits for its retry (not for a
+        # fixed time: on a slow machine the set may not reach its next pull within it).
         registry.stop()
-        time.sleep(4)
+        assert retried.wait(120), "no pull retried while the registry was down:\n" + "".join(
+            stderr_lines)
         registry.start()
         # The reader thread owns stderr; communicate() would close it under the thread.
         proc.wait(timeout=300)

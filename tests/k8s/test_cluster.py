@@ -10,7 +10,6 @@ import json
 import re
 import subprocess
 import tarfile
-import time
 
 from tests.conftest import docker
 from tests.k8s.cluster import (
@@ -186,12 +185,11 @@ def test_namespace_deletion_removes_its_pods(k8s_cluster: Cluster) -> None:
     k8s_cluster.kubectl_run(
         "-n", name, "wait", "pod/doomed", "--for=condition=Ready", "--timeout=120s", timeout=150
     )
-    started = time.monotonic()
+    # kubectl's own bound: past 120 s it fails, naming what it waited for.
     k8s_cluster.kubectl_run(
         "delete", "namespace", name, "--wait=true", "--timeout=120s", timeout=150
     )
     assert k8s_cluster.kubectl_run("get", "namespace", name, check=False).returncode != 0
-    assert time.monotonic() - started < 120
 
 
 def test_stop_leaves_the_host_as_found_and_start_again(k8s_cluster: Cluster) -> None:
@@ -201,9 +199,9 @@ def test_stop_leaves_the_host_as_found_and_start_again(k8s_cluster: Cluster) -> 
     docker_rules_before = _docker_rules()
     docker_info_before = docker("info", "--format", "{{.ID}} {{.Containers}}").stdout
 
-    started = time.monotonic()
+    # No stopwatch on the stop and the start: cluster_sh's timeouts bound a hang (how long they
+    # take on a loaded machine is no claim of this test).
     stopped = cluster_sh("stop", timeout=300)
-    stop_seconds = time.monotonic() - started
     try:
         assert stopped.returncode == 0, last_line(stopped.stderr)
         diff = hoststate("diff", k8s_cluster.host_before)
@@ -214,13 +212,10 @@ def test_stop_leaves_the_host_as_found_and_start_again(k8s_cluster: Cluster) -> 
         assert _docker_rules() == docker_rules_before
         assert docker("info", "--format", "{{.ID}} {{.Containers}}").stdout == docker_info_before
         assert cluster_sh("status", timeout=60).returncode != 0
-        assert stop_seconds < 120
     finally:
         # Later tests still need their cluster, whatever the assertions above said.
-        started = time.monotonic()
         restarted = cluster_sh("start")
     assert restarted.returncode == 0, last_line(restarted.stderr)
-    assert time.monotonic() - started < 300
     assert cluster_sh("status", timeout=60).returncode == 0
 
 

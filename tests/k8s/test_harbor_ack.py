@@ -9,7 +9,6 @@ import json
 import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 from tests.k8s.cluster import TASKS, Cluster
@@ -61,11 +60,9 @@ def test_oracle_runs_the_tasks_as_pods_with_reward_1(
     tasks = tmp_path / "tasks"
     shutil.copytree(TASKS, tasks)
     jobs = tmp_path / "jobs"
-    started = time.monotonic()
     proc = run_ack_job(
         harbor_with_k8s_client, k8s_cluster, namespace, tasks, jobs, "ack-oracle", "-n", "2"
     )
-    seconds = time.monotonic() - started
     assert proc.returncode == 0, proc.stdout[-3000:]
 
     job_dir = jobs / "ack-oracle"
@@ -96,6 +93,8 @@ def test_oracle_runs_the_tasks_as_pods_with_reward_1(
         reasons = {e["reason"] for e in events if e["involvedObject"].get("name") == pod}
         assert {"Scheduled", "Started"} <= reasons, (pod, reasons)
     assert k8s_cluster.get("pods", "-n", namespace)["items"] == []
-    # Two trials at once on a 2-core node: the whole job, pods included, well under a minute
-    # or two.
-    assert seconds < 240, seconds
+    # Two trials at once (-n 2): each began before the other ended, pods included (what keeps
+    # the job short, shown by the trials' own times, not a stopwatch on this machine's speed).
+    began = max(t["started_at"] for t in trials.values())
+    ended = min(t["finished_at"] for t in trials.values())
+    assert began < ended, {n: (t["started_at"], t["finished_at"]) for n, t in trials.items()}

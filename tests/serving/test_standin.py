@@ -226,35 +226,50 @@ def total(values: dict[str, float], name: str) -> float:
 def test_metrics_are_sglangs_names_under_load(processes: Processes) -> None:
     """With --enable-metrics the stand-in serves what SGLang serves with it: the scheduler's
     gauges per DP rank (running, queued, token usage, throughput) and the tokenizer's counters
-    and time-to-first-token histogram, moving as requests run and wait."""
+    and time-to-first-token histogram, moving as requests run and wait. Each state is waited
+    for, not assumed after a pause: the first request (200 tokens at 40/s) runs while two more
+    are sent and queue behind it."""
     worker = processes.standin("--enable-metrics", "--dp-size", "1",
                                "--max-running-requests", "1", "--decode-tokens-per-s", "40",
                                "--max-total-tokens", "10000")
-    quiet = metric_values(httpx.get(f"{worker.url}/metrics", timeout=5).text)
+    quiet = metrics(worker.url)
     assert total(quiet, "sglang:num_running_reqs") == 0
     body = {"model": MODEL, "messages": [{"role": "user", "content": "x " * 400}],
             "max_tokens": 40, "ignore_eos": True}
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
-        futures = [pool.submit(httpx.post, f"{worker.url}/v1/chat/completions", json=body,
-                               timeout=30) for _ in range(3)]
-        time.sleep(0.5)
-        busy = metric_values(httpx.get(f"{worker.url}/metrics", timeout=5).text)
+        post = f"{worker.url}/v1/chat/completions"
+        futures = [pool.submit(httpx.post, post, json={**body, "max_tokens": 200}, timeout=60)]
+        metrics_once(worker.url, "sglang:num_running_reqs", 1)
+        futures += [pool.submit(httpx.post, post, json=body, timeout=60) for _ in range(2)]
+        busy = metrics_once(worker.url, "sglang:num_queue_reqs", 2)
         replies = [f.result() for f in futures]
     # One slot: one request runs, two wait in the queue; the running one holds its tokens.
     assert total(busy, "sglang:num_running_reqs") == 1
-    assert total(busy, "sglang:num_queue_reqs") == 2
     assert 0 < total(busy, "sglang:token_usage") < 1
     assert total(busy, "sglang:gen_throughput") > 0
-    assert [r.json()["usage"]["completion_tokens"] for r in replies] == [40, 40, 40]
-    done = metric_values(httpx.get(f"{worker.url}/metrics", timeout=5).text)
+    assert [r.json()["usage"]["completion_tokens"] for r in replies] == [200, 40, 40]
+    done = metrics(worker.url)
     assert total(done, "sglang:num_requests_total") == 3
-    assert total(done, "sglang:generation_tokens_total") == 120
+    assert total(done, "sglang:generation_tokens_total") == 280
     assert total(done, "sglang:time_to_first_token_seconds_count") == 3
-    # The queued ones waited for the first to finish (40 tokens at 40/s): a longer TTFT.
+    # The queued ones waited for the first to finish (200 tokens at 40/s): a longer TTFT.
     assert total(done, "sglang:time_to_first_token_seconds_sum") > 1.0
     # The same conversation again: its prompt is in the rank's cache now.
     assert total(done, "sglang:cached_tokens_total") > 0
     assert httpx.get(f"{processes.standin().url}/metrics", timeout=5).status_code == 404
+
+
+def metrics(url: str) -> dict[str, float]:
+    return metric_values(httpx.get(f"{url}/metrics", timeout=5).text)
+
+
+def metrics_once(url: str, name: str, value: float, timeout: float = 60) -> dict[str, float]:
+    """The worker's metrics once their total of `name` is `value`."""
+    deadline = time.monotonic() + timeout
+    while total(seen := metrics(url), name) != value:
+        assert time.monotonic() < deadline, f"{name} never {value} within {timeout} s: {seen}"
+        time.sleep(0.05)
+    return seen
 
 
 def test_a_stream_comes_token_by_token_at_the_decode_speed(processes: Processes) -> None:

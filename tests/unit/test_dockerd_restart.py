@@ -99,9 +99,9 @@ def test_a_process_that_ignores_sigterm_is_killed_past_its_time(
                "print('ready', flush=True); time.sleep(60)")
     proc = subprocess.Popen([sys.executable, "-c", ignores], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    started = time.monotonic()
+    # Gone after the SIGKILL: stop() raises where it is not within KILL_WAIT_S (its own bound,
+    # not a stopwatch here).
     dr.stop(proc.pid, 1)
-    assert time.monotonic() - started < dr.KILL_WAIT_S
     assert proc.wait(timeout=5) == -9
     assert f"dockerd (pid {proc.pid}) still runs 1s after SIGTERM: killing it" in (
         capsys.readouterr().err)

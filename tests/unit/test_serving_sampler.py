@@ -13,7 +13,7 @@ import httpx
 
 from contracts import jobdir
 from hostside import serving_sampler
-from tests.conftest import ROOT
+from tests.conftest import ROOT, until_stdin_closes
 from tests.serving.conftest import MODEL, Processes, processes  # noqa: F401
 
 # What smg 1.13.0 serves on its metrics port (a cut of a real read, one line shortened below).
@@ -69,18 +69,28 @@ def test_a_run_reads_a_worker_and_records_an_endpoint_that_does_not_answer(
                json={"model": MODEL, "messages": [{"role": "user", "content": "hi"}]})
     job_dir = tmp_path / "job"
     job_dir.mkdir()
-    harbor = subprocess.Popen(["sleep", "3"])
+    harbor = until_stdin_closes()  # Harbor, as the sampler watches it: it ends when told
     spec = {"targets": [{"source": "worker", "url": f"{worker.url}/metrics"},
                         {"source": "gateway", "url": "http://127.0.0.1:9/metrics"}],
             "interval_s": 1, "max_bytes": 10_000_000}
-    began = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "hostside.serving_sampler", "run", str(job_dir),
-                           json.dumps(spec), str(harbor.pid)], cwd=ROOT, timeout=30,
-                          capture_output=True, text=True)
-    harbor.wait()
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert time.monotonic() - began < 10, "it did not end with the process it watched"
-    lines = [json.loads(x) for x in (job_dir / jobdir.SERVING_RECORD).read_text().splitlines()]
+    sampler = subprocess.Popen([sys.executable, "-m", "hostside.serving_sampler", "run",
+                                str(job_dir), json.dumps(spec), str(harbor.pid)], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # Three rounds read while Harbor runs, however long the machine takes to read them.
+        deadline = time.monotonic() + 60
+        while len([x for x in record(job_dir) if x.get("source") == "worker"]) < 3:
+            assert sampler.poll() is None, "it ended while the process it watched still ran"
+            assert time.monotonic() < deadline, (
+                f"not three reads of the worker within 60 s while Harbor ran: {record(job_dir)}")
+            time.sleep(0.2)
+    finally:
+        harbor.stdin.close()
+        harbor.wait(timeout=10)
+    # It ends with the process it watched (a sampler that did not would run on: the bound).
+    output, _ = sampler.communicate(timeout=30)
+    assert sampler.returncode == 0, output
+    lines = record(job_dir)
     assert lines[0]["kind"] == "start" and lines[0]["until_pid"] == harbor.pid
     reads = lines[1:]
     workers = [x for x in reads if x["source"] == "worker"]
@@ -92,3 +102,10 @@ def test_a_run_reads_a_worker_and_records_an_endpoint_that_does_not_answer(
     assert any(k.startswith("sglang:num_queue_reqs{") for k in values)
     assert not [k for k in values if "_bucket" in k]
     assert all(not x["ok"] and "refused" in x["error"] for x in gateways)
+
+
+def record(job_dir: Path) -> list[dict]:
+    """The serving record's complete lines so far (the sampler may be writing the next)."""
+    path = job_dir / jobdir.SERVING_RECORD
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
