@@ -149,11 +149,12 @@ PHASES = (
     (re.compile(r"Uvicorn running on|Application startup complete"), "warming up"),
     (re.compile(r"The server is fired up and ready to roll"), "ready"),
 )
-# Lines after which the worker cannot come up.
+# Lines after which the worker cannot come up. Releases of early 2025 spelled the launcher's
+# line "from a child proces." (sgl-project/sglang#3460, #3685): both spellings match.
 FATAL = re.compile(
     r"CUDA out of memory|OutOfMemoryError|Capture .*graph failed|NCCL error"
     r"|Not enough memory\. Please try to increase --mem-fraction-static"
-    r"|Scheduler hit an exception|Received sigquit from a child process|Initialization failed",
+    r"|Scheduler hit an exception|Received sigquit from a child proces|Initialization failed",
     re.IGNORECASE,
 )
 # What a Python traceback ends with: the exception and its message (`RuntimeError: NCCL error:

@@ -9,6 +9,8 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
+from components.config import ModelConfig, ServingConfig
+from components.sglang_worker import startup_timeout_s
 from demo.gpu_standin import sglang_worker as standin
 from hostside import readiness
 from hostside.readiness import ProbeError, StartupWatch
@@ -260,3 +262,31 @@ def test_the_startup_logged_since_the_last_check_is_read_once_healthy():
     assert w.phase == "ready"
     assert [p["phase"] for p in w.finished()][:3] == [
         "starting", "initialising torch distributed", "loading weights"]
+
+
+def test_the_launchers_older_sigquit_spelling_fails_the_wait():
+    """Releases of early 2025 wrote "child proces." (sgl-project/sglang#3460): a wait that
+    missed it would sit out its whole bound on a worker whose scheduler is dead."""
+    log, now = Log(), [0.0]
+    w = watch(log, now)
+    log.add(1, sglang_logs.NCCL_AT_INIT[0])
+    log.add(3, "[2025-02-09 21:23:00] Received sigquit from a child proces. It usually means "
+               "the child failed.")
+    w.check("worker")
+    with pytest.raises(ProbeError, match=r"failed while initialising torch distributed \(2s in "
+                       r"it\): \[2025-02-09 21:23:00\] Received sigquit from a child proces\."):
+        w.check("worker")
+
+
+def test_the_derived_health_timeout_covers_the_replayed_startup_with_room():
+    """The bound the wait gets when serving.health_timeout_s is unset, for the published run's
+    model and layout (Qwen3-32B in bf16, tp 1, dp 1): 16 minutes, over three times the 298 s
+    that run took from its pod's scheduling to serving (the replay's 293 s and 5 s of image
+    pull and container start)."""
+    serving = ServingConfig(image="lmsysorg/sglang:v0.5.19", tp_size=1, dp_size=1,
+                            context_length=8192, max_running_requests=8,
+                            mem_fraction_static=0.9)
+    model = ModelConfig(name="Qwen/Qwen3-32B", path="/models/Qwen3-32B", params_billion=32)
+    published = standin.load_startup(standin.STARTUP_LOG, None).lines[-1].at_s + 5.0
+    assert published == pytest.approx(298.04)
+    assert startup_timeout_s(serving, model) == 960 > 3 * published
