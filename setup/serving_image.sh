@@ -8,13 +8,13 @@
 # the real sglang-router 0.3.2 and smg 1.13.0 (router.implementation), with their dependencies,
 # installed on this host by a Python 3.11 and copied in (nothing is fetched at build time); the
 # stand-in worker and the SGLang startup it replays at /opt/benchstack-standin/; the `sglang`
-# shim on PATH. So the SGLangWorker's
-# `sglang serve ...` and the Router's `python3 -m smg launch ...` or `python3 -m
-# sglang_router.launch_router ...` all run in it, as uid 1000:1000 (everything world-readable).
+# shim on PATH. So the SGLangWorker's `sglang serve ...` and the Router's `python3 -m smg
+# launch ...` or `python3 -m sglang_router.launch_router ...` all run in it, as uid 1000:1000
+# (everything world-readable).
 #
 # Idempotent, cached by the hash of its inputs (this script, with the versions in it; the
-# stand-in and the startup log it replays; the shim): the image carries the hash as a label and the stamp file keeps it, so a
-# second run with the same inputs only reads the registry's label. The rootfs tarball and the
+# stand-in and the startup it replays; the shim): the image carries the hash as a label and the
+# stamp file keeps it, so a second run with the same inputs only reads the registry's label. The rootfs tarball and the
 # router's packages are cached per machine under $BENCHSTACK_STATE/sglang-standin.
 #
 # Inputs (environment; defaults in setup/defaults.env): BENCHSTACK_STATE (the cache's parent),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -20,7 +22,7 @@ import pytest
 from demo.gpu_standin import sglang_worker as standin
 from hostside.readiness import READY_PROMPT
 from tests.conftest import ROOT
-from tests.serving.conftest import MODEL, Processes, chat, free_port, run_step
+from tests.serving.conftest import MODEL, STANDIN, Processes, chat, free_port, run_step
 
 DEMO_MODEL = ROOT / "demo" / "model"
 DEMO_TASKS = ROOT / "demo" / "tasks"
@@ -87,11 +89,6 @@ def test_loading_then_healthy(processes: Processes) -> None:
 
 
 def test_bad_replies_file_names_the_line(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from tests.serving.conftest import STANDIN
-
     replies = tmp_path / "replies.jsonl"
     replies.write_text('{"ok": 1}\nnot json\n')
     proc = subprocess.run([sys.executable, str(STANDIN), "--port", "1", "--replies", str(replies)],
@@ -443,11 +440,6 @@ def test_the_replay_opens_the_port_at_uvicorns_line_and_is_healthy_after_the_las
 ])
 def test_a_failure_replay_prints_the_traceback_and_exits_never_listening(
         failure: str, last_lines: list[str]) -> None:
-    import subprocess
-    import sys
-
-    from tests.serving.conftest import STANDIN
-
     port = free_port()
     start = time.monotonic()
     proc = subprocess.run([sys.executable, str(STANDIN), "--port", str(port),
