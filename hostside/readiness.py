@@ -36,6 +36,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -148,13 +149,20 @@ PHASES = (
     (re.compile(r"Uvicorn running on|Application startup complete"), "warming up"),
     (re.compile(r"The server is fired up and ready to roll"), "ready"),
 )
-# Lines after which the worker cannot come up.
+# Lines after which the worker cannot come up. Releases of early 2025 spelled the launcher's
+# line "from a child proces." (sgl-project/sglang#3460, #3685): both spellings match.
 FATAL = re.compile(
     r"CUDA out of memory|OutOfMemoryError|Capture .*graph failed|NCCL error"
     r"|Not enough memory\. Please try to increase --mem-fraction-static"
-    r"|Scheduler hit an exception|Received sigquit from a child process|Initialization failed",
+    r"|Scheduler hit an exception|Received sigquit from a child proces|Initialization failed",
     re.IGNORECASE,
 )
+# What a Python traceback ends with: the exception and its message (`RuntimeError: NCCL error:
+# ...`, `Exception: Capture cuda graph failed: ...`). SGLang's scheduler logs a failure as one
+# record whose first line is only `Scheduler hit an exception: Traceback ...` and whose last
+# says why; its launcher's `Received sigquit from a child process` can come before it (another
+# rank's). The wait names the exception's line when it comes.
+EXCEPTION_LINE = re.compile(r"([A-Za-z_][\w.]*)?(Error|Exception|Exit|Interrupt)(:|$)")
 FIRST_PHASE = "starting"
 # The first read of a starting container's log is bounded (a startup prints a few hundred lines).
 LOG_TAIL = 20000
@@ -192,6 +200,21 @@ def docker_log_lines(container: str, since: str | None) -> list[tuple[str, str]]
     return stamped(proc.stdout + proc.stderr)
 
 
+@dataclass
+class Fatal:
+    """A fatal line seen: the phase it came in, and the line that says why (the exception's,
+    once its traceback ends)."""
+
+    phase: str
+    seconds: float
+    line: str
+    checks: int = 0
+
+    def error(self, container: str) -> ProbeError:
+        return ProbeError(f"container {container} failed while {self.phase} "
+                          f"({self.seconds:.0f}s in it): {self.line[:400]}")
+
+
 class StartupWatch(ContainerWatch):
     """A starting SGLang worker's container: its phase from its log, and its death."""
 
@@ -205,6 +228,7 @@ class StartupWatch(ContainerWatch):
         self.phases: list[dict] = []
         self.since: str | None = None
         self.seen_at_since: set[str] = set()
+        self.fatal: Fatal | None = None
 
     def _new_lines(self) -> list[tuple[str, str]]:
         fresh = [(stamp, text) for stamp, text in self.read(self.name, self.since)
@@ -231,18 +255,31 @@ class StartupWatch(ContainerWatch):
     def _feed(self, stamp: str, text: str) -> None:
         at = log_time(stamp)
         # A traceback's indented source lines quote the error's words; its last line says it.
-        if FATAL.search(text) and not text[:1].isspace():
-            raise ProbeError(f"container {self.name} failed while {self.phase} "
-                             f"({at - self.entered:.0f}s in it): {text.strip()[:400]}")
-        phase = next((name for pattern, name in PHASES if pattern.search(text)), None)
-        if phase:
-            self._enter(phase, at)
+        if self.fatal is None and FATAL.search(text) and not text[:1].isspace():
+            self.fatal = Fatal(self.phase, at - self.entered, text.strip())
+        if self.fatal is None:
+            phase = next((name for pattern, name in PHASES if pattern.search(text)), None)
+            if phase:
+                self._enter(phase, at)
+        elif EXCEPTION_LINE.match(text):
+            self.fatal.line = text.strip()
+            raise self.fatal.error(self.name)
+
+    def _give_up(self, dead: str | None) -> None:
+        """A fatal line whose exception has not come: named as it is once the container is
+        gone or one check later (a traceback is one write; its end is not minutes away)."""
+        if self.fatal is None:
+            return
+        if dead or self.fatal.checks:
+            raise self.fatal.error(self.name)
+        self.fatal.checks += 1
 
     def check(self, what: str) -> None:
         dead = self.failure(self.name)
         try:
             for stamp, text in self._new_lines():
                 self._feed(stamp, text)
+            self._give_up(dead)
         except ProbeError as exc:
             raise ProbeError(f"{what}: {exc}" + (f" ({dead})" if dead else "")) from None
         if dead:
@@ -286,13 +323,15 @@ def wait_healthy(
     next_progress = start
     while True:
         status = _health(client, base_url)
+        if watch:
+            # Also once healthy: the log since the last check (the warm-up, the server's last
+            # lines) belongs to the startup the result reports.
+            watch.check(f"{what} {base_url}")
         if status is None:
             waited = clock() - start
             log(f"{what} {base_url} healthy after {waited:.1f}s")
             return waited
         last = status
-        if watch:
-            watch.check(f"{what} {base_url}")
         now = clock()
         doing = f"{watch.progress()}, " if watch and watch.progress() else ""
         if now >= deadline:

@@ -7,13 +7,14 @@
 # In it: a Debian bookworm minbase rootfs with python3 (3.11); both gateways a Router can run,
 # the real sglang-router 0.3.2 and smg 1.13.0 (router.implementation), with their dependencies,
 # installed on this host by a Python 3.11 and copied in (nothing is fetched at build time); the
-# stand-in worker at /opt/benchstack-standin/; the `sglang` shim on PATH. So the SGLangWorker's
-# `sglang serve ...` and the Router's `python3 -m smg launch ...` or `python3 -m
-# sglang_router.launch_router ...` all run in it, as uid 1000:1000 (everything world-readable).
+# stand-in worker and the SGLang startup it replays at /opt/benchstack-standin/; the `sglang`
+# shim on PATH. So the SGLangWorker's `sglang serve ...` and the Router's `python3 -m smg
+# launch ...` or `python3 -m sglang_router.launch_router ...` all run in it, as uid 1000:1000
+# (everything world-readable).
 #
 # Idempotent, cached by the hash of its inputs (this script, with the versions in it; the
-# stand-in; the shim): the image carries the hash as a label and the stamp file keeps it, so a
-# second run with the same inputs only reads the registry's label. The rootfs tarball and the
+# stand-in and the startup it replays; the shim): the image carries the hash as a label and the
+# stamp file keeps it, so a second run with the same inputs only reads the registry's label. The rootfs tarball and the
 # router's packages are cached per machine under $BENCHSTACK_STATE/sglang-standin.
 #
 # Inputs (environment; defaults in setup/defaults.env): BENCHSTACK_STATE (the cache's parent),
@@ -35,6 +36,7 @@ REGISTRY=$BENCHSTACK_REGISTRY
 PYTHON=$BENCHSTACK_PYTHON
 CACHE=$STATE/sglang-standin
 STANDIN=$ROOT/demo/gpu_standin/sglang_worker.py
+STARTUP=$ROOT/demo/gpu_standin/sglang_startup.json
 SHIM=$ROOT/demo/gpu_standin/sglang
 REMOTE=$REGISTRY/$IMAGE
 
@@ -44,7 +46,7 @@ scratch=()
 cleanup() { ((${#scratch[@]} == 0)) || rm -rf "${scratch[@]}"; }
 trap cleanup EXIT
 
-want=$(cat "${BASH_SOURCE[0]}" "$STANDIN" "$SHIM" | sha256sum | cut -c1-16)
+want=$(cat "${BASH_SOURCE[0]}" "$STANDIN" "$STARTUP" "$SHIM" | sha256sum | cut -c1-16)
 label_of() { docker image inspect -f '{{index .Config.Labels "benchstack.inputs"}}' "$1" 2>/dev/null || true; }
 pushed=$(skopeo inspect --tls-verify=false "docker://$REMOTE" 2>/dev/null \
   | jq -r '.Labels["benchstack.inputs"] // empty' || true)
@@ -92,6 +94,7 @@ if [[ "$(label_of "$IMAGE")" != "$want" ]]; then
   cp -a "$site/lib" "$ctx/site"
   cp "$site/freeze.txt" "$ctx/router-freeze.txt"
   cp "$STANDIN" "$ctx/sglang_worker.py"
+  cp "$STARTUP" "$ctx/sglang_startup.json"
   cp "$SHIM" "$ctx/sglang"
   chmod -R a+rX,go-w "$ctx"
   chmod 755 "$ctx/sglang"
@@ -101,7 +104,7 @@ COPY site /opt/benchstack-standin/site
 COPY router-freeze.txt /opt/benchstack-standin/
 # Bytecode at build time: uid 1000 cannot write __pycache__ under /opt when it runs.
 RUN python3 -m compileall -q /opt/benchstack-standin/site
-COPY sglang_worker.py /opt/benchstack-standin/
+COPY sglang_worker.py sglang_startup.json /opt/benchstack-standin/
 COPY sglang /usr/local/bin/sglang
 ENV PYTHONPATH=/opt/benchstack-standin/site PYTHONDONTWRITEBYTECODE=1
 LABEL benchstack.inputs=$want sglang-router.version=$ROUTER_VERSION smg.version=$SMG_VERSION

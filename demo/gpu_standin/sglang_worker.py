@@ -41,6 +41,15 @@ conversation's earlier prompt, per rank, evicted oldest first past --max-total-t
 --prefill-tokens-per-s, then its tokens come at --decode-tokens-per-s each (0: at once). The
 reply's tokens are its words; with SGLang's `ignore_eos` a request gets `max_tokens` of them.
 
+Startup: at once by default. With --startup-speed N the stand-in replays a real SGLang startup
+(sglang_startup.json: Qwen3-32B on one H100, its log lines for the weights, the KV cache, the
+CUDA graph captures and the warm-up, with their published durations) N times faster, on
+stderr: its port opens at uvicorn's line and /health answers 200 after the last one, as
+SGLang's. --startup-failure NAME replays one of the file's failures instead (oom-in-capture:
+CUDA out of memory while capturing CUDA graphs; nccl-at-init: an NCCL error as torch
+distributed starts): the startup up to it, its traceback and SGLang's "Received sigquit" line,
+then exit 1, the port never opened.
+
 Every request is one JSON line on stdout (so `docker logs` shows it): path, model, the sampling
 parameters, the DP rank the router pinned, this worker's host:port, the episode and turn, a
 timestamp; with --request-log FILE also appended to FILE with the whole body. Progress and
@@ -54,6 +63,7 @@ library only, so it runs from any Python 3.11+.
         [--model-path DIR] [--tp-size 4 --dp-size 2 ...] [--never-healthy] \
         [--healthy-after-checks 5] [--replies FILE] [--latency-ms 50] [--request-log FILE]
         [--enable-metrics] [--decode-tokens-per-s 30] [--prefill-tokens-per-s 5000]
+        [--startup-speed 100 [--startup-log FILE] [--startup-failure oom-in-capture]]
 """
 
 from __future__ import annotations
@@ -75,6 +85,9 @@ from pathlib import Path
 # What hostside/readiness.py asks through the router before it declares it ready.
 READY_PROMPT = "Reply with exactly READY."
 EPISODES_FILE = "standin-episodes.json"
+# A real SGLang startup, line by line with its durations (PROVENANCE.md beside it says where
+# each was published).
+STARTUP_LOG = Path(__file__).with_name("sglang_startup.json")
 # The body fields that say how the model was asked to sample. The router (0.3.2) re-encodes
 # the body: `max_tokens` arrives as `max_completion_tokens`, floats as their f32 value.
 SAMPLING_KEYS = (
@@ -129,6 +142,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="each request's decode speed (0: its tokens at once)")
     parser.add_argument("--prefill-tokens-per-s", type=float, default=0.0,
                         help="prefill speed for prompt tokens not cached (0: at once)")
+    parser.add_argument("--startup-speed", type=float, default=None,
+                        help="replay SGLang's startup log this many times faster than it was "
+                             "recorded (unset: no replay, healthy at once)")
+    parser.add_argument("--startup-log", type=Path, default=STARTUP_LOG,
+                        help="the startup to replay (default: the published one beside this)")
+    parser.add_argument("--startup-failure", default=None,
+                        help="replay this failure of the startup log (oom-in-capture, "
+                             "nccl-at-init) and exit")
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         warn(f"warning: ignoring flags the stand-in does not implement: {' '.join(unknown)}")
@@ -438,12 +459,127 @@ def conversation_of(messages: object) -> str:
     return hashlib.sha256(json.dumps(head, sort_keys=True).encode()).hexdigest()[:16]
 
 
+# --- The startup replay ---------------------------------------------------------------------
+# SGLang's own startup log (STARTUP_LOG), replayed at --startup-speed times its pace.
+
+
+@dataclass(frozen=True)
+class LogLine:
+    at_s: float  # seconds after the replay's start (a failure's: after the line it follows)
+    text: str
+    stamped: bool  # after SGLang's logger prefix, as its logger prints it
+
+    def render(self, address: str) -> str:
+        text = self.text.replace("{address}", address)
+        if not self.stamped:
+            return text
+        return f"[{datetime.now(UTC).strftime('%Y-%m-%d %H:%M:%S')}] {text}"
+
+
+@dataclass(frozen=True)
+class Startup:
+    lines: tuple[LogLine, ...]
+    listening: int  # the index of the line from which the HTTP port is open
+
+
+def log_lines(path: Path, where: str, items: object) -> tuple[LogLine, ...]:
+    if not isinstance(items, list) or not items:
+        raise SystemExit(f"{path}: {where} must be a non-empty list of lines")
+    lines = []
+    for number, item in enumerate(items):
+        text = item.get("log", item.get("raw")) if isinstance(item, dict) else None
+        at_s = item.get("at_s") if isinstance(item, dict) else None
+        if not isinstance(text, str) or not isinstance(at_s, int | float):
+            raise SystemExit(f'{path}: {where}[{number}] needs "at_s" (seconds) and "log" or '
+                             '"raw" (the line)')
+        lines.append(LogLine(float(at_s), text, "log" in item))
+    return tuple(lines)
+
+
+def index_of(path: Path, lines: tuple[LogLine, ...], key: str, marker: object) -> int:
+    found = [i for i, line in enumerate(lines) if isinstance(marker, str) and marker in line.text]
+    if not found:
+        raise SystemExit(f"{path}: {key} {marker!r} is in no startup line")
+    return found[0]
+
+
+def load_startup(path: Path, failure: str | None) -> Startup:
+    """The startup to replay: the whole of it, or up to a failure and that failure's lines."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"--startup-log {path}: unreadable or not JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise SystemExit(f"--startup-log {path}: want a JSON object")
+    lines = log_lines(path, "startup", data.get("startup"))
+    listening = index_of(path, lines, "listening_at", data.get("listening_at"))
+    if failure is None:
+        return Startup(lines, listening)
+    failures = data.get("failures") if isinstance(data.get("failures"), dict) else {}
+    if failure not in failures:
+        raise SystemExit(f"--startup-failure {failure}: {path} has "
+                         f"{', '.join(sorted(failures)) or 'no failures'}")
+    after = index_of(path, lines, f"failures.{failure}.after", failures[failure].get("after"))
+    if after >= listening:
+        raise SystemExit(f"{path}: failures.{failure} follows the server's start: only a "
+                         "failure before it is replayed")
+    tail = log_lines(path, f"failures.{failure}.lines", failures[failure].get("lines"))
+    shifted = tuple(LogLine(lines[after].at_s + t.at_s, t.text, t.stamped) for t in tail)
+    failing = (*lines[: after + 1], *shifted)
+    # Never listening: SGLang's HTTP server starts only once its scheduler is ready.
+    return Startup(failing, len(failing))
+
+
+class StartupReplay:
+    """Prints the startup's lines on stderr at their time, scaled by `speed`."""
+
+    def __init__(self, startup: Startup, speed: float, address: str) -> None:
+        self.startup, self.speed, self.address = startup, speed, address
+        self.origin = time.monotonic()
+
+    def wait_for(self, line: LogLine) -> None:
+        time.sleep(max(0.0, self.origin + line.at_s / self.speed - time.monotonic()))
+
+    def play(self, lines: tuple[LogLine, ...]) -> None:
+        for line in lines:
+            self.wait_for(line)
+            print(line.render(self.address), file=sys.stderr, flush=True)
+
+    def before_listening(self) -> None:
+        """Up to the server's start (its port opens at the time of uvicorn's line); a
+        failure's replay ends the process here, as SGLang's launcher kills its own process
+        tree once a child reports one."""
+        self.play(self.startup.lines[: self.startup.listening])
+        if self.startup.listening >= len(self.startup.lines):
+            sys.exit(1)
+        self.wait_for(self.startup.lines[self.startup.listening])
+
+    def after_listening(self, loaded: threading.Event) -> None:
+        self.play(self.startup.lines[self.startup.listening:])
+        loaded.set()
+
+
+def startup_replay(args: argparse.Namespace) -> StartupReplay | None:
+    if args.startup_speed is None:
+        if args.startup_failure:
+            raise SystemExit("--startup-failure needs --startup-speed (the replay's pace)")
+        return None
+    if args.startup_speed <= 0:
+        raise SystemExit(f"--startup-speed {args.startup_speed:g}: want a pace above 0")
+    startup = load_startup(args.startup_log, args.startup_failure)
+    return StartupReplay(startup, args.startup_speed, f"{args.host}:{args.port}")
+
+
 class Worker:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.started = time.monotonic()
         self.health_checks = 0
         self.health_lock = threading.Lock()
+        # Set once the startup is over: at once, or at the end of its replay.
+        self.loaded = threading.Event()
+        if args.startup_speed is None:
+            self.loaded.set()
         self.address = f"{args.host}:{args.port}"
         self.replies = Replies(args.replies) if args.replies is not None else None
         self.episodes: Episodes | None = None
@@ -469,7 +605,7 @@ class Worker:
         return Choice("READY", "default")
 
     def healthy(self) -> bool:
-        if self.args.never_healthy:
+        if self.args.never_healthy or not self.loaded.is_set():
             return False
         return self.health_checks >= self.args.healthy_after_checks
 
@@ -789,21 +925,33 @@ def stop_on_sigterm(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def serve(args: argparse.Namespace, worker: Worker, replay: StartupReplay | None) -> None:
+    server = Server((args.host, args.port), make_handler(worker))
+    warn(f"stand-in worker on http://{args.host}:{args.port} serving {args.served_model_name} "
+         f"(tp {args.tp_size}, dp {args.dp_size})")
+    if replay is not None:
+        # The rest of the startup (the warm-up) while the port answers 503, as SGLang's.
+        threading.Thread(target=replay.after_listening, args=(worker.loaded,),
+                         daemon=True).start()
+    try:
+        server.serve_forever()
+    finally:
+        server.server_close()
+
+
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    replay = startup_replay(args)
     worker = Worker(args)
-    server = Server((args.host, args.port), make_handler(worker))
     # As a container's PID 1 a signal without a handler is ignored: `docker stop` would wait
     # out its whole grace period.
     signal.signal(signal.SIGTERM, stop_on_sigterm)
-    warn(f"stand-in worker on http://{args.host}:{args.port} serving {args.served_model_name} "
-         f"(tp {args.tp_size}, dp {args.dp_size})")
     try:
-        server.serve_forever()
+        if replay is not None:
+            replay.before_listening()
+        serve(args, worker, replay)
     except KeyboardInterrupt:
         pass
-    finally:
-        server.server_close()
 
 
 if __name__ == "__main__":

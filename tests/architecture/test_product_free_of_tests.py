@@ -116,7 +116,7 @@ def test_what_make_up_runs_names_nothing_under_tests() -> None:
 
 def test_the_serving_image_is_built_from_the_demo_stand_in() -> None:
     script = (ROOT / "setup" / "serving_image.sh").read_text()
-    for part in ("sglang_worker.py", "sglang"):
+    for part in ("sglang_worker.py", "sglang_startup.json", "sglang"):
         assert f"$ROOT/demo/gpu_standin/{part}\n" in script, part
         assert (ROOT / "demo" / "gpu_standin" / part).is_file(), part
 

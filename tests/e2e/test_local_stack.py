@@ -236,8 +236,10 @@ def assert_serving_plane_as_declared(local: LocalStack) -> None:
     assert worker["HostConfig"]["Binds"] == [f"{local.project}/demo/model:/models/model:ro"]
     assert {u["Name"]: u["Hard"] for u in worker["HostConfig"]["Ulimits"]} == {
         "memlock": 8388608, "stack": 67108864}
-    # SGLang's metrics, for the serving record; the stand-in's decode speed (Pulumi.local.yaml).
-    assert cmd[-3:] == ["--enable-metrics", "--decode-tokens-per-s", "200"]
+    # SGLang's metrics, for the serving record; the stand-in's decode speed and the pace of the
+    # SGLang startup it replays (Pulumi.local.yaml).
+    assert cmd[-5:] == ["--enable-metrics", "--decode-tokens-per-s", "200", "--startup-speed",
+                        "100"]
     rcmd = router["Config"]["Cmd"]
     # The default gateway: smg, with its metrics listener bound where the sampler reads it and
     # its overload protection off, as router.worker_overload_protection decides.
@@ -318,11 +320,20 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
                           capture_output=True, text=True, timeout=300, cwd=ROOT).stdout
     assert "The serving plane, with the trials" in page and "<polyline" in page
     # The speed check ran at the job's agent concurrency before launch; its figures are kept.
-    speed = json.loads(Path(outputs[keys.PROVENANCE_PATH]).read_text())["serving"]["speed_check"]
+    serving = json.loads(Path(outputs[keys.PROVENANCE_PATH]).read_text())["serving"]
+    speed = serving["speed_check"]
     assert (speed["concurrency"], speed["requests"], speed["errors"]) == (3, 6, 0), speed
     # The stand-in decodes at 200 tokens/s per request: measured through the gateway.
     assert 150 < speed["decode_tokens_per_s"] <= 201, speed
     assert 0 < speed["time_to_first_token_s"] < 5, speed
+    # The worker's startup as the readiness wait followed it from the container's log: SGLang's
+    # phases replayed 100 times faster (Pulumi.local.yaml), the weights' 100.34 s among them.
+    startup = serving["workers"][0]["startup"]
+    assert [p["phase"] for p in startup] == [
+        "starting", "initialising torch distributed", "loading weights",
+        "allocating the KV cache", "capturing CUDA graphs", "starting the server",
+        "capturing CUDA graphs", "starting the server", "warming up", "ready"], startup
+    assert abs(startup[2]["seconds"] - 1.0) <= 0.2, startup
 
     # Archive to S3, then audit the archived copy.
     job_dir = outputs[keys.JOB_DIR]

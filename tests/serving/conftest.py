@@ -24,9 +24,16 @@ import pytest
 from components.config import RouterConfig
 from components.router import router_argv
 from components.seam.step import render_step
-from tests.conftest import CODE, ROOT, ScriptResult
+from tests.conftest import CODE, REGISTRY, ROOT, ScriptResult, docker
 
 STANDIN = ROOT / "demo" / "gpu_standin" / "sglang_worker.py"
+# The stand-in serving image as setup/serving_image.sh pushes it, and what it carries from here.
+STANDIN_IMAGE = f"{REGISTRY}/benchstack/sglang-standin:0.3.2"
+STANDIN_FILES = {
+    ROOT / "demo/gpu_standin/sglang_worker.py": "/opt/benchstack-standin/sglang_worker.py",
+    ROOT / "demo/gpu_standin/sglang_startup.json": "/opt/benchstack-standin/sglang_startup.json",
+    ROOT / "demo/gpu_standin/sglang": "/usr/local/bin/sglang",
+}
 PYTHON = Path(sys.executable)
 MODEL = "Qwen/Qwen3.8-27B"
 # The seed's layout: what a healthy worker reports and the probe expects.
@@ -78,6 +85,7 @@ class Standin:
     port: int
     proc: subprocess.Popen
     request_log: Path
+    stderr_log: Path
 
     @property
     def url(self) -> str:
@@ -88,6 +96,10 @@ class Standin:
             return []
         lines = [json.loads(x) for x in self.request_log.read_text().splitlines() if x.strip()]
         return [r for r in lines if path is None or r["path"] == path]
+
+    def stderr(self) -> str:
+        """What it printed on stderr so far (its startup replay, its warnings)."""
+        return self.stderr_log.read_text()
 
     def stop(self) -> None:
         stop(self.proc)
@@ -103,15 +115,17 @@ class Processes:
     def standin(self, *args: str, host: str = "127.0.0.1", port: int | None = None) -> Standin:
         port = port or free_port(host)
         log = self.tmp_path / f"standin-{host}-{port}.jsonl"
-        proc = subprocess.Popen(
-            [str(PYTHON), str(STANDIN), "--host", host, "--port", str(port),
-             "--request-log", str(log), *args],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        err = self.tmp_path / f"standin-{host}-{port}.stderr"
+        with err.open("w") as stderr:
+            proc = subprocess.Popen(
+                [str(PYTHON), str(STANDIN), "--host", host, "--port", str(port),
+                 "--request-log", str(log), *args],
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+            )
         self.procs.append(proc)
         wait_listening(host, port, proc)
-        return Standin(host, port, proc, log)
+        return Standin(host, port, proc, log, err)
 
     def router(self, worker_urls: list[str], *extra: str, implementation: str = "smg",
                **router: Any) -> str:
@@ -139,6 +153,22 @@ class Processes:
     def close(self) -> None:
         for proc in reversed(self.procs):
             stop(proc)
+
+
+@pytest.fixture(scope="session")
+def standin_image(docker_engine: None) -> str:
+    """The stand-in serving image from the registry the local stack pulls from, holding this
+    checkout's stand-in (else `make setup` has not rebuilt it since it changed)."""
+    pulled = docker("pull", "-q", STANDIN_IMAGE, check=False)
+    if pulled.returncode != 0:
+        pytest.fail(f"{STANDIN_IMAGE} not in the registry ({pulled.stderr.strip()}): "
+                    "run `make setup`")
+    for source, target in STANDIN_FILES.items():
+        inside = docker("run", "--rm", "--network", "none", STANDIN_IMAGE, "cat", target,
+                        check=False).stdout
+        if inside != source.read_text():
+            pytest.fail(f"{STANDIN_IMAGE} holds an older {source.name}: run `make setup`")
+    return STANDIN_IMAGE
 
 
 @pytest.fixture

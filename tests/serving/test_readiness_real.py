@@ -1,10 +1,12 @@
 """Readiness probes for real: the serving_probe step as the host seam runs it, against stand-in
-SGLang workers and the real sglang-router (PyPI 0.3.2) on loopback."""
+SGLang workers and the real sglang-router (PyPI 0.3.2) on loopback, and against the stand-in
+serving image's container replaying a published SGLang startup on the real Docker engine."""
 
 from __future__ import annotations
 
 import re
 import shlex
+import time
 import uuid
 from pathlib import Path
 
@@ -13,7 +15,12 @@ import pytest
 
 from components.config import ModelConfig, ServingConfig
 from components.seam.host import Host
-from components.sglang_worker import SGLangWorkerArgs, expected_server_info, serve_argv
+from components.sglang_worker import (
+    SGLangWorkerArgs,
+    expected_server_info,
+    readiness_spec,
+    serve_argv,
+)
 from tests.conftest import docker
 from tests.serving import sglang_logs
 from tests.serving.conftest import (
@@ -156,6 +163,93 @@ def test_a_worker_dying_in_cuda_graph_capture_fails_naming_the_phase_and_line(
     # The phases went by in the probe's progress.
     assert f"{name}: loading weights" in result.stderr
     assert f"{name}: capturing CUDA graphs" in result.stderr
+
+
+# The replay's pace in these tests: the published 293 s startup in about 5 s.
+SPEED = 60
+# The published phases (demo/gpu_standin/PROVENANCE.md) and their seconds on an H100.
+PUBLISHED = [("initialising torch distributed", 14.8), ("loading weights", 100.34),
+             ("allocating the KV cache", 0.41), ("capturing CUDA graphs", 5.69),
+             ("starting the server", 0.0), ("capturing CUDA graphs", 55.92),
+             ("starting the server", 2.39), ("warming up", 7.29)]
+
+
+def standin_worker(image: str, *flags: str) -> SGLangWorkerArgs:
+    """The stand-in image's container as the SGLangWorker declares it (its `sglang serve`
+    argv, host network, uid 1000), less the GPU options; the seed's 27B layout."""
+    port = free_port()
+    args = SGLangWorkerArgs(
+        host=Host(name="local", address="local"),
+        serving=ServingConfig(
+            image=image, gpus=None, port=port, tp_size=4, dp_size=2, context_length=262144,
+            max_running_requests=5, max_mamba_cache_size=25, mem_fraction_static=0.9,
+            reasoning_parser="qwen3", tool_call_parser="qwen3_coder",
+            extra_server_args=["--startup-speed", str(SPEED), *flags]),
+        model=ModelConfig(name=MODEL, path="/models/Qwen3.8-27B", params_billion=27),
+        bind_host="127.0.0.1", port=port,
+        container_name=f"benchstack-test-replay-{uuid.uuid4().hex[:10]}",
+    )
+    docker("run", "-d", "--name", args.container_name, "--network", "host", "--user",
+           args.serving.user, "-e", "HOME=/tmp", image, *serve_argv(args))
+    return args
+
+
+def test_the_wait_names_each_phase_of_a_replayed_startup_and_its_time(
+        standin_image: str) -> None:
+    """The worker's readiness probe as the component declares it (its spec: the derived
+    bound, a 5 s interval, the container watched) against the stand-in replaying SGLang's
+    startup of Qwen3-32B on an H100 at 60x: each phase named in the wait's progress as it
+    comes, its time there read from the container's log, the durations in the result."""
+    args = standin_worker(standin_image)
+    name = args.container_name
+    try:
+        spec = readiness_spec(args)
+        assert spec["timeout_s"] == 1140 and spec["container"] == name
+        result = run_probe(spec)
+        logs = docker("logs", name, check=False)
+    finally:
+        docker("rm", "-f", name, check=False)
+    assert result.returncode == 0, result.stderr
+    entered = re.findall(rf"\[readiness\] {name}: (.+) \((.+) took ([\d.]+)s\)", result.stderr)
+    assert [phase for phase, _, _ in entered] == [p for p, _ in PUBLISHED] + ["ready"]
+    assert [left for _, left, _ in entered] == ["starting"] + [p for p, _ in PUBLISHED]
+    phases = result.outputs["phases"]
+    assert [p["phase"] for p in phases] == ["starting", *(p for p, _ in PUBLISHED), "ready"]
+    for (phase, seconds), got in zip(PUBLISHED, phases[1:], strict=False):
+        assert got["seconds"] == pytest.approx(seconds / SPEED, abs=0.25), (phase, phases)
+    # SGLang's own lines, stamped by the stand-in as SGLang's logger does, on its stderr.
+    assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] Load weight end\. elapsed=100\.34 s, "
+                     r"type=Qwen3ForCausalLM", logs.stderr, re.MULTILINE), logs.stderr[-2000:]
+
+
+@pytest.mark.parametrize(("failure", "phase", "line"), [
+    ("oom-in-capture", "capturing CUDA graphs",
+     "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 448.00 MiB."),
+    ("nccl-at-init", "initialising torch distributed",
+     "RuntimeError: NCCL error: unhandled system error"),
+])
+def test_a_replayed_failure_fails_the_wait_at_once_naming_the_phase_and_the_line(
+        standin_image: str, failure: str, phase: str, line: str) -> None:
+    """SGLang dying in a phase (its scheduler's traceback, its launcher's sigquit, the
+    process gone): the wait fails within seconds of it, not at its 1140 s bound, naming the
+    phase and the exception's line, not the scheduler's `Traceback` header."""
+    args = standin_worker(standin_image, "--startup-failure", failure)
+    name = args.container_name
+    try:
+        start = time.monotonic()
+        result = run_probe(readiness_spec(args))
+        took = time.monotonic() - start
+        logs = docker("logs", name, check=False)
+    finally:
+        docker("rm", "-f", name, check=False)
+    assert result.returncode == 1
+    # The replayed startup fails after 2 to 4 s and the interval is 5 s; the bound is far below
+    # the 1140 s a wait that missed the failure would take, and loose for a loaded machine.
+    assert took < 120, took
+    assert re.search(rf"container {name} failed while {phase} \(\d+s in it\): "
+                     rf"{re.escape(line)}", result.reason), result.reason
+    assert "Scheduler hit an exception" in logs.stderr  # the header was there, and not named
+    assert "Traceback" not in result.reason.split(f"failed while {phase}")[1].split("(container")[0]
 
 
 def test_nothing_listening_names_the_connection_error() -> None:

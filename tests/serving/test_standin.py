@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import subprocess
+import sys
 import threading
 import time
 import tomllib
@@ -20,7 +22,7 @@ import pytest
 from demo.gpu_standin import sglang_worker as standin
 from hostside.readiness import READY_PROMPT
 from tests.conftest import ROOT
-from tests.serving.conftest import MODEL, Processes, chat, free_port, run_step
+from tests.serving.conftest import MODEL, STANDIN, Processes, chat, free_port, run_step
 
 DEMO_MODEL = ROOT / "demo" / "model"
 DEMO_TASKS = ROOT / "demo" / "tasks"
@@ -87,11 +89,6 @@ def test_loading_then_healthy(processes: Processes) -> None:
 
 
 def test_bad_replies_file_names_the_line(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-
-    from tests.serving.conftest import STANDIN
-
     replies = tmp_path / "replies.jsonl"
     replies.write_text('{"ok": 1}\nnot json\n')
     proc = subprocess.run([sys.executable, str(STANDIN), "--port", "1", "--replies", str(replies)],
@@ -417,3 +414,94 @@ def test_a_fixed_length_request_is_a_load_never_an_agents_turn(processes: Proces
     assert turn.status_code == 200
     sources = [r["reply"]["source"] for r in worker.requests("/v1/chat/completions")]
     assert sources == ["load", "episode"]
+
+
+# --- the startup replay: a real SGLang startup at a chosen pace -----------------------------
+
+def test_the_replay_opens_the_port_at_uvicorns_line_and_is_healthy_after_the_last(
+        processes: Processes, tmp_path: Path) -> None:
+    """A startup of three lines at 1x: nothing listens before uvicorn's line, /health is 503
+    through the warm-up, 200 after the last line, as SGLang's."""
+    startup = tmp_path / "startup.json"
+    startup.write_text(json.dumps({
+        "startup": [{"at_s": 0.0, "log": "Load weight begin. avail mem=78.47 GB"},
+                    {"at_s": 1.0, "log": "INFO:     Uvicorn running on http://{address} (Press "
+                                         "CTRL+C to quit)"},
+                    {"at_s": 3.0, "raw": "The server is fired up and ready to roll!"}],
+        "listening_at": "Uvicorn running on"}))
+    start = time.monotonic()
+    worker = processes.standin("--startup-speed", "1", "--startup-log", str(startup))
+    assert time.monotonic() - start >= 0.9  # the port opened at uvicorn's line, not before
+    assert httpx.get(f"{worker.url}/health", timeout=5).status_code == 503
+    assert httpx.get(f"{worker.url}/get_server_info", timeout=5).json()["status"] == "loading"
+    while httpx.get(f"{worker.url}/health", timeout=5).status_code != 200:
+        assert time.monotonic() - start < 10
+        time.sleep(0.1)
+    assert time.monotonic() - start >= 2.9
+    lines = worker.stderr().splitlines()
+    replay = [line for line in lines if not line.startswith("[standin]")]
+    assert replay[0].endswith("] Load weight begin. avail mem=78.47 GB")
+    assert replay[1].endswith(f"] INFO:     Uvicorn running on {worker.url} (Press CTRL+C to "
+                              "quit)")
+    assert replay[2] == "The server is fired up and ready to roll!"  # a raw line: no stamp
+    assert all(line.startswith("[20") for line in replay[:2])
+
+
+@pytest.mark.parametrize(("failure", "last_lines"), [
+    ("oom-in-capture", ["Exception: Capture cuda graph failed: CUDA out of memory. Tried to "
+                        "allocate 448.00 MiB. GPU 7 has a total capacity of 95.00", ""]),
+    ("nccl-at-init", ["RuntimeError: NCCL error: unhandled system error (run with "
+                      "NCCL_DEBUG=INFO for details)", ""]),
+])
+def test_a_failure_replay_prints_the_traceback_and_exits_never_listening(
+        failure: str, last_lines: list[str]) -> None:
+    port = free_port()
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, str(STANDIN), "--port", str(port),
+                           "--startup-speed", "400", "--startup-failure", failure],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert time.monotonic() - start < 5  # 222 s of startup at 400x
+    lines = proc.stderr.splitlines()
+    assert lines[-3:-1] == last_lines
+    assert lines[-1].endswith("] Received sigquit from a child process. It usually means the "
+                              "child failed.")
+    assert not any("Uvicorn running" in line or "stand-in worker on" in line for line in lines)
+
+
+def test_the_published_startup_and_its_failures_load() -> None:
+    whole = standin.load_startup(standin.STARTUP_LOG, None)
+    assert "Uvicorn running on" in whole.lines[whole.listening].text
+    assert whole.lines[-1].text == "The server is fired up and ready to roll!"
+    assert [line.at_s for line in whole.lines] == sorted(line.at_s for line in whole.lines)
+    assert whole.lines[-1].at_s == pytest.approx(293.04)
+    oom = standin.load_startup(standin.STARTUP_LOG, "oom-in-capture")
+    assert oom.listening == len(oom.lines)  # never listening
+    assert oom.lines[-1].at_s == pytest.approx(221.75 + 1.0)
+
+
+@pytest.mark.parametrize(("flags", "reason"), [
+    (["--startup-failure", "oom-in-capture"],
+     "--startup-failure needs --startup-speed (the replay's pace)"),
+    (["--startup-speed", "0"], "--startup-speed 0: want a pace above 0"),
+    (["--startup-speed", "10", "--startup-failure", "disk-full"],
+     "--startup-failure disk-full: {log} has nccl-at-init, oom-in-capture"),
+])
+def test_bad_replay_flags_are_named(flags: list[str], reason: str) -> None:
+    with pytest.raises(SystemExit) as exc:
+        standin.startup_replay(standin.parse_args(["--port", "1", *flags]))
+    assert str(exc.value) == reason.format(log=standin.STARTUP_LOG)
+
+
+@pytest.mark.parametrize(("doc", "reason"), [
+    ({"startup": []}, "startup must be a non-empty list of lines"),
+    ({"startup": [{"at_s": "soon", "log": "x"}]}, 'startup[0] needs "at_s" (seconds)'),
+    ({"startup": [{"at_s": 0, "log": "x"}], "listening_at": "Uvicorn"},
+     "listening_at 'Uvicorn' is in no startup line"),
+])
+def test_a_bad_startup_log_names_the_key(tmp_path: Path, doc: dict, reason: str) -> None:
+    path = tmp_path / "startup.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit) as exc:
+        standin.load_startup(path, None)
+    assert str(exc.value).startswith(f"{path}: {reason}")

@@ -19,10 +19,10 @@ from components.config import ModelConfig, RouterConfig, ServingConfig
 from components.router import router_argv
 from components.seam.host import Host
 from components.sglang_worker import SGLangWorkerArgs, expected_server_info, serve_argv
-from tests.conftest import REGISTRY, ROOT, docker
+from tests.conftest import ROOT, docker
+from tests.serving.conftest import STANDIN_IMAGE as IMAGE
 from tests.serving.conftest import free_port, run_probe
 
-IMAGE = f"{REGISTRY}/benchstack/sglang-standin:0.3.2"
 DEMO_MODEL = ROOT / "demo" / "model"
 DEMO_TASKS = ROOT / "demo" / "tasks"
 MODEL = "benchstack/standin-demo"
@@ -82,18 +82,7 @@ def worker_args(port: int) -> SGLangWorkerArgs:
 
 
 @pytest.fixture(scope="module")
-def stack(docker_engine: None) -> Iterator[Stack]:
-    pulled = docker("pull", "-q", IMAGE, check=False)
-    if pulled.returncode != 0:
-        pytest.fail(f"{IMAGE} not in the registry ({pulled.stderr.strip()}): "
-                    "run `make setup`")
-    for source, target in ((ROOT / "demo/gpu_standin/sglang_worker.py",
-                            "/opt/benchstack-standin/sglang_worker.py"),
-                           (ROOT / "demo/gpu_standin/sglang", "/usr/local/bin/sglang")):
-        inside = docker("run", "--rm", "--network", "none", IMAGE, "cat", target).stdout
-        if inside != source.read_text():
-            pytest.fail(f"{IMAGE} holds an older {source.name}: run `make setup`")
-
+def stack(standin_image: str) -> Iterator[Stack]:
     tag = uuid.uuid4().hex[:8]
     names: list[str] = []
     try:

@@ -1,12 +1,17 @@
 """The worker's readiness wait follows SGLang's startup phase by phase from the container's log
-(hostside/readiness.py StartupWatch), on SGLang's own published log lines (sglang_logs.py)."""
+(hostside/readiness.py StartupWatch), on SGLang's own published log lines (sglang_logs.py) and
+on the startup the CPU stand-in replays (demo/gpu_standin/sglang_startup.json)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 
+from components.config import ModelConfig, ServingConfig
+from components.sglang_worker import startup_timeout_s
+from demo.gpu_standin import sglang_worker as standin
 from hostside import readiness
 from hostside.readiness import ProbeError, StartupWatch
 from tests.serving import sglang_logs
@@ -145,3 +150,143 @@ def test_docker_timestamps_with_nanoseconds_sort_in_time():
     assert [t for _, t in readiness.stamped(out)] == ["first", "second", "third"]
     assert readiness.log_time("2024-07-31T05:52:57.891234567Z") == pytest.approx(
         1722405177.891234567)
+
+
+# --- the stand-in's replay (demo/gpu_standin/sglang_startup.json): a published SGLang startup -
+
+def replayed(log: Log, failure: str | None = None, offset: float = 0.0) -> None:
+    """The stand-in's startup log as docker logs it: each line at its recorded second."""
+    for line in standin.load_startup(standin.STARTUP_LOG, failure).lines:
+        log.add(offset + line.at_s, line.render("10.0.0.11:30001"))
+
+
+def test_the_replayed_startup_gives_its_published_phase_durations():
+    """Qwen3-32B on one H100 (PROVENANCE.md beside the file): the watch reads back the
+    published weights (100.34 s), KV cache (0.41 s), decode and prefill CUDA graph captures
+    (5.69 s, 55.92 s) and warm-up (7.29 s) from SGLang's own lines."""
+    log, now = Log(), [0.0]
+    w = watch(log, now)
+    replayed(log)
+    now[0] = 294.04
+    w.check("worker http://10.0.0.11:30001")
+    assert w.phase == "ready"
+    assert w.finished() == [
+        {"phase": "starting", "seconds": 106.2},
+        {"phase": "initialising torch distributed", "seconds": 14.8},
+        {"phase": "loading weights", "seconds": 100.3},
+        {"phase": "allocating the KV cache", "seconds": 0.4},
+        {"phase": "capturing CUDA graphs", "seconds": 5.7},
+        {"phase": "starting the server", "seconds": 0.0},
+        {"phase": "capturing CUDA graphs", "seconds": 55.9},
+        {"phase": "starting the server", "seconds": 2.4},
+        {"phase": "warming up", "seconds": 7.3},
+        {"phase": "ready", "seconds": 1.0},
+    ]
+
+
+@pytest.mark.parametrize(("failure", "phase", "line"), [
+    ("oom-in-capture", "capturing CUDA graphs (1s in it)",
+     "Exception: Capture cuda graph failed: CUDA out of memory. Tried to allocate 448.00 MiB."),
+    ("nccl-at-init", "initialising torch distributed (0s in it)",
+     "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"),
+])
+def test_a_replayed_failure_names_its_phase_and_the_exception_not_the_schedulers_header(
+        failure: str, phase: str, line: str):
+    log, now = Log(), [0.0]
+    w = watch(log, now)
+    replayed(log, failure)
+    now[0] = 230
+    with pytest.raises(ProbeError) as err:
+        w.check("worker http://10.0.0.11:30001")
+    assert (f"worker http://10.0.0.11:30001: container benchstack-sglang-worker-a failed while "
+            f"{phase}: {line}") in str(err.value)
+    assert "Traceback" not in str(err.value)
+
+
+# SGLang's scheduler header, as sgl-project/sglang#5014 publishes it.
+HEADER = ("[2025-04-03 01:13:53 DP4 TP4] Scheduler hit an exception: Traceback (most recent call "
+          "last):")
+
+
+def test_a_traceback_split_over_two_reads_is_named_by_its_exception():
+    """SGLang logs the failure as one record; a read may still fall between its lines."""
+    log, now = Log(), [0.0]
+    w = watch(log, now)
+    log.add(1, sglang_logs.STARTUP[10])
+    log.add(5, HEADER, sglang_logs.OOM_IN_CAPTURE[2])
+    w.check("worker")  # the header: the wait holds on for the line that says why
+    log.add(5.1, *sglang_logs.OOM_IN_CAPTURE[3:])
+    with pytest.raises(ProbeError, match=r"failed while capturing CUDA graphs \(4s in it\): "
+                       r"Exception: Capture cuda graph failed: CUDA out of memory"):
+        w.check("worker")
+
+
+def test_a_sigquit_before_the_ranks_traceback_is_named_by_the_exception():
+    """Several ranks: the launcher's sigquit may come first (sgl-project/sglang#3460)."""
+    log, now = Log(), [0.0]
+    w = watch(log, now)
+    log.add(2, sglang_logs.NCCL_AT_INIT[0])
+    log.add(4, sglang_logs.NCCL_AT_INIT[3], HEADER, *sglang_logs.NCCL_AT_INIT[1:3])
+    with pytest.raises(ProbeError, match=r"failed while initialising torch distributed \(2s in "
+                       r"it\): RuntimeError: NCCL error: unhandled system error"):
+        w.check("worker")
+
+
+def test_a_fatal_line_without_its_exception_is_named_itself_one_check_later():
+    log, now = Log(), [0.0]
+    w = watch(log, now)
+    log.add(1, sglang_logs.STARTUP[10])
+    log.add(9, HEADER)
+    w.check("worker")
+    with pytest.raises(ProbeError, match=r"failed while capturing CUDA graphs \(8s in it\): "
+                       r"\[2025-04-03 01:13:53 DP4 TP4\] Scheduler hit an exception"):
+        w.check("worker")
+
+
+def test_the_startup_logged_since_the_last_check_is_read_once_healthy():
+    """A startup shorter than the wait's interval: its lines come between two polls, the
+    second answered 200; the result still has every phase, not none."""
+    log, now = Log(), [0.0]
+    w = watch(log, now)
+    answers = iter([503, 200])
+
+    def health(_request: httpx.Request) -> httpx.Response:
+        code = next(answers)
+        if code == 200:
+            replayed(log)  # the whole startup, logged while the wait slept
+            now[0] = 294.04
+        return httpx.Response(code)
+
+    with httpx.Client(transport=httpx.MockTransport(health)) as client:
+        readiness.wait_healthy(client, "http://10.0.0.11:30001", 60, interval_s=0, watch=w)
+    assert w.phase == "ready"
+    assert [p["phase"] for p in w.finished()][:3] == [
+        "starting", "initialising torch distributed", "loading weights"]
+
+
+def test_the_launchers_older_sigquit_spelling_fails_the_wait():
+    """Releases of early 2025 wrote "child proces." (sgl-project/sglang#3460): a wait that
+    missed it would sit out its whole bound on a worker whose scheduler is dead."""
+    log, now = Log(), [0.0]
+    w = watch(log, now)
+    log.add(1, sglang_logs.NCCL_AT_INIT[0])
+    log.add(3, "[2025-02-09 21:23:00] Received sigquit from a child proces. It usually means "
+               "the child failed.")
+    w.check("worker")
+    with pytest.raises(ProbeError, match=r"failed while initialising torch distributed \(2s in "
+                       r"it\): \[2025-02-09 21:23:00\] Received sigquit from a child proces\."):
+        w.check("worker")
+
+
+def test_the_derived_health_timeout_covers_the_replayed_startup_with_room():
+    """The bound the wait gets when serving.health_timeout_s is unset, for the published run's
+    model and layout (Qwen3-32B in bf16, tp 1, dp 1): 16 minutes, over three times the 298 s
+    that run took from its pod's scheduling to serving (the replay's 293 s and 5 s of image
+    pull and container start)."""
+    serving = ServingConfig(image="lmsysorg/sglang:v0.5.19", tp_size=1, dp_size=1,
+                            context_length=8192, max_running_requests=8,
+                            mem_fraction_static=0.9)
+    model = ModelConfig(name="Qwen/Qwen3-32B", path="/models/Qwen3-32B", params_billion=32)
+    published = standin.load_startup(standin.STARTUP_LOG, None).lines[-1].at_s + 5.0
+    assert published == pytest.approx(298.04)
+    assert startup_timeout_s(serving, model) == 960 > 3 * published

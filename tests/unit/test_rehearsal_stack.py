@@ -24,7 +24,8 @@ ALLOWED = {
                        "needs GPUs",
     r"serving\.gpus": "no GPU: the stand-in runs without `--gpus`",
     r"serving\.extra_server_args": "the stand-in's decode speed (it would answer at once; GPUs "
-                                   "take seconds, so a host lost mid-job finds calls in flight)",
+                                   "take seconds, so a host lost mid-job finds calls in flight) "
+                                   "and the pace of the SGLang startup it replays",
     r"hosts\[\d\]\.gpus(\..*)?": "no GPU on the rehearsal hosts (config_checks refuses "
                                  "hosts[].gpus with serving.gpus null)",
     r"docker\.restart_command": "the rehearsal hosts have no systemd: their engine's init script "
