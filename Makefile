@@ -26,7 +26,7 @@ SHELL_SCRIPTS := $(wildcard hostside/probes/*.sh setup/*.sh setup/lib.sh setup/e
 
 # ruff's complexity rules ignore a listed file whole: the test holds the list to its functions.
 lint:
-	$(PY) -m ruff check components hostside contracts audit tests benchmarks demo __main__.py
+	$(PY) -m ruff check components hostside contracts audit tests benchmarks demo setup __main__.py
 	$(PY) -m pytest -q -p no:cacheprovider tests/architecture/test_complexity.py
 	$(PY) -m mypy components hostside contracts audit __main__.py
 	@command -v shellcheck >/dev/null || { echo "make lint: shellcheck not found: apt-get install shellcheck (make setup does)" >&2; exit 1; }

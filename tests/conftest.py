@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import pytest
 
 from components.seam import code as seam_code
 from components.seam.code import PROJECT_ROOT
+from hostside import dockerd_restart
 from tests.machine import SHARED, setting
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,6 +52,12 @@ PEER_FIXTURES = {
 # What a real test waits for beyond the peers (tests/run.sh runs them in stages as the builds
 # finish): the Pulumi engine, the one-node cluster.
 STAGE_FIXTURES = {"engine": "engine", "k8s_cluster": "cluster"}
+# A test that brings up a stack on this machine whose Docker daemon config restarts this
+# machine's engine (the local stack's address pools): marked `restarts_docker`, and tests/run.sh
+# runs those alone, after the stages that run side by side (the two-host rehearsal's hosts are
+# containers of this engine). test_upgrade.py, which builds its stack by hand, is marked there;
+# `engine_left_running` below fails any other real test during which the engine was restarted.
+RESTART_FIXTURES = {"local"}
 
 
 def pytest_collection_modifyitems(config, items) -> None:
@@ -60,6 +68,33 @@ def pytest_collection_modifyitems(config, items) -> None:
         for fixture, marker in STAGE_FIXTURES.items():
             if fixture in fixtures:
                 item.add_marker(getattr(pytest.mark, marker))
+        if RESTART_FIXTURES & fixtures:
+            item.add_marker(pytest.mark.restarts_docker)
+
+
+def engine_serving_socket() -> list[int]:
+    """The dockerd processes serving this machine's default socket (none: no engine)."""
+    return [pid for pid in dockerd_restart.running_dockerd()
+            if dockerd_restart.serves(pid, dockerd_restart.DEFAULT_SOCKET)]
+
+
+@pytest.fixture(autouse=True)
+def engine_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
+    """The proof that only `restarts_docker` tests restart this machine's Docker engine: any other
+    real test, here or beside it (tests/run.sh runs some side by side), during which the engine
+    serving the default socket changed fails, naming both PIDs."""
+    marks = {mark.name for mark in request.node.iter_markers()}
+    if "real" not in marks or "restarts_docker" in marks:
+        yield
+        return
+    before = engine_serving_socket()
+    yield
+    after = engine_serving_socket()
+    if before and after != before:
+        pytest.fail(f"this machine's Docker engine was restarted during this test (dockerd "
+                    f"{before} -> {after or 'none'}): a test that restarts it is marked "
+                    "restarts_docker (tests/conftest.py), and tests/run.sh never runs one beside "
+                    "another test", pytrace=False)
 
 
 

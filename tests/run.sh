@@ -12,12 +12,17 @@
 #   peers     setup/dev.sh --peers (no Go build)
 #   lint      ruff, mypy, shellcheck
 #   unit      every test with no peer
-#   real      the real tests that need neither the engine nor the cluster (two at a time)
-#   engine    those that need the engine's core (the CLI with the command and Docker providers)
+#   real      the real tests that need neither the engine nor the cluster (two at a time),
+#   engine    then those that need the engine's core (the CLI with the command and Docker
+#             providers) and bring up no local stack, beside
+#   two-hosts the two-host rehearsal (its hosts are containers of this machine's engine: nothing
+#             beside it restarts that engine)
+#   restarts  the local stacks, whose Docker daemon config restarts this machine's engine, alone
 #   cluster   those that need the one-node cluster but not the engine
 #   k8s       those that need the Kubernetes provider (the whole engine), with or without the
 #             cluster
 #
+# Which tests each stage runs, and which run side by side: tests/stages.py.
 # A failed stage fails the run after the others ran (each stage is independent); a failed build
 # fails the stages that wait for it at once.
 set -uo pipefail
@@ -30,8 +35,12 @@ PY=${PY:-.venv/bin/python}
 BUILDS=$BENCHSTACK_TEST_STATE/builds
 mkdir -p "$BUILDS"
 rm -f "$BUILDS"/*.status
-declare -a TIMES=()
-failed=()
+# Each stage's time and outcome, a line each, and the stages that failed: files, not variables,
+# as the stages of a lane run in a background shell of their own.
+TIMES=$BUILDS/times
+FAILED=$BUILDS/failed
+: >"$TIMES"
+: >"$FAILED"
 
 # stage NAME COMMAND...: run it, record its time and whether it passed.
 stage() {
@@ -40,14 +49,18 @@ stage() {
   printf '\n=== %s ===\n' "$name" >&2
   "$@"
   status=$?
-  TIMES+=("$(printf '%-8s %5d s  %s' "$name" $((SECONDS - start)) "$([[ $status == 0 ]] && echo ok || echo "FAILED ($status)")")")
-  ((status == 0)) || failed+=("$name")
+  printf '%-9s %5d s  %s\n' "$name" $((SECONDS - start)) \
+    "$([[ $status == 0 ]] && echo ok || echo "FAILED ($status)")" >>"$TIMES"
+  ((status == 0)) || echo "$name" >>"$FAILED"
   return 0
 }
 
-# wait_for BUILD: until the background build BUILD ended; fails if it failed.
+failed() { grep -qx "$1" "$FAILED"; }
+
+# wait_for BUILD: until the background build BUILD ended (none: at once); fails if it failed.
 wait_for() {
   local build=$1
+  [[ $build == none ]] && return 0
   while [[ ! -f "$BUILDS/$build.status" ]]; do sleep 5; done
   [[ "$(cat "$BUILDS/$build.status")" == 0 ]] || { echo "the $build build failed: see $BUILDS/builds.log" >&2; return 1; }
 }
@@ -59,6 +72,38 @@ after() {
   wait_for "$build" || return 1
   "$PY" -m pytest -q "$@"
 }
+
+# test_stage NAME: the stage NAME of tests/stages.py (its build, then its pytest arguments).
+test_stage() {
+  local spec=()
+  mapfile -t spec < <("$PY" -m tests.stages "$1")
+  if ((${#spec[@]} < 2)); then
+    echo "$1" >>"$FAILED"
+    return 0
+  fi
+  stage "$1" after "${spec[@]}"
+}
+
+# beside LANE...: the lanes (functions running stages one after another) at once, each into a log
+# of its own, printed whole once that lane ended; returns when all ended.
+beside() {
+  local lane pids=() start=$SECONDS
+  for lane in "$@"; do
+    "$lane" >"$BUILDS/$lane.log" 2>&1 &
+    pids+=($!)
+  done
+  for lane in "$@"; do
+    wait "${pids[0]}"
+    pids=("${pids[@]:1}")
+    printf '\n=== lane %s (side by side, %d s from the start of the lanes) ===\n' \
+      "$lane" $((SECONDS - start)) >&2
+    cat "$BUILDS/$lane.log" >&2
+  done
+  printf '%-9s %5d s  (the lanes, side by side: %s)\n' beside $((SECONDS - start)) "$*" >>"$TIMES"
+}
+
+lane_tests() { test_stage real; test_stage engine; }
+lane_hosts() { test_stage two-hosts; }
 
 # The builds, in the order the stages need them; each writes its exit status when it ends.
 builds() {
@@ -77,8 +122,9 @@ stage packages bash setup/dev.sh --packages
 builds >"$BUILDS/builds.log" 2>&1 &
 builds_pid=$!
 stage peers bash setup/dev.sh --peers
-if [[ " ${failed[*]} " == *" packages "* || " ${failed[*]} " == *" peers "* ]]; then
-  printf '\n%s\n' "${TIMES[@]}" >&2
+if failed packages || failed peers; then
+  printf '\n' >&2
+  cat "$TIMES" >&2
   kill "$builds_pid" 2>/dev/null
   exit 1
 fi
@@ -92,22 +138,19 @@ hosts_build_pid=$!
 stage leftovers "$PY" -m tests.env.leftovers ${CI:+--remove}
 stage lint make --no-print-directory lint
 stage unit "$PY" -m pytest -q -m "not real" -n auto --dist loadfile
-# Two workers, each taking whole files: these tests share the Docker engine but never restart
-# it (the host-plane tests restart an engine of their own), and most of their time is waiting.
-stage real "$PY" -m pytest -q -m "real and not engine and not cluster and not k8s_provider" \
-  -n 2 --dist loadfile
-stage engine after core -m "engine and not cluster and not k8s_provider"
-stage cluster after cluster -m "cluster and not engine and not k8s_provider"
-stage k8s after engine -m "k8s_provider or (engine and cluster)"
+beside lane_tests lane_hosts
+test_stage restarts
+test_stage cluster
+test_stage k8s
 wait "$builds_pid" "$hosts_build_pid"
 build_times=$(jq -r '.parts[] | "\(.name) \(.seconds) s\(if .built_now then "" else " (cached)" end)"' \
   "$BENCHSTACK_ENGINE_DIR/current/status.json" 2>/dev/null | paste -sd ',' | sed 's/,/, /g')
 
 printf '\n=== stage times (whole run %d s) ===\n' $((SECONDS - run_start)) >&2
-printf '%s\n' "${TIMES[@]}" >&2
-printf 'builds   (background) engine: %s\n' "${build_times:-unknown}" >&2
-printf 'builds   (background) two-host image: %s\n' \
+cat "$TIMES" >&2
+printf 'builds    (background) engine: %s\n' "${build_times:-unknown}" >&2
+printf 'builds    (background) two-host image: %s\n' \
   "$(grep -o 'built .* in [0-9]* s' "$BUILDS/hosts.log" 2>/dev/null || echo cached)" >&2
-printf 'builds   (background) cluster binaries: %s\n' \
+printf 'builds    (background) cluster binaries: %s\n' \
   "$(jq -r '"\(.seconds // "?") s"' "$BENCHSTACK_K8S_DIR/current/status.json" 2>/dev/null || echo unknown)" >&2
-((${#failed[@]} == 0)) || { echo "failed stages: ${failed[*]}" >&2; exit 1; }
+[[ ! -s "$FAILED" ]] || { echo "failed stages: $(paste -sd ' ' "$FAILED")" >&2; exit 1; }

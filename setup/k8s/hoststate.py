@@ -206,43 +206,58 @@ def remove_cgroup(path: Path) -> bool:
         return False
 
 
-def restore(file: Path) -> dict:
-    snapshot = json.loads(file.read_text())
-    done: dict[str, list] = {}
-    done["unmounted"] = unmount_ours(set(snapshot["mounts"]))
-    # Network namespaces the pods left (containerd's cni-*), then their veths and the bridge.
-    done["netns"] = []
+def _remove_pod_netns(snapshot: dict) -> list[str]:
+    """Network namespaces the pods left (containerd's cni-*)."""
+    removed = []
     for name in netns():
         if name not in snapshot["netns"] and name.startswith("cni-"):
             path = Path("/run/netns") / name
             run("umount", str(path))
             path.unlink(missing_ok=True)
-            done["netns"].append(name)
-    done["links"] = []
-    now = links()
-    for name, link in now.items():
-        if name not in snapshot["links"] and (name == bridge() or link["master"] == bridge()):
-            if run("ip", "link", "delete", name).returncode == 0:
-                done["links"].append(name)
-    done["iptables"] = remove_chains(snapshot)
-    done["sysctls"] = []
+            removed.append(name)
+    return removed
+
+
+def _remove_links(snapshot: dict) -> list[str]:
+    """The pods' veths and the cluster's bridge."""
+    return [name for name, link in links().items()
+            if name not in snapshot["links"] and (name == bridge() or link["master"] == bridge())
+            and run("ip", "link", "delete", name).returncode == 0]
+
+
+def _restore_sysctls(snapshot: dict) -> list[str]:
+    restored = []
     for key, value in snapshot["sysctls"].items():
         path = Path("/proc/sys") / key
         if path.read_text().strip() != value:
             path.write_text(value + "\n")
-            done["sysctls"].append(f"{key}={value}")
-    done["cgroups"] = [
-        str(p)
-        for p in map(Path, cgroup_dirs())
-        if str(p) not in snapshot["cgroups"] and remove_cgroup(p)
-    ]
-    done["paths"] = []
+            restored.append(f"{key}={value}")
+    return restored
+
+
+def _remove_paths(snapshot: dict) -> list[str]:
+    removed = []
     for path, existed in snapshot["paths"].items():
-        if not existed and os.path.lexists(path):
-            # Only when nothing is mounted below it any more (a busy mount would be lost).
-            if not any(p == path or p.startswith(path + "/") for p in mounts()):
-                shutil.rmtree(path, ignore_errors=True)
-                done["paths"].append(path)
+        # Only when nothing is mounted below it any more (a busy mount would be lost).
+        if not existed and os.path.lexists(path) and not any(
+                p == path or p.startswith(path + "/") for p in mounts()):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def restore(file: Path) -> dict:
+    snapshot = json.loads(file.read_text())
+    done: dict[str, list] = {
+        "unmounted": unmount_ours(set(snapshot["mounts"])),
+        "netns": _remove_pod_netns(snapshot),
+        "links": _remove_links(snapshot),
+        "iptables": remove_chains(snapshot),
+        "sysctls": _restore_sysctls(snapshot),
+        "cgroups": [str(p) for p in map(Path, cgroup_dirs())
+                    if str(p) not in snapshot["cgroups"] and remove_cgroup(p)],
+        "paths": _remove_paths(snapshot),
+    }
     return {k: v for k, v in done.items() if v}
 
 

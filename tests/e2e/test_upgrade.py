@@ -28,7 +28,8 @@ from tests.e2e.test_local_stack import assert_demo_scores, audit_json, leftovers
 from tests.engine.conftest import Engine, ok, pulumi, steps, tracked_files
 from tests.machine import link_shared
 
-pytestmark = pytest.mark.real
+# Its stack's daemon config restarts this machine's Docker engine (tests/conftest.py).
+pytestmark = [pytest.mark.real, pytest.mark.restarts_docker]
 
 # The last commit with the old layout (the host code under components/, the seam one module).
 PREVIOUS_RELEASE = "7fa2f99"

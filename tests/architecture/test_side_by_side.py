@@ -1,0 +1,84 @@
+"""The two-host rehearsal runs beside the other real tests that never restart this machine's
+Docker engine (tests/stages.py): both sets' names, addresses and ports on this machine, listed
+here, share nothing. What they do share is read only: the registry mirror and the upstream
+proxy (hosts.sh forwards them onto each host's own loopback) and the engine that runs the hosts,
+which no test beside them restarts (tests/conftest.py's `engine_left_running`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import subprocess
+from urllib.parse import urlsplit
+
+from components.config import load_stack_file
+from tests.conftest import ROOT
+
+HOSTS_SH = (ROOT / "tests" / "env" / "hosts" / "hosts.sh").read_text()
+REHEARSAL = load_stack_file(ROOT / "Pulumi.a100-rehearsal.yaml")
+# The rehearsal's own files, and those that name its objects to remove or describe them.
+ITS_OWN = ("tests/env/hosts/", "tests/e2e/test_two_hosts.py", "tests/e2e/two_hosts.py",
+           "tests/e2e/gpu_plane.py", "tests/env/leftovers.py", "benchmarks/bench_two_hosts.py",
+           "Pulumi.a100-rehearsal.yaml", "tests/architecture/test_side_by_side.py")
+# What the tests beside it and the machine's peers are made of (tests/unit holds no real test;
+# its texts are recorded outputs, never a network this machine has).
+OTHERS = ("tests/", "setup/", "demo/", "Pulumi.local.yaml", "Pulumi.local-k8s.yaml")
+CIDR = re.compile(r"\b(\d{1,3}(?:\.\d{1,3}){3}/\d{1,2})\b")
+
+
+def assigned(name: str) -> str:
+    found = re.search(rf"^(?:export )?{name}=(\S+)$", HOSTS_SH, re.M)
+    assert found, f"hosts.sh no longer sets {name}"
+    return found.group(1)
+
+
+def its_names() -> dict[str, str]:
+    return {"container prefix": assigned("PREFIX") + "-", "network": assigned("NETWORK"),
+            "bridge": assigned("BENCHSTACK_HOSTS_BRIDGE")}
+
+
+def its_subnet() -> ipaddress.IPv4Network:
+    return ipaddress.IPv4Network(assigned("BENCHSTACK_HOSTS_SUBNET"))
+
+
+def its_ports_here() -> set[int]:
+    """The ports the rehearsal listens on in this machine's network namespace: the page its
+    proxy check fetches. Its stack's own (router, workers, proxy bridge) are on its hosts."""
+    return {urlsplit(REHEARSAL.proxy.check_url).port or 80}
+
+
+def other_files() -> dict[str, str]:
+    listed = subprocess.run(["git", "ls-files", *OTHERS], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.split()
+    return {path: (ROOT / path).read_text(errors="replace") for path in listed
+            if not path.startswith(ITS_OWN) and not path.startswith("tests/unit/")
+            and path.endswith((".py", ".sh", ".yaml", ".env", ".json"))}
+
+
+def test_its_names_are_named_by_no_test_beside_it() -> None:
+    names = its_names()
+    assert names == {"container prefix": "benchstack-host-", "network": "benchstack-hosts",
+                     "bridge": "bshosts0"}
+    users = {(path, kind) for path, text in other_files().items()
+             for kind, name in names.items() if name in text}
+    assert not users, sorted(users)
+
+
+def test_its_subnet_overlaps_no_network_of_the_others() -> None:
+    subnet = its_subnet()
+    overlapping = {(path, cidr) for path, text in other_files().items()
+                   for cidr in CIDR.findall(text)
+                   if ipaddress.IPv4Network(cidr, strict=False).overlaps(subnet)}
+    assert not overlapping, sorted(overlapping)
+
+
+def test_its_stack_runs_on_its_hosts_and_its_port_here_is_its_own() -> None:
+    subnet = its_subnet()
+    addresses = {host.name: host.address for host in REHEARSAL.hosts}
+    assert all(ipaddress.IPv4Address(a) in subnet for a in addresses.values()), addresses
+    ports = its_ports_here()
+    assert ports == {27892}
+    users = {(path, port) for path, text in other_files().items() for port in ports
+             if re.search(rf"(?<![\d.]){port}(?!\d)", text)}
+    assert not users, sorted(users)
