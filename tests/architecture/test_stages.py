@@ -29,25 +29,41 @@ def test_every_real_test_is_in_exactly_one_stage() -> None:
         assert len(chosen) == 1, (sorted(marks), path, chosen)
 
 
-def test_a_test_that_restarts_the_engine_never_runs_in_a_lane() -> None:
-    for marks, path in kinds_of_real_test():
-        if "restarts_docker" in marks:
-            lanes = [stage.lane for stage in STAGES if stage.selects(marks, path)]
-            assert lanes == [None], (sorted(marks), path, lanes)
+def run_sh_layout() -> tuple[dict[str, str | None], list[list[str]]]:
+    """What run.sh runs: each test stage with its lane (None: at the top level), and the groups
+    of lanes its `beside` lines run at once."""
+    code = "\n".join(line for line in RUN_SH.splitlines() if not line.lstrip().startswith("#"))
+    lanes = dict(re.findall(r"^lane_(\w+)\(\) \{ (.*) \}$", code, re.M))
+    where: dict[str, str | None] = {}
+    for lane, body in lanes.items():
+        for name in re.findall(r"test_stage ([\w-]+);", body):
+            assert name not in where, f"{name} runs twice"
+            where[name] = lane
+    for name in re.findall(r"^test_stage ([\w-]+)$", code, re.M):
+        assert name not in where, f"{name} runs twice"
+        where[name] = None
+    groups = [[lane.removeprefix("lane_") for lane in line.split()[1:]]
+              for line in re.findall(r"^beside .+$", code, re.M)]
+    assert sorted(lane for group in groups for lane in group) == sorted(lanes), (groups, lanes)
+    return where, groups
+
+
+def test_run_sh_runs_each_stage_once_in_its_lane() -> None:
+    where, _ = run_sh_layout()
+    assert sorted(where) == sorted(stage.name for stage in STAGES)
+    for stage in STAGES:
+        assert where[stage.name] == stage.lane, stage.name
+
+
+def test_a_test_that_restarts_the_engine_runs_beside_no_other_real_test() -> None:
+    _, groups = run_sh_layout()
+    restarting = {stage.name for stage in STAGES for marks, path in kinds_of_real_test()
+                  if "restarts_docker" in marks and stage.selects(marks, path)}
+    assert "restarts" in restarting
+    for group in groups:
+        beside = [stage.name for stage in STAGES if stage.lane in group]
+        assert not (restarting & set(beside)) or len(beside) == 1, (group, beside)
 
 
 def test_a_fast_test_is_in_no_stage() -> None:
     assert not [stage.name for stage in STAGES if stage.selects(set(), "tests/unit/x.py")]
-
-
-def test_run_sh_runs_each_stage_once_in_its_lane() -> None:
-    run_lines = [line for line in RUN_SH.splitlines() if not line.lstrip().startswith("#")]
-    lanes = dict(re.findall(r"^lane_(\w+)\(\) \{ (.*) \}$", "\n".join(run_lines), re.M))
-    in_lanes = {name: lane for lane, body in lanes.items()
-                for name in re.findall(r"test_stage ([\w-]+);", body)}
-    alone = re.findall(r"^test_stage ([\w-]+)$", "\n".join(run_lines), re.M)
-    assert re.search(r"^beside " + " ".join(f"lane_{lane}" for lane in lanes) + "$",
-                     RUN_SH, re.M), lanes
-    assert sorted([*in_lanes, *alone]) == sorted(stage.name for stage in STAGES)
-    for stage in STAGES:
-        assert in_lanes.get(stage.name) == stage.lane, stage.name
