@@ -2,16 +2,18 @@
 one host can hold many concurrent /24 trial networks (seed: "Prepare Docker network pools for
 high-concurrency runs", "Docker network address-pool exhaustion").
 
-create: check the pools overlap no host route and no Docker network; refuse to restart while
-containers run (unless allowed); back up daemon.json (UTC timestamp); validate the merged file;
-install it; restart; check the engine uses the pools; prove them by creating `proof_networks`
-networks. Any failure after the install puts the original back and the engine answering on it
-(dockerd_restart.Restarts.recover: an engine this step stopped is never left stopped), or fails
-naming the command that starts it again: the host is left as it was found. A second run with
-the same pools writes nothing and does not restart. The merged file also pins `bip` to
-docker0's current address when it sets neither `bip` nor `bridge` (daemon_json.merge), and the
-record beside daemon.json keeps the state from before benchstack (which file, its backup,
-docker0's address) across re-runs and pool changes.
+create: check the pools overlap no host route and no Docker network; refuse a key that the engine's
+own command line sets too (`--default-address-pool`: dockerd refuses a setting given both ways, so
+the restart would fail), and pin no `bip` where `--bip` or `--bridge` places docker0 already;
+refuse to restart while containers run (unless allowed); back up daemon.json (UTC timestamp);
+validate the merged file; install it; restart; check the engine uses the pools; prove them by
+creating `proof_networks` networks. Any failure after the install puts the original back and the
+engine answering on it (dockerd_restart.Restarts.recover: an engine this step stopped is never left
+stopped), or fails naming the command that starts it again: the host is left as it was found. A
+second run with the same pools writes nothing and does not restart. The merged file also pins `bip`
+to docker0's current address when it sets neither `bip` nor `bridge` (daemon_json.merge), and the
+record beside daemon.json keeps the state from before benchstack (which file, its backup, docker0's
+address) across re-runs and pool changes.
 
 delete: undo what create did, from that record (so it needs only the create's inputs), and
 restart under the same rule: a restart that fails puts daemon.json and the record back as they
@@ -246,8 +248,13 @@ def _prepare(inputs: Inputs) -> Creation:
     docker = Docker(inputs.docker_host)
     docker.require()
     current = dj.read_config(inputs.daemon_json)
+    engine = _engine_command_line(inputs.docker_host)
+    # A --bip or --bridge on its command line places docker0 already: nothing to pin.
+    docker0 = "" if engine and dj.flags_setting(engine.argv, ["bip"]) else docker.docker0()
     p = dj.plan(current, dj.read_record(dj.record_path(inputs.daemon_json)), pools,
-                docker.pools(), docker.docker0())
+                docker.pools(), docker0)
+    if p.need_write and engine:
+        _refuse_what_its_flags_set(engine, p.merged, current or {}, inputs.daemon_json)
     restarts = None
     if p.need_restart:
         # Overlaps with host routes and Docker networks (only while the pools are not in use).
@@ -259,6 +266,31 @@ def _prepare(inputs: Inputs) -> Creation:
         restarts = restarts_for(docker, inputs)
         refuse_to_stop(docker, inputs)
     return Creation(inputs, pools, docker, p, current is not None, restarts)
+
+
+def _engine_command_line(docker_host: str) -> dockerd_restart.Dockerd | None:
+    """The dockerd serving the step's socket, where this host's /proc shows it."""
+    path = dockerd_restart.socket_path(docker_host)
+    for pid in dockerd_restart.running_dockerd():
+        if path and dockerd_restart.serves(pid, path):
+            try:
+                return dockerd_restart.Dockerd.read(pid)
+            except OSError:  # gone meanwhile: the restart's own checks name it
+                return None
+    return None
+
+
+def _refuse_what_its_flags_set(engine: dockerd_restart.Dockerd, merged: dict, current: dict,
+                               daemon_json: str) -> None:
+    """A key this create would write that the engine's command line also sets: the engine would
+    refuse to start on the merged file (now, or at its next restart), so nothing is changed."""
+    written = [key for key, value in merged.items() if current.get(key) != value]
+    clashes = dj.flags_setting(engine.argv, written)
+    if clashes:
+        key, flag = next(iter(clashes.items()))
+        raise HostError(f"dockerd (pid {engine.pid}) is started with {flag}, and {daemon_json} "
+                        f"would set {key} too: dockerd refuses a setting given both ways; "
+                        f"remove {flag} from how the engine is started")
 
 
 @verb(Inputs)

@@ -171,6 +171,17 @@ def merge(current: dict, pools: list[dict], docker0: str) -> dict:
     return merged
 
 
+# The flags of dockerd's command line that set what a daemon.json key sets: dockerd refuses to
+# start when a setting is given both ways (and takes no `bip` beside a `bridge`).
+FLAGS_OF_KEY = {POOLS_KEY: ("--default-address-pool",), "bip": ("--bip", "--bridge", "-b")}
+
+
+def flags_setting(argv: Sequence[str], keys: Sequence[str]) -> dict[str, str]:
+    """key -> the flag of the command line `argv` (dockerd's, argv[0] first) that sets it too."""
+    given = {arg.split("=", 1)[0] for arg in argv[1:] if arg.startswith("-")}
+    return {key: flag for key in keys for flag in FLAGS_OF_KEY.get(key, ()) if flag in given}
+
+
 def render(config: dict) -> str:
     """daemon.json text as jq writes it: two-space indents, a final newline."""
     return json.dumps(config, indent=2, ensure_ascii=False) + "\n"

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
+from components.seam.step import render_step
 from hostside.dockerd_restart import STOP_TIMEOUT_S, Dockerd
-from tests.conftest import ScriptResult
+from tests.conftest import ROOT, ScriptResult
 from tests.hostplane.conftest import BASE_CONFIG, HERE, TINY_IMAGE, SecondEngine, isolated_engine
 from tests.hostplane.steps import step_command
 from tests.hostplane.test_daemon_config import inputs_for, snapshot
@@ -115,15 +116,74 @@ def test_binary_named_by_a_relative_path(engine: SecondEngine, tmp_path: Path) -
     assert engine.pools() == MERGED_POOLS
 
 
-def test_daemon_json_the_new_engine_refuses(engine: SecondEngine) -> None:
-    """An engine given its pools on its command line refuses a daemon.json that sets them too:
-    the original config comes back and the engine's original command line starts from / on it."""
+def test_pools_on_the_engines_command_line_are_refused_before_anything(
+    engine: SecondEngine,
+) -> None:
+    """An engine given its pools on its command line would refuse a daemon.json that sets them
+    too: the step refuses first, naming the flag and the key, and changes nothing (the engine is
+    not restarted, daemon.json is byte for byte what it was, no backup is made)."""
+    engine.start_as(TE_ARGS=f"--default-address-pool {FLAG_POOL}")
+    before = snapshot(engine)
+
+    res = create(engine)
+    assert res.returncode != 0
+    assert res.reason == (
+        f"daemon_config: dockerd (pid {before['pid']}) is started with --default-address-pool, "
+        f"and {engine.config} would set default-address-pools too: dockerd refuses a setting "
+        "given both ways; remove --default-address-pool from how the engine is started")
+    assert snapshot(engine) == before
+
+
+def test_a_bip_on_the_engines_command_line_is_not_pinned_again(engine: SecondEngine) -> None:
+    """--bip on the engine's command line places docker0 already: the merged file leaves `bip`
+    out (dockerd would refuse it given both ways), docker0 stays where the flag puts it through
+    the create and the destroy, and the destroy puts the original file back."""
+    engine.start_as(TE_ARGS="--bip 10.98.0.1/24")
+    before = engine.config.read_bytes()
+    try:
+        res = create(engine)
+        assert res.returncode == 0, res.stderr
+        assert "bip" not in json.loads(engine.config.read_text())
+        assert engine.pools() == MERGED_POOLS and engine.docker0() == "10.98.0.1/24"
+        assert "--bip" in running(engine).argv
+        res = delete(engine)
+        assert res.returncode == 0, res.stderr
+        assert engine.config.read_bytes() == before and engine.docker0() == "10.98.0.1/24"
+    finally:
+        # The engine keeps docker0's address in its own store: a fresh one for the next test.
+        engine.pristine()
+
+
+def blind_copy(tmp_path: Path) -> str:
+    """The host code with the step's check of the engine's command line taken out: what a
+    refusal the step cannot foresee looks like to it."""
+    for package in ("hostside", "contracts"):
+        shutil.copytree(ROOT / package, tmp_path / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    module = tmp_path / "hostside" / "daemon_json.py"
+    text = module.read_text()
+    assert "\nFLAGS_OF_KEY = {" in text
+    module.write_text(text.replace("\nFLAGS_OF_KEY = {", "\nFLAGS_OF_KEY: dict = {}\n_ = {", 1))
+    return str(tmp_path)
+
+
+def test_daemon_json_the_new_engine_refuses(engine: SecondEngine, tmp_path: Path) -> None:
+    """A new engine that refuses the merged daemon.json at start, for a reason the step's own
+    checks did not see (here the pools on its command line, with that check taken out of a copy
+    of the host code): the original config comes back and the engine's original command line
+    starts from / on it."""
     engine.start_as(TE_ARGS=f"--default-address-pool {FLAG_POOL}")
     flag_pools = engine.pools()
     assert flag_pools == [{"Base": "10.99.0.0/16", "Size": 24}]
     before = engine.config.read_bytes()
 
-    res = create(engine)
+    command = render_step("daemon_config", "create",
+                          inputs_for(engine, restart_command="", proof_networks=2),
+                          blind_copy(tmp_path))
+    proc = subprocess.run(["nsenter", f"--net=/run/netns/{engine.ns}", "sh", "-c", command],
+                          capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    res = ScriptResult(proc.returncode, proc.stdout, proc.stderr)
     assert res.returncode != 0
     assert "dockerd exited at start (code 1): " in res.reason
     assert "specified both as a flag and in the configuration file" in res.reason

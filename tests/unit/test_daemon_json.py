@@ -538,3 +538,20 @@ def test_the_steps_digest_covers_the_modules_it_imports() -> None:
 
     assert {"hostside/daemon_config.py", "hostside/daemon_json.py",
             "hostside/dockerd_restart.py"} <= set(module_closure("daemon_config"))
+
+
+@pytest.mark.parametrize(("argv", "keys", "expected"), [
+    (["dockerd", "--default-address-pool", "base=10.99.0.0/16,size=24"],
+     [dj.POOLS_KEY, "bip"], {dj.POOLS_KEY: "--default-address-pool"}),
+    (["/usr/bin/dockerd", "--bip=10.98.0.1/24", "-H", "fd://"], ["bip"], {"bip": "--bip"}),
+    (["dockerd", "-b", "br0"], ["bip"], {"bip": "-b"}),
+    (["dockerd", "--bridge=br0"], [dj.POOLS_KEY, "bip"], {"bip": "--bridge"}),
+    # A value that looks like a flag is not read as one: only what dockerd parses as flags.
+    (["dockerd", "--pidfile", "/run/--bip"], ["bip"], {}),
+    (["dockerd", "--data-root", "/d", "--iptables=false"], [dj.POOLS_KEY, "bip"], {}),
+    # The binary's own path never counts; only the keys the step writes are mapped to flags.
+    (["--bip"], ["bip"], {}),
+    (["dockerd", "--log-driver", "json-file"], ["log-driver"], {}),
+])
+def test_flags_setting_names_the_flag_that_sets_a_key_too(argv, keys, expected) -> None:
+    assert dj.flags_setting(argv, keys) == expected
