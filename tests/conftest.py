@@ -68,7 +68,9 @@ def pytest_collection_modifyitems(config, items) -> None:
         for fixture, marker in STAGE_FIXTURES.items():
             if fixture in fixtures:
                 item.add_marker(getattr(pytest.mark, marker))
-        if RESTART_FIXTURES & fixtures:
+        # A fixture, not a parametrized argument of the same name (a fast test's `local`).
+        params = set(getattr(getattr(item, "callspec", None), "params", {}))
+        if PEER_FIXTURES & fixtures and (RESTART_FIXTURES & fixtures) - params:
             item.add_marker(pytest.mark.restarts_docker)
 
 

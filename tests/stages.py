@@ -30,23 +30,26 @@ NOT_LATER = "not cluster and not k8s_provider"
 class Stage:
     name: str
     build: str  # the background build it waits for (tests/run.sh): none, core, cluster, engine
-    marks: str  # pytest's -m expression
+    marks: str  # pytest's -m expression, among the real tests
     only: tuple[str, ...] = ()  # the test files it runs (none: every file)
     ignore: tuple[str, ...] = ()  # files it leaves to another stage
     workers: int = 0  # pytest-xdist workers, each taking whole files (0: in this process)
     lane: str | None = None  # the lane it runs in, side by side with the other lane's stages
 
     def pytest_args(self) -> list[str]:
-        args = ["-m", self.marks, *self.only, *(f"--ignore={path}" for path in self.ignore)]
+        args = ["-m", self.expression(), *self.only, *(f"--ignore={path}" for path in self.ignore)]
         if self.workers:
             args += ["-n", str(self.workers), "--dist", "loadfile"]
         return args
+
+    def expression(self) -> str:
+        return f"real and ({self.marks})"
 
     def selects(self, marks: set[str], path: str) -> bool:
         """Whether a test with these markers, in this file, is one of this stage's."""
         if (self.only and path not in self.only) or path in self.ignore:
             return False
-        return Expression.compile(self.marks).evaluate(
+        return Expression.compile(self.expression()).evaluate(
             lambda name, **_kwargs: name in marks)
 
 
@@ -54,7 +57,7 @@ STAGES = (
     # Two workers: these share the Docker engine but never restart it (the host-plane tests
     # restart engines of their own), and most of their time is waiting.
     Stage("real", "none",
-          f"real and not engine and not restarts_docker and {NOT_LATER}",
+          f"not engine and not restarts_docker and {NOT_LATER}",
           workers=2, lane="tests"),
     Stage("engine", "core", f"engine and not restarts_docker and {NOT_LATER}",
           ignore=(TWO_HOSTS,), workers=2, lane="tests"),

@@ -65,5 +65,7 @@ def test_a_test_that_restarts_the_engine_runs_beside_no_other_real_test() -> Non
         assert not (restarting & set(beside)) or len(beside) == 1, (group, beside)
 
 
-def test_a_fast_test_is_in_no_stage() -> None:
-    assert not [stage.name for stage in STAGES if stage.selects(set(), "tests/unit/x.py")]
+def test_a_fast_test_is_in_no_stage_whatever_its_markers() -> None:
+    for marks, path in kinds_of_real_test():
+        fast = marks - {"real"}
+        assert not [stage.name for stage in STAGES if stage.selects(fast, path)], fast
