@@ -138,6 +138,8 @@ def test_a_bip_on_the_engines_command_line_is_not_pinned_again(engine: SecondEng
     """--bip on the engine's command line places docker0 already: the merged file leaves `bip`
     out (dockerd would refuse it given both ways), docker0 stays where the flag puts it through
     the create and the destroy, and the destroy puts the original file back."""
+    # The tests' base config places docker0 itself: this engine's flag does, its file does not.
+    engine.config.write_text('{\n  "labels": ["benchstack.test=1"]\n}\n')
     engine.start_as(TE_ARGS="--bip 10.98.0.1/24")
     before = engine.config.read_bytes()
     try:
