@@ -11,13 +11,13 @@
 #             then the cluster's binaries, then the Kubernetes provider (the whole engine)
 #   peers     setup/dev.sh --peers (no Go build)
 #   lint      ruff, mypy, shellcheck
+#   unit      every test with no peer
 #   real      the real tests that need neither the engine nor the cluster (two at a time),
 #   engine    then those that need the engine's core (the CLI with the command and Docker
 #             providers) and bring up no local stack, beside
 #   two-hosts the two-host rehearsal (its hosts are containers of this machine's engine: nothing
 #             beside it restarts that engine)
-#   restarts  the local stacks, whose Docker daemon config restarts this machine's engine, beside
-#   unit      every test with no peer (niced: it takes the CPU the stacks leave idle)
+#   restarts  the local stacks, whose Docker daemon config restarts this machine's engine, alone
 #   cluster   those that need the one-node cluster but not the engine
 #   k8s       those that need the Kubernetes provider (the whole engine), with or without the
 #             cluster
@@ -104,10 +104,6 @@ beside() {
 
 lane_tests() { test_stage real; test_stage engine; }
 lane_hosts() { test_stage two-hosts; }
-lane_restarts() { test_stage restarts; }
-# Every test with no peer, niced: it takes only the CPU the local stacks leave idle (about half
-# of it), so their timing is as when alone.
-lane_unit() { stage unit nice -n 19 "$PY" -m pytest -q -m "not real" -n auto --dist loadfile; }
 
 # The builds, in the order the stages need them; each writes its exit status when it ends.
 builds() {
@@ -141,8 +137,12 @@ hosts_build_pid=$!
 # and hides the tests' own failures): listed, and removed on CI, a machine that runs only tests.
 stage leftovers "$PY" -m tests.env.leftovers ${CI:+--remove}
 stage lint make --no-print-directory lint
+stage unit "$PY" -m pytest -q -m "not real" -n auto --dist loadfile
 beside lane_tests lane_hosts
-beside lane_restarts lane_unit
+# Alone: no test beside a stage that restarts this machine's engine. (The fast tests beside it,
+# niced, would save their three minutes, but several wait on a clock of a few seconds: starved
+# of CPU, one of them could fail on one machine and pass on the next.)
+test_stage restarts
 test_stage cluster
 test_stage k8s
 wait "$builds_pid" "$hosts_build_pid"

@@ -8,8 +8,7 @@ A stage runs in a lane (`lane`: a function of tests/run.sh running stages one af
 and run.sh's `beside` runs lanes at once. First the real tests without the engine, then the
 engine's tests that bring up no local stack, beside the two-host rehearsal: none of them restarts
 this machine's Docker engine, which the rehearsal's two hosts are containers of. Then the tests
-that do (marked `restarts_docker`, tests/conftest.py), beside no other real test (the fast tests
-beside them, niced). The cluster's and the Kubernetes provider's stages come last, as their
+that do (marked `restarts_docker`, tests/conftest.py), alone. The cluster's and the Kubernetes provider's stages come last, as their
 builds do on a fresh machine.
 tests/architecture/test_stages.py holds these to a partition of the real tests.
 """
@@ -63,7 +62,7 @@ STAGES = (
           ignore=(TWO_HOSTS,), workers=2, lane="tests"),
     Stage("two-hosts", "core", f"engine and not restarts_docker and {NOT_LATER}",
           only=(TWO_HOSTS,), lane="hosts"),
-    Stage("restarts", "core", f"restarts_docker and {NOT_LATER}", lane="restarts"),
+    Stage("restarts", "core", f"restarts_docker and {NOT_LATER}"),
     Stage("cluster", "cluster", "cluster and not engine and not k8s_provider"),
     Stage("k8s", "engine", "k8s_provider or (engine and cluster)"),
 )
