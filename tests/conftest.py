@@ -62,15 +62,16 @@ RESTART_FIXTURES = {"local"}
 
 def pytest_collection_modifyitems(config, items) -> None:
     for item in items:
-        fixtures = set(getattr(item, "fixturenames", ()))
+        # Fixtures, not the parametrized arguments pytest lists with them: a fast test's
+        # `registry` or `local` argument is no peer (no test parametrizes a fixture indirectly).
+        params = set(getattr(getattr(item, "callspec", None), "params", {}))
+        fixtures = set(getattr(item, "fixturenames", ())) - params
         if PEER_FIXTURES & fixtures:
             item.add_marker(pytest.mark.real)
         for fixture, marker in STAGE_FIXTURES.items():
             if fixture in fixtures:
                 item.add_marker(getattr(pytest.mark, marker))
-        # A fixture, not a parametrized argument of the same name (a fast test's `local`).
-        params = set(getattr(getattr(item, "callspec", None), "params", {}))
-        if PEER_FIXTURES & fixtures and (RESTART_FIXTURES & fixtures) - params:
+        if PEER_FIXTURES & fixtures and RESTART_FIXTURES & fixtures:
             item.add_marker(pytest.mark.restarts_docker)
 
 
