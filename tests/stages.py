@@ -4,12 +4,12 @@ which tests it runs, and which run side by side.
     python -m tests.stages NAME    the stage's build (or `none`), then its pytest arguments, a line
                                    each (tests/run.sh reads them)
 
-A stage runs in a lane (`lane`: a function of tests/run.sh running stages one after another),
-and run.sh's `beside` runs lanes at once. First the real tests without the engine, then the
-engine's tests that bring up no local stack, beside the two-host rehearsal: none of them restarts
-this machine's Docker engine, which the rehearsal's two hosts are containers of. Then the tests
-that do (marked `restarts_docker`, tests/conftest.py), alone. The cluster's and the Kubernetes provider's stages come last, as their
-builds do on a fresh machine.
+A stage runs in a lane (`lane`: a function of tests/run.sh running stages one after another), and
+run.sh's `beside` runs lanes at once. First the real tests without the engine, then the engine's
+tests that bring up no local stack, beside the two-host rehearsal: none of them restarts this
+machine's Docker engine, which the rehearsal's two hosts are containers of. Then the tests that do
+(marked `restarts_docker`, tests/conftest.py), alone. The cluster's and the Kubernetes provider's
+stages come last, as their builds do on a fresh machine.
 tests/architecture/test_stages.py holds these to a partition of the real tests.
 """
 
