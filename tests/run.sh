@@ -35,10 +35,13 @@ PY=${PY:-.venv/bin/python}
 BUILDS=$BENCHSTACK_TEST_STATE/builds
 mkdir -p "$BUILDS"
 rm -f "$BUILDS"/*.status
-# Each stage's time and outcome, a line each, and the stages that failed: files, not variables,
-# as the stages of a lane run in a background shell of their own.
-TIMES=$BUILDS/times
-FAILED=$BUILDS/failed
+# Each stage's time and outcome, a line each, the stages that failed and the lanes' logs: files,
+# not variables, as the stages of a lane run in a background shell of their own; this run's own,
+# as an interrupted earlier run on this machine may still be ending and writing to its own.
+RUN=$(mktemp -d "$BUILDS/run.XXXXXX") || exit 1
+trap 'rm -rf "$RUN"' EXIT
+TIMES=$RUN/times
+FAILED=$RUN/failed
 : >"$TIMES"
 : >"$FAILED"
 
@@ -89,7 +92,7 @@ test_stage() {
 beside() {
   local lane pids=() start=$SECONDS
   for lane in "$@"; do
-    "$lane" >"$BUILDS/$lane.log" 2>&1 &
+    "$lane" >"$RUN/$lane.log" 2>&1 &
     pids+=($!)
   done
   for lane in "$@"; do
@@ -97,7 +100,7 @@ beside() {
     pids=("${pids[@]:1}")
     printf '\n=== lane %s (side by side, %d s from the start of the lanes) ===\n' \
       "$lane" $((SECONDS - start)) >&2
-    cat "$BUILDS/$lane.log" >&2
+    cat "$RUN/$lane.log" >&2
   done
   printf '%-9s %5d s  (the lanes, side by side: %s)\n' beside $((SECONDS - start)) "$*" >>"$TIMES"
 }
