@@ -248,15 +248,18 @@ class StartupWatch(ContainerWatch):
         again = phase == CAPTURING and self.phase == order[order.index(CAPTURING) + 1]
         if order.index(phase) <= now and not again:
             return
-        self.phases.append({"phase": self.phase, "seconds": round(max(0.0, at - self.entered), 1)})
-        log(f"{self.name}: {phase} ({self.phase} took {at - self.entered:.1f}s)")
+        # A line logged before this watch began (the container started first, the probe late on
+        # a busy host) ends the phase the watch began in at once: no negative time.
+        took = max(0.0, at - self.entered)
+        self.phases.append({"phase": self.phase, "seconds": round(took, 1)})
+        log(f"{self.name}: {phase} ({self.phase} took {took:.1f}s)")
         self.phase, self.entered = phase, at
 
     def _feed(self, stamp: str, text: str) -> None:
         at = log_time(stamp)
         # A traceback's indented source lines quote the error's words; its last line says it.
         if self.fatal is None and FATAL.search(text) and not text[:1].isspace():
-            self.fatal = Fatal(self.phase, at - self.entered, text.strip())
+            self.fatal = Fatal(self.phase, max(0.0, at - self.entered), text.strip())
         if self.fatal is None:
             phase = next((name for pattern, name in PHASES if pattern.search(text)), None)
             if phase:

@@ -4,6 +4,7 @@ on the startup the CPU stand-in replays (demo/gpu_standin/sglang_startup.json)."
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 
 import httpx
@@ -76,6 +77,26 @@ def test_the_phases_and_their_durations_from_sglangs_own_lines():
         {"phase": "warming up", "seconds": 8.0},
         {"phase": "ready", "seconds": 1.0},
     ]
+
+
+def test_a_probe_started_after_the_first_lines_names_every_phase_with_no_negative_time(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The container started first and logged its first phases before the probe's watch began
+    (a busy host): the phase the watch began in took 0 s, every phase is named as entered, and
+    the next phases are timed from their own lines."""
+    log, now = Log(), [10.0]
+    w = watch(log, now)
+    log.add(2, *sglang_logs.STARTUP[:4])  # the chat template's line, then torch distributed
+    log.add(4, sglang_logs.STARTUP[4])  # Load weight begin
+    now[0] = 11
+    w.check("worker http://10.0.0.11:30001")
+    entered = re.findall(r"benchstack-sglang-worker-a: (.+) \((.+) took ([\d.]+)s\)",
+                         capsys.readouterr().err)
+    assert entered[0] == ("initialising torch distributed", "starting", "0.0")
+    assert [phase for phase, _, _ in entered] == ["initialising torch distributed",
+                                                  "loading weights"]
+    assert entered[1][2] == "2.0"
+    assert w.finished()[0] == {"phase": "starting", "seconds": 0.0}
 
 
 def test_each_read_asks_only_for_what_is_new():
