@@ -270,13 +270,11 @@ def _prepare(inputs: Inputs) -> Creation:
 
 def _engine_command_line(docker_host: str) -> dockerd_restart.Dockerd | None:
     """The dockerd serving the step's socket, where this host's /proc shows it."""
-    path = dockerd_restart.socket_path(docker_host)
-    for pid in dockerd_restart.running_dockerd():
-        if path and dockerd_restart.serves(pid, path):
-            try:
-                return dockerd_restart.Dockerd.read(pid)
-            except OSError:  # gone meanwhile: the restart's own checks name it
-                return None
+    for pid in dockerd_restart.serving_pids(docker_host):
+        try:
+            return dockerd_restart.Dockerd.read(pid)
+        except OSError:  # gone meanwhile: the restart's own checks name it
+            return None
     return None
 
 

@@ -184,13 +184,17 @@ def serves(pid: int, path: str, proc: Path = PROC) -> bool:
     return False
 
 
-def engine_pids(docker_host: str, proc: Path = PROC) -> list[int]:
-    """The dockerd serving the step's socket; where none is found serving it (a TCP host, an
-    unreadable /proc), every dockerd of this host."""
-    pids = running_dockerd(proc)
+def serving_pids(docker_host: str, proc: Path = PROC) -> list[int]:
+    """The dockerd processes of this host serving the step's socket (none: a TCP host, no
+    engine, an unreadable /proc)."""
     path = socket_path(docker_host)
-    serving = [pid for pid in pids if path and serves(pid, path, proc)]
-    return serving or pids
+    return [pid for pid in running_dockerd(proc) if path and serves(pid, path, proc)]
+
+
+def engine_pids(docker_host: str, proc: Path = PROC) -> list[int]:
+    """The dockerd serving the step's socket; where none is found serving it, every dockerd of
+    this host."""
+    return serving_pids(docker_host, proc) or running_dockerd(proc)
 
 
 def systemd_runs_docker() -> bool:

@@ -75,12 +75,6 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.restarts_docker)
 
 
-def engine_serving_socket() -> list[int]:
-    """The dockerd processes serving this machine's default socket (none: no engine)."""
-    return [pid for pid in dockerd_restart.running_dockerd()
-            if dockerd_restart.serves(pid, dockerd_restart.DEFAULT_SOCKET)]
-
-
 @pytest.fixture(autouse=True)
 def engine_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
     """The proof that only `restarts_docker` tests restart this machine's Docker engine: any other
@@ -90,9 +84,9 @@ def engine_left_running(request: pytest.FixtureRequest) -> Iterator[None]:
     if "real" not in marks or "restarts_docker" in marks:
         yield
         return
-    before = engine_serving_socket()
+    before = dockerd_restart.serving_pids("")
     yield
-    after = engine_serving_socket()
+    after = dockerd_restart.serving_pids("")
     if before and after != before:
         pytest.fail(f"this machine's Docker engine was restarted during this test (dockerd "
                     f"{before} -> {after or 'none'}): a test that restarts it is marked "
