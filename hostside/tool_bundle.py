@@ -153,25 +153,36 @@ sys.argv[0] = "asciinema"
 runpy.run_module("asciinema", run_name="__main__", alter_sys=True)
 '''
 
+# Shell helpers for the checks below and the tests' own sessions. A pane or a cast is waited for
+# against a deadline (bash's SECONDS), not a count of short sleeps: on a loaded host tmux and
+# asciinema start seconds late, and a check that reads too early fails there and passes elsewhere.
+SHELL_WAITS = r'''
+fail() { echo "$1" >&2; exit "$2"; }
+wait_until() {  # wait_until SECONDS COMMAND...: true once COMMAND is, false at the deadline
+  # SECONDS counts whole seconds: one more makes the wait at least the time asked, never less.
+  local deadline=$((SECONDS + $1 + 1)); shift
+  until "$@"; do [ "$SECONDS" -lt "$deadline" ] || return 1; sleep 0.2; done
+}
+'''
+
 # What Terminus-2 does with the bundle, inside the canary (sh from the image, under `bash
 # --login` as Terminus-2's pane runs, because Debian's /etc/profile resets PATH). The marker
 # carries a non-ASCII character: tmux must read and return the pane as UTF-8.
-CANARY_CHECKS = r'''
+CANARY_CHECKS = SHELL_WAITS + r'''
 set -eu
 export TERM=xterm-256color SHELL=/bin/bash
-fail() { echo "$1" >&2; exit "$2"; }
 tmux -V >/dev/null
 asciinema --version >/dev/null
 tmux new-session -x 160 -y 40 -d -s canary "bash --login"
 tmux send-keys -t canary "printf \"CANARY_\\303\\251_%s\\n\" \$((6*7))" Enter
 mark="^CANARY_$(printf "\303\251")_42"
 shows() { tmux capture-pane -p -t canary | grep -q "$mark"; }
-for _ in $(seq 1 50); do shows && break; sleep 0.2; done
-shows || fail "capture-pane never showed the UTF-8 marker" 3
+wait_until 45 shows || fail "capture-pane showed no UTF-8 marker within 45 s" 3
 cast=/tmp/canary.cast
 shell="echo CAST_\\\$((6*7)); env | grep ^PYTHON || echo NO_PYTHON_ENV"
 tmux send-keys -t canary "asciinema rec --stdin -q -c \"$shell\" $cast" Enter
-for _ in $(seq 1 75); do [ -s $cast ] && grep -q NO_PYTHON_ENV $cast && break; sleep 0.2; done
+recorded() { [ -s $cast ] && grep -q NO_PYTHON_ENV $cast; }
+wait_until 45 recorded || true  # the reads below name what the cast lacks
 head -n1 $cast | grep -q "\"version\": 2" || fail "asciinema rec wrote no v2 cast" 4
 grep -q "CAST_42" $cast || fail "cast lacks the recorded output" 5
 grep -q NO_PYTHON_ENV $cast || fail "PYTHON* variables leak into recorded shells" 6

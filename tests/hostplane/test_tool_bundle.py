@@ -22,6 +22,7 @@ import pytest
 
 from components.harbor_config import TOOLS_BIN_TARGET
 from contracts.hostlayout import TOOLS_MOUNT
+from hostside.tool_bundle import SHELL_WAITS
 from tests.conftest import ScriptResult, docker
 from tests.hostplane import static_image as static
 from tests.hostplane.steps import build_tool_bundle, run_step, tool_bundle_inputs
@@ -100,7 +101,7 @@ def canary(built: tuple[Path, ScriptResult], task_image: str) -> Iterator[str]:
 
 
 def login_sh(container: str, script: str) -> subprocess.CompletedProcess:
-    return docker("exec", container, "bash", "--login", "-c", script, check=False, timeout=120)
+    return docker("exec", container, "bash", "--login", "-c", script, check=False, timeout=240)
 
 
 def test_build_outputs_and_layout(built: tuple[Path, ScriptResult], canary_image: str) -> None:
@@ -153,7 +154,7 @@ def test_static_image_has_bash_and_nothing_of_glibc(static_image: str, tmp_path:
 def test_tmux_session_and_asciinema_cast_in_the_task_image(canary: str, task_image: str) -> None:
     """What Terminus-2 does: detached session, send-keys, capture-pane, asciinema rec; in the
     static image too, where tmux had no UTF-8 locale before the bundle brought one."""
-    script = r"""
+    script = SHELL_WAITS + r"""
 set -eu
 export TERM=xterm-256color SHELL=/bin/bash
 [ "$(command -v tmux)" = TARGET/tmux ] && [ "$(command -v asciinema)" = TARGET/asciinema ]
@@ -161,17 +162,15 @@ tmux -V
 asciinema --version
 tmux new-session -x 160 -y 40 -d -s terminus-2 'bash --login'
 tmux send-keys -t terminus-2 'asciinema rec --stdin /tmp/recording.cast' Enter
-for i in $(seq 1 50); do [ -s /tmp/recording.cast ] && break; sleep 0.2; done
+wait_until 60 test -s /tmp/recording.cast || fail "no cast header within 60 s" 3
 tmux send-keys -t terminus-2 \
   'printf "MARK\303\251%s %s %s\n" $((40+2)) $(env | grep -c ^PYTHON) ${LOCPATH:-none}' Enter
-for i in $(seq 1 50); do
-  tmux capture-pane -p -t terminus-2 | grep -q '^MARK.*42 0' && break; sleep 0.2
-done
+pane_marked() { tmux capture-pane -p -t terminus-2 | grep -q '^MARK.*42'; }
+wait_until 60 pane_marked || fail "no marker in the pane within 60 s" 4
 tmux capture-pane -p -t terminus-2 | grep '^MARK'
 tmux send-keys -t terminus-2 'exit' Enter
-for i in $(seq 1 50); do
-  grep -q 'MARK.*42' /tmp/recording.cast 2>/dev/null && break; sleep 0.2
-done
+cast_marked() { grep -q 'MARK.*42' /tmp/recording.cast 2>/dev/null; }
+wait_until 60 cast_marked || fail "no marker in the cast within 60 s" 5
 head -n1 /tmp/recording.cast
 grep -c 'MARK.*42' /tmp/recording.cast
 """.replace("TARGET", TOOLS_BIN_TARGET)
@@ -422,24 +421,22 @@ def test_terminus_flow_as_the_images_own_user(
     logs = tmp_path / "agent"
     logs.mkdir()
     logs.chmod(0o777)  # as a trial's agent log dir must be, for a non-root agent
-    script = r"""
+    script = SHELL_WAITS + r"""
 set -eu
 export TERM=xterm-256color SHELL=/bin/bash
 id -u
 tmux new-session -x 160 -y 40 -d -s terminus-2 'bash --login' \; \
   pipe-pane -t terminus-2 'cat > /logs/agent/terminus_2.pane'
 tmux send-keys -t terminus-2 'asciinema rec --stdin /logs/agent/recording.cast' Enter
-for i in $(seq 1 50); do [ -s /logs/agent/recording.cast ] && break; sleep 0.2; done
+wait_until 60 test -s /logs/agent/recording.cast || fail "no cast header within 60 s" 3
 tmux send-keys -t terminus-2 \
   'printf "MARK\303\251%s %s %s\n" $((40+2)) $(id -u) $(env | grep -c ^ASCIINEMA_INSTALL)' Enter
-for i in $(seq 1 50); do
-  tmux capture-pane -p -t terminus-2 | grep -q '^MARK.*42' && break; sleep 0.2
-done
+pane_marked() { tmux capture-pane -p -t terminus-2 | grep -q '^MARK.*42'; }
+wait_until 60 pane_marked || fail "no marker in the pane within 60 s" 4
 tmux capture-pane -p -t terminus-2 | grep '^MARK'
 tmux send-keys -t terminus-2 'exit' Enter
-for i in $(seq 1 50); do
-  grep -q 'MARK.*42' /logs/agent/recording.cast 2>/dev/null && break; sleep 0.2
-done
+cast_marked() { grep -q 'MARK.*42' /logs/agent/recording.cast 2>/dev/null; }
+wait_until 60 cast_marked || fail "no marker in the cast within 60 s" 5
 [ -S "/tmp/tmux-$(id -u)/default" ] && echo SOCKET_OK
 tmux kill-server || true
 """
