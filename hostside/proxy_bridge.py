@@ -37,6 +37,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from .proxy_status import LOOP_MARKER, Files, cmdline, listeners, loop_pid, pid_in, unit_active
@@ -48,6 +49,9 @@ MODULE = "proxy_bridge"
 # The network whose gateway the bridge binds: containers reach it as host.docker.internal through
 # `host-gateway`, which is the address of docker0, the `bridge` network's interface.
 DOCKER_NETWORK = "bridge"
+# How long socat and its supervising loop get to come up: seconds on an idle host, more on one
+# busy pulling images or loading weights, where a tighter bound fails a bridge that is fine.
+STARTUP_S = 30
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.-]+")
 # $0 is the marker, then the name, the pid file and socat's arguments (proxy_status.Files).
 LOOP = """
@@ -202,12 +206,8 @@ class Bridge:
         """What is wrong with the running bridge: its listener is not bound to the gateway
         address only, or (with a check image) a container does not get through; None: fine."""
         self.container_check = False
-        for _ in range(50):
-            if listeners(self.port):
-                break
-            time.sleep(0.1)
-        else:
-            return f"socat is not listening on port {self.port}"
+        if not _within(STARTUP_S, lambda: bool(listeners(self.port))):
+            return f"socat is not listening on port {self.port} after {STARTUP_S} s"
         bound = sorted({line.split()[3] for line in listeners(self.port)})
         if bound != [f"{self.bind}:{self.port}"]:
             return (f"listener on port {self.port} is bound to '{' '.join(bound)}', expected "
@@ -289,11 +289,7 @@ def start_loop(files: Files, argv: list[str]) -> bool:
     with open(files.log, "ab") as out:
         subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                          start_new_session=True, cwd="/")
-    for _ in range(50):
-        if loop_pid(files) is not None:
-            return True
-        time.sleep(0.1)
-    return False
+    return _within(STARTUP_S, lambda: loop_pid(files) is not None)
 
 
 @dataclass(frozen=True)
@@ -368,12 +364,17 @@ def _signal(pid: int, sig: int) -> None:
 
 
 def _gone(pid: int, seconds: float) -> bool:
+    return _within(seconds, lambda: not os.path.exists(f"/proc/{pid}"))
+
+
+def _within(seconds: float, holds: Callable[[], bool]) -> bool:
+    """Whether `holds` comes true before a deadline, polled every 0.1 s."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if not os.path.exists(f"/proc/{pid}"):
-            return True
+    while not holds():
+        if time.monotonic() >= deadline:
+            return False
         time.sleep(0.1)
-    return False
+    return True
 
 
 def refuse_taken(port: int) -> None:

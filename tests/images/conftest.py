@@ -93,7 +93,7 @@ class LocalRegistry:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # a registry on a loaded CI machine starts late
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"http://{self.addr}/v2/", timeout=1).status_code in (200, 401):
