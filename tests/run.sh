@@ -68,12 +68,13 @@ wait_for() {
   [[ "$(cat "$BUILDS/$build.status")" == 0 ]] || { echo "the $build build failed: see $BUILDS/builds.log" >&2; return 1; }
 }
 
-# after BUILD PYTEST_ARGS...: the tests of a stage, once BUILD is ready.
+# after BUILD PYTEST_ARGS...: the tests of a stage, once BUILD is ready; its five slowest steps
+# printed, where a stage's time goes.
 after() {
   local build=$1
   shift
   wait_for "$build" || return 1
-  "$PY" -m pytest -q "$@"
+  "$PY" -m pytest -q --durations=5 "$@"
 }
 
 # test_stage NAME: the stage NAME of tests/stages.py (its build, then its pytest arguments).
