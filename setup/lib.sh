@@ -21,6 +21,20 @@ LOCAL_K8S_PACKAGES=(docker.io debootstrap docker-registry skopeo jq iproute2 cur
 log() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf 'setup: %s\n' "$*" >&2; exit 1; }
 
+# within SECONDS COMMAND...: true once COMMAND is, false at the deadline. A deadline, not a count
+# of sleeps: a service started while the background builds load the machine answers late.
+within() {
+  local deadline=$((SECONDS + $1 + 1))
+  shift
+  until "$@"; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.25
+  done
+}
+
+# answers HOST PORT: something accepts a TCP connection there.
+answers() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
 # load_defaults [FILE...]: export every default of setup/defaults.env (the operator's), then of
 # each FILE (the tests' own: tests/env/defaults.env), not already set in the environment.
 # shellcheck disable=SC2120  # its arguments are the tests' defaults file, given by their scripts only
@@ -125,8 +139,8 @@ YAML
     log "starting docker-registry on $addr"
     # From /: it outlives the checkout that started it (a CI clone is deleted after its run).
     (cd / && exec setsid nohup docker-registry serve "$BENCHSTACK_STATE/registry.yml" >>"$BENCHSTACK_STATE/registry.log" 2>&1 </dev/null) &
-    for _ in $(seq 1 30); do curl -fsS "http://$addr/v2/" >/dev/null 2>&1 && break; sleep 0.5; done
-    curl -fsS "http://$addr/v2/" >/dev/null || die "docker-registry did not answer on $addr"
+    within 60 curl -fsS -o /dev/null "http://$addr/v2/" 2>/dev/null ||
+      die "docker-registry did not answer on $addr within 60 s; see $BENCHSTACK_STATE/registry.log"
   fi
   if ! skopeo inspect --tls-verify=false "docker://$addr/$BENCHSTACK_CANARY_IMAGE" >/dev/null 2>&1; then
     docker tag "$BENCHSTACK_CANARY_IMAGE" "$addr/$BENCHSTACK_CANARY_IMAGE"
@@ -158,8 +172,8 @@ DisableViaHeader Yes
 CONF
   log "starting tinyproxy on $addr"
   tinyproxy -c "$BENCHSTACK_STATE/tinyproxy.conf"
-  for _ in $(seq 1 20); do (exec 3<>"/dev/tcp/$host/$port") 2>/dev/null && return 0; sleep 0.25; done
-  die "tinyproxy did not answer on $addr; see $BENCHSTACK_STATE/tinyproxy.log"
+  within 30 answers "$host" "$port" ||
+    die "tinyproxy did not answer on $addr within 30 s; see $BENCHSTACK_STATE/tinyproxy.log"
 }
 
 # The one-node Kubernetes's binaries (setup/k8s/build.sh; cached by their inputs).

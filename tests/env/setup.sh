@@ -52,7 +52,8 @@ PidFile $SSHD_DIR/sshd.pid
 CONF
     log "starting sshd on 127.0.0.1:$BENCHSTACK_SSHD_PORT"
     /usr/sbin/sshd -f "$SSHD_DIR/sshd_config" -E "$SSHD_DIR/sshd.log" || die "sshd did not start; see $SSHD_DIR/sshd.log"
-    for _ in $(seq 1 20); do (exec 3<>"/dev/tcp/127.0.0.1/$BENCHSTACK_SSHD_PORT") 2>/dev/null && break; sleep 0.25; done
+    within 30 answers 127.0.0.1 "$BENCHSTACK_SSHD_PORT" ||
+      die "sshd did not answer on 127.0.0.1:$BENCHSTACK_SSHD_PORT within 30 s; see $SSHD_DIR/sshd.log"
   fi
 
   # --- Harbor on Python >= 3.12, from its sha256-checked wheel (the Harbor tests' own venvs) --
