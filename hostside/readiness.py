@@ -611,6 +611,11 @@ def check_router(
         wait_healthy(http, url, timeout_s, interval_s=interval_s, what="router",
                      watch=ContainerWatch(container) if container else None)
         version = check_gateway(container, gateway)
+        # The workers first: a gateway registers them from a queue after its port opens, and
+        # lists their models only then.
+        workers = wait_registered(
+            http, url, worker_urls, start + timeout_s, interval_s, dp_size
+        )
         listing = get_json(http, f"{url}/v1/models")
         data = listing.get("data") if isinstance(listing, dict) else None
         models = [str(m.get("id")) for m in data or [] if isinstance(m, dict)]
@@ -619,9 +624,6 @@ def check_router(
                 f"router {url}/v1/models lists {models or 'no models'}, not {model!r}: "
                 "check served_model_name on the workers"
             )
-        workers = wait_registered(
-            http, url, worker_urls, start + timeout_s, interval_s, dp_size
-        )
         reply, latency_ms = chat(http, url, model)
         log(f"router {url} answered {reply[:60]!r} in {latency_ms:.0f} ms")
         return {

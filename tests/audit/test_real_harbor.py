@@ -89,7 +89,9 @@ def test_audit_of_a_real_harbor_job(tmp_path, harbor_bin, canary_image):
     assert any("audit-absent-image" in line for line in absent.evidence)
     assert report.job.finished and report.job.wall_seconds and report.job.wall_seconds > 5
     slow = next(t for t in report.trials if t.task == "hello-file-slow")
-    assert slow.durations["agent_execution"] == pytest.approx(5.0, abs=1.5)
+    # Cut at its 5 s timeout (Harbor stamps the end once the cancelled exec has returned, late
+    # on a loaded machine); run out, the oracle's 15 s sleep would show.
+    assert 4.5 <= slow.durations["agent_execution"] < 12, slow.durations
 
 
 def test_audit_of_a_real_interrupted_job(tmp_path, harbor_bin, canary_image):

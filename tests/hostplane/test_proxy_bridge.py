@@ -160,7 +160,7 @@ def fetch_through_bridge(image: str, port: int, url: str) -> str:
     return res.stdout
 
 
-def wait_for(predicate, timeout: float = 10.0) -> bool:
+def wait_for(predicate, timeout: float = 30.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -39,7 +39,7 @@ def sshd() -> dict:
 
 def host(**changes) -> Host:
     fields = {"name": "peer", "address": "127.0.0.1", "port": SSHD_PORT, "user": "root",
-              "per_dial_timeout": 5, **changes}
+              **changes}
     return Host(**fields)
 
 

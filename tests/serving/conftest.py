@@ -56,7 +56,7 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def wait_listening(host: str, port: int, proc: subprocess.Popen, timeout: float = 15) -> None:
+def wait_listening(host: str, port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -147,7 +147,7 @@ class Processes:
             env={**os.environ, "NO_COLOR": "1"},
         )
         self.procs.append(proc)
-        wait_listening("127.0.0.1", port, proc, timeout=60)
+        wait_listening("127.0.0.1", port, proc)
         return f"http://127.0.0.1:{port}"
 
     def close(self) -> None:

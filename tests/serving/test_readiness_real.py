@@ -215,8 +215,10 @@ def test_the_wait_names_each_phase_of_a_replayed_startup_and_its_time(
     assert [left for _, left, _ in entered] == ["starting"] + [p for p, _ in PUBLISHED]
     phases = result.outputs["phases"]
     assert [p["phase"] for p in phases] == ["starting", *(p for p, _ in PUBLISHED), "ready"]
+    # Within half a second: the log's stamps are dockerd's reading of each line, which lags the
+    # stand-in's writing unevenly on a loaded machine (the weights' phase still stands out).
     for (phase, seconds), got in zip(PUBLISHED, phases[1:], strict=False):
-        assert got["seconds"] == pytest.approx(seconds / SPEED, abs=0.25), (phase, phases)
+        assert got["seconds"] == pytest.approx(seconds / SPEED, abs=0.5), (phase, phases)
     # SGLang's own lines, stamped by the stand-in as SGLang's logger does, on its stderr.
     assert re.search(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\] Load weight end\. elapsed=100\.34 s, "
                      r"type=Qwen3ForCausalLM", logs.stderr, re.MULTILINE), logs.stderr[-2000:]

@@ -41,11 +41,12 @@ def test_the_check_passes_and_reports_what_it_measured(slow_plane: str) -> None:
     assert done.returncode == 0, done.stderr
     figures = done.outputs
     assert (figures["requests"], figures["errors"], figures["concurrency"]) == (6, 0, 3)
-    # 40 tokens/s per request, set in the stand-in: measured through the gateway's stream.
-    assert 30 < figures["decode_tokens_per_s"] <= 41, figures
+    # 40 tokens/s per request, set in the stand-in: measured through the gateway's stream. The
+    # band is wide as a loaded machine's sleeps and reads run late; an unpaced stand-in is far out.
+    assert 20 < figures["decode_tokens_per_s"] <= 44, figures
     assert figures["decode_tokens_per_s_p10"] <= figures["decode_tokens_per_s"]
     # A 200-token prompt at 4000 tokens/s: about 50 ms before the first token.
-    assert 0.03 < figures["time_to_first_token_s"] < 2, figures
+    assert 0.03 < figures["time_to_first_token_s"] < 10, figures
     assert figures["required"] == {"min_decode_tokens_per_s": 20,
                                    "max_time_to_first_token_s": 10}
 
@@ -59,7 +60,7 @@ def test_a_floor_the_plane_misses_stops_with_both_figures(slow_plane: str) -> No
            "below the required 100 (benchstack:serving.speed_check.min_decode_tokens_per_s)" \
            in reason
     measured = float(reason.split("decode ")[1].split(" tokens/s")[0])
-    assert 30 < measured <= 41
+    assert 20 < measured <= 44
 
 
 def test_a_ttft_ceiling_and_a_dead_gateway_fail_naming_why(slow_plane: str) -> None:
@@ -81,9 +82,10 @@ def test_the_load_waits_for_the_gateway_to_take_a_replaced_worker_back(
     port = free_port()
     flags = ("--dp-size", "2", "--decode-tokens-per-s", "200")
     worker = processes.standin(*flags, port=port)
-    # smg's circuit breaker as by default (60 s open after 10 failures), only shorter.
+    # smg's circuit breaker as by default (60 s open after 10 failures), only shorter: still open
+    # through a stand-in's start and the step's, which take seconds on a loaded machine.
     gateway = processes.router([worker.url], "--cb-failure-threshold", "2",
-                               "--cb-timeout-duration-secs", "8")
+                               "--cb-timeout-duration-secs", "25")
     assert chat(gateway).status_code == 200
     worker.stop()
     answers = [chat(gateway).status_code for _ in range(8)]

@@ -37,7 +37,7 @@ local = HostCode("local-code", HostCodeArgs(
 loop = HostCode("loop-code", HostCodeArgs(
     host=Host(name="loop", address="127.0.0.1", port=test.require_int("loopPort"), user="root",
               private_key=test.require_secret("sshKey"), key_path=test.require("keyPath"),
-              known_hosts=test.require("knownHosts"), per_dial_timeout=5),
+              known_hosts=test.require("knownHosts")),
     workspace=test.require("loopWorkspace"))).host
 
 workers = []
