@@ -40,6 +40,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from .beside import alive
 from .proxy_status import LOOP_MARKER, Files, cmdline, listeners, loop_pid, pid_in, unit_active
 from .proxy_status import read as read_state
 from .step import HostError, emit, log, verb
@@ -364,7 +365,8 @@ def _signal(pid: int, sig: int) -> None:
 
 
 def _gone(pid: int, seconds: float) -> bool:
-    return _within(seconds, lambda: not os.path.exists(f"/proc/{pid}"))
+    # beside.alive: a loop this step stopped stays a zombie until reaped, and is gone.
+    return _within(seconds, lambda: not alive(pid))
 
 
 def _within(seconds: float, holds: Callable[[], bool]) -> bool:
