@@ -16,7 +16,7 @@ from components.config import ServingConfig
 from components.seam.host import Host
 from components.seam.probe import probe_host
 from components.seam.step import ScriptRun, host_step
-from contracts.hostlayout import OWN_DIR
+from contracts.hostlayout import venvs_dir
 from hostside import serving_image, serving_probe
 
 # The seed ran both with Docker's json-file logs, capped: hours of request logs must not fill /.
@@ -81,11 +81,6 @@ def image_reference(
     )
     return pulled.image_id
 
-
-def venvs_dir(workspace: str) -> str:
-    """Where the probe and staging venvs are cached on a host: beside its code, in benchstack's
-    own directory, which the host's last delete removes (components/host_code.py)."""
-    return f"{workspace.rstrip('/')}/{OWN_DIR}"
 
 
 def probe_inputs(

@@ -33,8 +33,8 @@ from components.serving import (
     readiness_check,
     run_token,
     serving_container,
-    venvs_dir,
 )
+from contracts.hostlayout import venvs_dir
 from hostside import model_check, model_stage
 
 # The seed's `docker run` options, shared with the router where they coincide.

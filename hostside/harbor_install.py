@@ -4,8 +4,9 @@ Seed step "Install Harbor 0.21.0". Where the venv is and how Harbor runs: harbor
 
 create: a venv whose stamp names the same wheel hash is kept as is (idempotent); otherwise the
 wheel (`wheel_path`, or `pip download` with `python`) is checked against `wheel_sha256`, installed
-into a fresh venv, and `pip freeze` is saved beside the logs. A failed install leaves no venv.
-Outputs: harbor_bin, venv, python, version, wheel_sha256, freeze.
+into a fresh venv by uv with the host's pip settings (uv_installer.py: seconds where pip takes
+a minute), and `pip freeze` is saved beside the logs. A failed install leaves no venv.
+Outputs: harbor_bin, venv, python, version, wheel_sha256, freeze, installer.
 
 delete: removes the venv and the downloaded wheel; the freeze list stays with the logs (it says
 what ran). Outputs: removed (list of paths).
@@ -22,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from contracts import jobdir
-from contracts.hostlayout import harbor_venv
+from contracts.hostlayout import harbor_venv, venvs_dir
 
 from .harbor import harbor_env
 from .step import HostError, emit, log, verb
+from .uv_installer import UV_VERSION, uv_install
 
 NAME = "harbor_install"
 DOWNLOAD_TIMEOUT_S = 600
@@ -114,7 +116,7 @@ def create(inputs: Inputs) -> None:
     outputs = {
         "harbor_bin": str(venv / "bin" / "harbor"), "venv": str(venv),
         "python": str(venv / "bin" / "python"), "version": version, "wheel_sha256": want,
-        "freeze": str(freeze),
+        "freeze": str(freeze), "installer": f"uv {UV_VERSION}",
     }
     try:
         stamped = stamp.read_text().strip()
@@ -149,7 +151,9 @@ def create(inputs: Inputs) -> None:
     # partial venv is removed, so the host is left as it was found.
     shutil.rmtree(venv, ignore_errors=True)
     try:
-        install(inputs.python, venv, wheel, freeze, inputs.extras)
+        # The hash in the requirement: uv checks it again, and the freeze records it.
+        pinned = f"harbor @ {wheel.resolve().as_uri()}#sha256={want}"
+        install(inputs.python, venv, pinned, freeze, inputs.extras, venvs_dir(inputs.workspace))
         stamp.write_text(stamp_text + "\n")
     except BaseException:
         shutil.rmtree(venv, ignore_errors=True)
@@ -158,15 +162,17 @@ def create(inputs: Inputs) -> None:
     emit(outputs)
 
 
-def install(python: str, venv: Path, wheel: Path, freeze: Path, extras: list[str]) -> None:
+def install(python: str, venv: Path, pinned: str, freeze: Path, extras: list[str],
+            venvs: str) -> None:
+    # A venv of its own python with pip in it: the freeze below, and an operator's own pip.
     if _run([python, "-m", "venv", str(venv)], stdout=2).returncode != 0:
         raise HostError(f"could not create a venv with {python}: install its venv module")
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
-    done = _run([*pip, "install", "-q", "--disable-pip-version-check", str(wheel), *extras],
-                timeout=INSTALL_TIMEOUT_S, stdout=2)
-    if done.returncode != 0:
-        raise HostError(f"pip install of {' '.join([wheel.name, *extras])} failed (see above): "
-                        "check the host's pip index settings")
+    code = uv_install(str(venv / "bin" / "python"), [pinned, *extras], venvs_dir=venvs,
+                      timeout_s=INSTALL_TIMEOUT_S, step=NAME)
+    if code != 0:
+        raise HostError(f"uv could not install {' '.join([pinned, *extras])} (see above): "
+                        "check the host's pip index settings (uv is given pip's)")
     harbor = venv / "bin" / "harbor"
     if _run([str(harbor), "--version"], capture_output=True, timeout=300).returncode != 0:
         raise HostError(f"the installed harbor does not run from {harbor}")
