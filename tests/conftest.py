@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,6 +59,23 @@ STAGE_FIXTURES = {"engine": "engine", "k8s_cluster": "cluster"}
 # containers of this engine). test_upgrade.py, which builds its stack by hand, is marked there;
 # `engine_left_running` below fails any other real test during which the engine was restarted.
 RESTART_FIXTURES = {"local"}
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Where a real stage's time goes: its Pulumi CLI calls by verb, and the five slowest (this
+    process's: an xdist run's workers keep their own)."""
+    engine_conftest = sys.modules.get("tests.engine.conftest")
+    calls = getattr(engine_conftest, "CLI_CALLS", [])
+    if not calls:
+        return
+    verbs: dict[str, list[float]] = {}
+    for verb, seconds, _test in calls:
+        verbs.setdefault(verb, []).append(seconds)
+    terminalreporter.write_line("pulumi CLI: " + ", ".join(
+        f"{verb} {len(times)}x {sum(times):.0f} s" for verb, times in
+        sorted(verbs.items(), key=lambda item: -sum(item[1]))))
+    for verb, seconds, test in sorted(calls, key=lambda call: -call[1])[:5]:
+        terminalreporter.write_line(f"  {seconds:6.1f} s  pulumi {verb}  ({test})")
 
 
 def pytest_collection_modifyitems(config, items) -> None:

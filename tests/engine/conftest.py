@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,13 +113,21 @@ class Cli:
         return json.loads(self.stdout)
 
 
+# Every CLI call of this process (its verb, seconds and test), for the summary where a stage's
+# time goes (tests/conftest.py: pytest_terminal_summary).
+CLI_CALLS: list[tuple[str, float, str]] = []
+
+
 def pulumi(engine: Engine, project: Path, *args: str, stdin: str | None = None,
            timeout: float = 900, env: dict[str, str] | None = None) -> Cli:
+    started = time.monotonic()
     proc = subprocess.run(
         [str(engine.pulumi), "--non-interactive", "--color", "never", *args], cwd=project,
         env={**engine.env, **(env or {})}, input=stdin, capture_output=True, text=True,
         timeout=timeout,
     )
+    CLI_CALLS.append((args[0] if args else "", time.monotonic() - started,
+                      os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0]))
     return Cli(proc.returncode, proc.stdout, proc.stderr)
 
 
