@@ -5,8 +5,9 @@ Seed step "Install Harbor 0.21.0". Where the venv is and how Harbor runs: harbor
 create: a venv whose stamp names the same wheel hash is kept as is (idempotent); otherwise the
 wheel (`wheel_path`, or `pip download` with `python`) is checked against `wheel_sha256`, installed
 into a fresh venv by uv with the host's pip settings (uv_installer.py: seconds where pip takes
-a minute), and `pip freeze` is saved beside the logs. A failed install leaves no venv.
-Outputs: harbor_bin, venv, python, version, wheel_sha256, freeze, installer.
+a minute; pip where the host's index has no uv), and `pip freeze` is saved beside the logs. A
+failed install leaves no venv.
+Outputs: harbor_bin, venv, python, version, wheel_sha256, freeze.
 
 delete: removes the venv and the downloaded wheel; the freeze list stays with the logs (it says
 what ran). Outputs: removed (list of paths).
@@ -27,7 +28,7 @@ from contracts.hostlayout import harbor_venv, venvs_dir
 
 from .harbor import harbor_env
 from .step import HostError, emit, log, verb
-from .uv_installer import UV_VERSION, uv_install
+from .uv_installer import UV_VERSION, uv_install, uv_python
 
 NAME = "harbor_install"
 DOWNLOAD_TIMEOUT_S = 600
@@ -116,7 +117,7 @@ def create(inputs: Inputs) -> None:
     outputs = {
         "harbor_bin": str(venv / "bin" / "harbor"), "venv": str(venv),
         "python": str(venv / "bin" / "python"), "version": version, "wheel_sha256": want,
-        "freeze": str(freeze), "installer": f"uv {UV_VERSION}",
+        "freeze": str(freeze),
     }
     try:
         stamped = stamp.read_text().strip()
@@ -168,11 +169,17 @@ def install(python: str, venv: Path, pinned: str, freeze: Path, extras: list[str
     if _run([python, "-m", "venv", str(venv)], stdout=2).returncode != 0:
         raise HostError(f"could not create a venv with {python}: install its venv module")
     pip = [str(venv / "bin" / "python"), "-m", "pip"]
-    code = uv_install(str(venv / "bin" / "python"), [pinned, *extras], venvs_dir=venvs,
-                      timeout_s=INSTALL_TIMEOUT_S, step=NAME)
+    packages = [pinned, *extras]
+    uv = uv_python(venvs, step=NAME)
+    if uv is not None:
+        log(NAME, f"installing with uv {UV_VERSION}")
+        code = uv_install(uv, pip[0], packages, timeout_s=INSTALL_TIMEOUT_S)
+    else:
+        code = _run([*pip, "install", "-q", "--disable-pip-version-check", *packages],
+                    timeout=INSTALL_TIMEOUT_S, stdout=2).returncode
     if code != 0:
-        raise HostError(f"uv could not install {' '.join([pinned, *extras])} (see above): "
-                        "check the host's pip index settings (uv is given pip's)")
+        raise HostError(f"could not install {' '.join(packages)} (see above): check the "
+                        "host's pip index settings")
     harbor = venv / "bin" / "harbor"
     if _run([str(harbor), "--version"], capture_output=True, timeout=300).returncode != 0:
         raise HostError(f"the installed harbor does not run from {harbor}")

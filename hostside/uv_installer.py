@@ -3,7 +3,8 @@
 pip takes a minute or more to install Harbor on two cores, half of it compiling bytecode; uv
 installs the same pins in seconds from its cache (the same place on the host for every
 workspace, as pip's own cache is). uv comes from a pinned venv built by pip (pinned_venv.py), so
-it reaches the index the way pip does on this host.
+it reaches the index the way pip does on this host; where pip cannot get uv (a mirror without
+it), the caller installs with pip as before, only slower.
 
 uv reads no pip.conf and no PIP_* variable: the settings an operator gave pip for this host (an
 index mirror, a proxy, a CA bundle; `pip config list`, files and environment alike) are handed
@@ -18,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .pinned_venv import pinned_venv
-from .step import child_env
+from .step import HostError, child_env, log
 
 # The uv the installer venv pins.
 UV_VERSION = "0.13.9"
@@ -65,17 +66,25 @@ def uv_arguments(settings: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     return flags, env
 
 
-def uv_install(venv_python: str, packages: Sequence[str], *, venvs_dir: str, timeout_s: float,
-               step: str) -> int:
-    """Install `packages` into the venv of `venv_python` with uv; its exit code (124: timed out).
-    Progress and errors go to stderr (a step's stdout is its outputs)."""
-    uv_python = pinned_venv(Path(venvs_dir) / VENV_NAME, "uv", f"uv=={UV_VERSION}",
-                            pip_timeout_s=PIP_TIMEOUT_S, pip_args=[], step=step)
+def uv_python(venvs_dir: str, *, step: str) -> str | None:
+    """The python of the installer venv (built once), or None where pip cannot install uv."""
+    try:
+        return pinned_venv(Path(venvs_dir) / VENV_NAME, "uv", f"uv=={UV_VERSION}",
+                           pip_timeout_s=PIP_TIMEOUT_S, pip_args=[], step=step)
+    except HostError as exc:
+        log(step, f"no uv here ({exc}): installing with pip, which takes longer")
+        return None
+
+
+def uv_install(uv: str, venv_python: str, packages: Sequence[str], *, timeout_s: float) -> int:
+    """Install `packages` into the venv of `venv_python` with the installer venv's uv (`uv`: its
+    python); uv's exit code (124: timed out). Its output goes to stderr (a step's stdout is its
+    outputs)."""
     listed = subprocess.run([venv_python, "-m", "pip", "config", "list"], capture_output=True,
                             text=True, stdin=subprocess.DEVNULL, env=child_env(), timeout=120,
                             check=False)
     flags, env = uv_arguments(pip_settings(listed.stdout))
-    argv = [uv_python, "-m", "uv", "pip", "install", "--quiet", "--python", venv_python, *flags,
+    argv = [uv, "-m", "uv", "pip", "install", "--quiet", "--python", venv_python, *flags,
             *packages]
     try:
         return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=2, env=child_env(env),

@@ -141,7 +141,7 @@ hosts_build_pid=$!
 # and hides the tests' own failures): listed, and removed on CI, a machine that runs only tests.
 stage leftovers "$PY" -m tests.env.leftovers ${CI:+--remove}
 stage lint make --no-print-directory lint
-stage unit "$PY" -m pytest -q -m "not real" -n auto --dist loadfile
+stage unit "$PY" -m pytest -q --durations=5 -m "not real" -n auto --dist loadfile
 beside lane_tests lane_hosts
 # Alone: no test beside a stage that restarts this machine's engine. (The fast tests beside it,
 # niced, would save their three minutes, but several wait on a clock of a few seconds: starved

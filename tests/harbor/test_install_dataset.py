@@ -3,12 +3,16 @@ and what their deletes remove (and keep)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from hostside.uv_installer import UV_VERSION
+from tests.conftest import ROOT
 from tests.harbor.conftest import (
     WHEEL,
     WHEEL_SHA256,
@@ -27,11 +31,31 @@ def test_install_from_the_pinned_wheel(installed_harbor: dict) -> None:
     # A wheel install is frozen as `harbor @ file://...#sha256=<the pinned hash>`.
     assert f"harbor @ file://{WHEEL}#sha256={WHEEL_SHA256}" in freeze and "litellm==" in freeze
     assert installed_harbor["wheel_sha256"] == WHEEL_SHA256
+    # Installed by uv, from the installer venv the step keeps with benchstack's own on the host.
+    uv = Path(installed_harbor["workspace"]) / ".benchstack" / f"installer-uv-{UV_VERSION}"
+    assert (uv / "bin" / "uv").is_file()
     # Idempotent: a second run keeps the venv (no reinstall: well under the install time).
     again = install_harbor(Path(installed_harbor["workspace"]))
     assert again.returncode == 0, again.stderr
     assert again.outputs["harbor_bin"] == str(harbor)
     assert "already installed" in again.stderr
+
+
+@pytest.mark.real  # pip, reaching for an index
+def test_a_host_whose_index_has_no_uv_installs_with_pip(tmp_path: Path) -> None:
+    """pip that cannot get uv (here: an index on a closed loopback port) is no failed install:
+    the step says so and installs with pip, as before uv."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}
+    env.update(PIP_INDEX_URL="http://127.0.0.1:9/simple", PIP_NO_CACHE_DIR="1",
+               PIP_RETRIES="0", PYTHONPATH=str(ROOT))
+    probe = subprocess.run(
+        [sys.executable, "-c", "import sys; from hostside.uv_installer import uv_python; "
+         f"print(uv_python({str(tmp_path)!r}, step='harbor_install'))"],
+        capture_output=True, text=True, env=env, timeout=300)
+    assert (probe.returncode, probe.stdout) == (0, "None\n"), probe.stderr
+    assert "no uv here (pip could not install uv==" in probe.stderr
+    assert "installing with pip" in probe.stderr
+    assert not list(tmp_path.iterdir()), "a half-built installer venv was left"
 
 
 @pytest.mark.real  # the wheel setup.sh downloaded
