@@ -129,16 +129,25 @@ class Dockerd:
 def running_dockerd(proc: Path = PROC) -> list[int]:
     """The dockerd processes of this host: those in this process's own PID namespace. An engine
     inside a container (a host of a multi-host rehearsal, Docker-in-Docker) shows in /proc too,
-    but it is that container's, not this host's."""
+    but it is that container's, not this host's. A dockerd whose parent is a dockerd is no engine
+    either: the engine forks itself to run its helpers (archive extraction, in a chroot), and
+    until the fork execs it is named dockerd and holds the engine's sockets."""
     own = _pid_namespace(proc / "self")
-    pids = []
+    found = {}
     for comm in proc.glob("[0-9]*/comm"):
         try:
             if comm.read_text().strip() == "dockerd" and _pid_namespace(comm.parent) == own:
-                pids.append(int(comm.parent.name))
+                found[int(comm.parent.name)] = _parent(comm.parent)
         except OSError:
             continue
-    return sorted(pids)
+    return sorted(pid for pid, parent in found.items() if parent not in found)
+
+
+def _parent(process: Path) -> int | None:
+    for line in (process / "status").read_text().splitlines():
+        if line.startswith("PPid:"):
+            return int(line.split()[1])
+    return None
 
 
 def _pid_namespace(process: Path) -> str | None:

@@ -115,3 +115,32 @@ def test_a_start_that_exits_says_why_with_its_last_log_line(tmp_path: Path) -> N
     started = dr.launch(fake, "/")
     started.popen.wait(timeout=30)
     assert started.exited() == "dockerd exited at start (code 1): refused: bad key"
+
+
+def test_an_engines_own_fork_is_not_a_second_engine(tmp_path: Path) -> None:
+    """A dockerd forks itself to run a helper and, until the fork execs, /proc names it dockerd:
+    it is that engine's, not a second one (a second would make the restart ambiguous, and the
+    tests' engine_left_running check cry restart). Real processes named dockerd, one the
+    other's child."""
+    named = tmp_path / "dockerd"
+    shutil.copy2(shutil.which("bash") or "/bin/bash", named)
+    # `; true`: the child bash stays itself (a last command alone would be exec'ed in its place).
+    outer = subprocess.Popen([str(named), "-c", f"{named} -c 'sleep 60; true' & wait"],
+                             stdout=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 10
+        children: list[int] = []
+        while not children:
+            assert time.monotonic() < deadline, "the fork never started"
+            time.sleep(0.05)
+            listed = Path(f"/proc/{outer.pid}/task/{outer.pid}/children").read_text().split()
+            children = [int(p) for p in listed
+                        if Path(f"/proc/{p}/comm").read_text().strip() == "dockerd"]
+        found = dr.running_dockerd()
+        assert outer.pid in found and children[0] not in found, (found, children)
+    finally:
+        for child in children:
+            subprocess.run(["pkill", "-9", "-P", str(child)], check=False)  # its sleep
+        subprocess.run(["pkill", "-9", "-P", str(outer.pid)], check=False)
+        outer.kill()
+        outer.wait()

@@ -106,15 +106,17 @@ def test_a_dockerd_inside_a_container_is_not_this_hosts(tmp_path: Path):
     restart plan counts only the dockerd in this host's own PID namespace."""
     from hostside.dockerd_restart import running_dockerd
 
-    def process(pid: str, comm: str, pid_ns: str) -> None:
+    def process(pid: str, comm: str, pid_ns: str, parent: int = 1) -> None:
         (tmp_path / pid / "ns").mkdir(parents=True)
         (tmp_path / pid / "comm").write_text(f"{comm}\n")
+        (tmp_path / pid / "status").write_text(f"Name:\t{comm}\nPPid:\t{parent}\n")
         (tmp_path / pid / "ns" / "pid").symlink_to(pid_ns)
 
     process("self", "pytest", "pid:[4026531836]")
     process("575", "dockerd", "pid:[4026531836]")        # this host's engine
     process("1171", "dockerd", "pid:[4026532411]")       # an engine inside a container
     process("1172", "containerd", "pid:[4026531836]")
+    process("1180", "dockerd", "pid:[4026531836]", 575)  # the engine's fork, before its exec
     (tmp_path / "1300").mkdir()                          # gone while /proc was read
     assert running_dockerd(tmp_path) == [575]
 
