@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hostside.uv_installer import UV_VERSION, uv_install, uv_python  # noqa: E402
+from hostside.uv_installer import UV_VERSION, uv_command, uv_python  # noqa: E402
 from tests.harbor.conftest import HARBOR_PYTHON, WHEEL, WHEEL_SHA256  # noqa: E402
 
 PINNED = f"harbor @ {WHEEL.resolve().as_uri()}#sha256={WHEEL_SHA256}"
@@ -38,8 +38,8 @@ def fresh_venv(where: Path) -> str:
 def with_uv(uv: str, where: Path) -> float:
     python = fresh_venv(where)
     start = time.perf_counter()
-    if uv_install(uv, python, [PINNED], timeout_s=1200) != 0:
-        raise SystemExit("uv install failed")
+    command, env = uv_command(uv, python, [PINNED])
+    subprocess.run(command, env={**os.environ, **env}, check=True)
     return time.perf_counter() - start
 
 

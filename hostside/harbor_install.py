@@ -28,7 +28,7 @@ from contracts.hostlayout import harbor_venv, venvs_dir
 
 from .harbor import harbor_env
 from .step import HostError, emit, log, verb
-from .uv_installer import UV_VERSION, uv_install, uv_python
+from .uv_installer import UV_VERSION, uv_command, uv_python
 
 NAME = "harbor_install"
 DOWNLOAD_TIMEOUT_S = 600
@@ -72,10 +72,12 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _run(argv: list[str], timeout: float | None = None, **kwargs) -> subprocess.CompletedProcess:
-    """A child with its output on our stderr (progress), as the step's own."""
+def _run(argv: list[str], timeout: float | None = None, env: dict[str, str] | None = None,
+         **kwargs) -> subprocess.CompletedProcess:
+    """A child with its output on our stderr (progress), as the step's own; `env`: variables
+    beside Harbor's environment."""
     try:
-        return subprocess.run(argv, stdin=subprocess.DEVNULL, env=harbor_env(),
+        return subprocess.run(argv, stdin=subprocess.DEVNULL, env=harbor_env(env),
                               timeout=timeout, **kwargs)
     except subprocess.TimeoutExpired:
         return subprocess.CompletedProcess(argv, 124)
@@ -173,11 +175,10 @@ def install(python: str, venv: Path, pinned: str, freeze: Path, extras: list[str
     uv = uv_python(venvs, step=NAME)
     if uv is not None:
         log(NAME, f"installing with uv {UV_VERSION}")
-        code = uv_install(uv, pip[0], packages, timeout_s=INSTALL_TIMEOUT_S)
+        argv, env = uv_command(uv, pip[0], packages)
     else:
-        code = _run([*pip, "install", "-q", "--disable-pip-version-check", *packages],
-                    timeout=INSTALL_TIMEOUT_S, stdout=2).returncode
-    if code != 0:
+        argv, env = [*pip, "install", "-q", "--disable-pip-version-check", *packages], {}
+    if _run(argv, timeout=INSTALL_TIMEOUT_S, env=env, stdout=2).returncode != 0:
         raise HostError(f"could not install {' '.join(packages)} (see above): check the "
                         "host's pip index settings")
     harbor = venv / "bin" / "harbor"

@@ -76,18 +76,14 @@ def uv_python(venvs_dir: str, *, step: str) -> str | None:
         return None
 
 
-def uv_install(uv: str, venv_python: str, packages: Sequence[str], *, timeout_s: float) -> int:
-    """Install `packages` into the venv of `venv_python` with the installer venv's uv (`uv`: its
-    python); uv's exit code (124: timed out). Its output goes to stderr (a step's stdout is its
-    outputs)."""
+def uv_command(uv: str, venv_python: str, packages: Sequence[str]
+               ) -> tuple[list[str], dict[str, str]]:
+    """The command line installing `packages` into the venv of `venv_python` with the installer
+    venv's uv (`uv`: its python), and the variables it runs with: the host's pip settings, read
+    from that venv's pip."""
     listed = subprocess.run([venv_python, "-m", "pip", "config", "list"], capture_output=True,
                             text=True, stdin=subprocess.DEVNULL, env=child_env(), timeout=120,
                             check=False)
     flags, env = uv_arguments(pip_settings(listed.stdout))
-    argv = [uv, "-m", "uv", "pip", "install", "--quiet", "--python", venv_python, *flags,
-            *packages]
-    try:
-        return subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=2, env=child_env(env),
-                              timeout=timeout_s, check=False).returncode
-    except subprocess.TimeoutExpired:
-        return 124
+    return [uv, "-m", "uv", "pip", "install", "--quiet", "--python", venv_python, *flags,
+            *packages], env

@@ -5,7 +5,7 @@
 # makes it from requirements.txt (the same pins) on a fresh clone.
 #
 # Installed by uv (CI's fresh clone makes it every run: pip took two minutes of two cores, uv
-# takes seconds), the uv Harbor's install uses (hostside/uv_installer.py pins it), kept in the
+# takes seconds), as Harbor's install step installs (tests/env/uv_install.py), its uv kept in the
 # state dir beside the other builds.
 set -euo pipefail
 # shellcheck source=setup/lib.sh
@@ -16,25 +16,11 @@ mkdir -p "$BENCHSTACK_STATE"
 VENV=${BENCHSTACK_VENV:-$ROOT/.venv}
 stamp="$VENV/.benchstack-stamp"
 want=$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)
-uv_version=$(sed -n 's/^UV_VERSION = "\(.*\)"$/\1/p' "$ROOT/hostside/uv_installer.py")
-[[ -n $uv_version ]] || die "no UV_VERSION in hostside/uv_installer.py"
-UV_VENV=$BENCHSTACK_STATE/uv-$uv_version
-
-# ensure_uv: uv in a venv of its own, made once by pip (which knows this machine's index).
-ensure_uv() {
-  [[ -x "$UV_VENV/bin/uv" ]] && return 0
-  rm -rf "$UV_VENV.tmp"
-  "$BENCHSTACK_PYTHON" -m venv "$UV_VENV.tmp"
-  "$UV_VENV.tmp/bin/pip" install -q "uv==$uv_version" >>"$BENCHSTACK_STATE/pip.log" 2>&1 \
-    || die "pip install uv==$uv_version failed; see $BENCHSTACK_STATE/pip.log"
-  mv "$UV_VENV.tmp" "$UV_VENV"
-}
-
 if [[ ! -x "$VENV/bin/python" || "$(cat "$stamp" 2>/dev/null)" != "$want" ]]; then
   log "creating $VENV"
-  ensure_uv
   "$BENCHSTACK_PYTHON" -m venv "$VENV"
-  "$UV_VENV/bin/python" -m uv pip install --quiet --python "$VENV/bin/python" -e "${ROOT}[test]" \
-    >>"$BENCHSTACK_STATE/pip.log" 2>&1 || die "uv pip install failed; see $BENCHSTACK_STATE/pip.log"
+  PYTHONPATH=$ROOT "$BENCHSTACK_PYTHON" -m tests.env.uv_install "$VENV" "$BENCHSTACK_STATE" \
+    -e "${ROOT}[test]" >>"$BENCHSTACK_STATE/pip.log" 2>&1 \
+    || die "installing the project with uv failed; see $BENCHSTACK_STATE/pip.log"
   echo "$want" >"$stamp"
 fi

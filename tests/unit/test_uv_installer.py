@@ -1,5 +1,6 @@
 """uv is given the host's pip settings: read from the real `pip config list` (a pip.conf and the
-PIP_* environment, pip's own precedence), handed over as uv's flags and variables."""
+PIP_* environment, pip's own precedence), handed over as uv's flags and variables. The hosts are
+reserved names (.invalid) that nothing here contacts: `pip config list` only reads."""
 
 from __future__ import annotations
 
@@ -33,24 +34,24 @@ def uv_gets(tmp_path: Path, glob: dict[str, str], install: dict[str, str] | None
 
 def test_a_mirror_a_proxy_and_a_ca_bundle_reach_uv(tmp_path: Path) -> None:
     flags, env = uv_gets(tmp_path, {
-        "index-url": "https://mirror.internal/simple", "proxy": "http://127.0.0.1:3128",
-        "cert": "/etc/ssl/corp.pem", "trusted-host": "mirror.internal other.internal",
-    }, {"extra-index-url": "https://extra.internal/simple"})
-    assert flags == ["--default-index", "https://mirror.internal/simple",
-                     "--index", "https://extra.internal/simple",
-                     "--allow-insecure-host", "mirror.internal",
-                     "--allow-insecure-host", "other.internal"]
+        "index-url": "https://mirror.invalid/simple", "proxy": "http://127.0.0.1:3128",
+        "cert": "/etc/ssl/corp.pem", "trusted-host": "mirror.invalid other.invalid",
+    }, {"extra-index-url": "https://extra.invalid/simple"})
+    assert flags == ["--default-index", "https://mirror.invalid/simple",
+                     "--index", "https://extra.invalid/simple",
+                     "--allow-insecure-host", "mirror.invalid",
+                     "--allow-insecure-host", "other.invalid"]
     assert env == {"HTTPS_PROXY": "http://127.0.0.1:3128", "HTTP_PROXY": "http://127.0.0.1:3128",
                    "SSL_CERT_FILE": "/etc/ssl/corp.pem"}
 
 
 def test_the_environment_wins_over_the_sections_as_it_does_for_pip(tmp_path: Path) -> None:
-    flags, env = uv_gets(tmp_path, {"index-url": "https://global.internal/simple"},
-                         {"index-url": "https://install.internal/simple",
+    flags, env = uv_gets(tmp_path, {"index-url": "https://global.invalid/simple"},
+                         {"index-url": "https://install.invalid/simple",
                           "cert": "/etc/ssl/install.pem"},
                          PIP_CERT="/etc/ssl/env.pem", PIP_FIND_LINKS="/opt/wheels",
                          PIP_NO_INDEX="1")
-    assert flags == ["--default-index", "https://install.internal/simple",
+    assert flags == ["--default-index", "https://install.invalid/simple",
                      "--find-links", "/opt/wheels", "--no-index"]
     assert env == {"SSL_CERT_FILE": "/etc/ssl/env.pem"}
 
