@@ -16,11 +16,14 @@
 #   engine    then those that need the engine's core (the CLI with the command and Docker
 #             providers) and bring up no local stack, beside
 #   two-hosts the two-host rehearsal (its hosts are containers of this machine's engine: nothing
-#             beside it restarts that engine)
-#   restarts  the local stacks, whose Docker daemon config restarts this machine's engine, alone
-#   cluster   those that need the one-node cluster but not the engine
+#             beside it restarts that engine), then
+#   cluster   those that need the one-node cluster but not the engine, and
 #   k8s       those that need the Kubernetes provider (the whole engine), with or without the
-#             cluster
+#             cluster: both there where their builds are already done (`early`: a warm
+#             machine), else after the restarts (`late`: the lanes wait for no build the
+#             restarts do not need)
+#   restarts  the local stacks, whose Docker daemon config restarts this machine's engine, alone
+#   alone     the tests that compare the whole Docker engine before and after, alone
 #
 # Which tests each stage runs, and which run side by side: tests/stages.py.
 # A failed stage fails the run after the others ran (each stage is independent); a failed build
@@ -42,8 +45,10 @@ RUN=$(mktemp -d "$BUILDS/run.XXXXXX") || exit 1
 trap 'rm -rf "$RUN"' EXIT
 TIMES=$RUN/times
 FAILED=$RUN/failed
+RAN=$RUN/ran
 : >"$TIMES"
 : >"$FAILED"
+: >"$RAN"
 
 # stage NAME COMMAND...: run it, record its time and whether it passed.
 stage() {
@@ -80,6 +85,7 @@ after() {
 # test_stage NAME: the stage NAME of tests/stages.py (its build, then its pytest arguments).
 test_stage() {
   local spec=()
+  echo "$1" >>"$RAN"
   mapfile -t spec < <("$PY" -m tests.stages "$1")
   if ((${#spec[@]} < 2)); then
     echo "$1" >>"$FAILED"
@@ -87,6 +93,21 @@ test_stage() {
   fi
   stage "$1" after "${spec[@]}"
 }
+
+# early NAME: the stage now if its build has already ended (a warm machine), else nothing: `late`
+# runs it after the restarts (a fresh machine, its build still running).
+early() {
+  local build
+  build=$("$PY" -m tests.stages "$1" | head -n 1)
+  if [[ $build == none || -f "$BUILDS/$build.status" ]]; then
+    test_stage "$1"
+  else
+    printf '\n=== %s: its build (%s) still running, after the restarts ===\n' "$1" "$build" >&2
+  fi
+}
+
+# late NAME: the stage, unless `early` ran it.
+late() { grep -qx "$1" "$RAN" || test_stage "$1"; }
 
 # beside LANE...: the lanes (functions running stages one after another) at once, each into a log
 # of its own, printed whole once that lane ended; returns when all ended.
@@ -107,7 +128,7 @@ beside() {
 }
 
 lane_tests() { test_stage real; test_stage engine; }
-lane_hosts() { test_stage two-hosts; }
+lane_hosts() { test_stage two-hosts; early cluster; early k8s; }
 
 # The builds, in the order the stages need them; each writes its exit status when it ends.
 builds() {
@@ -147,8 +168,9 @@ beside lane_tests lane_hosts
 # niced, would save their three minutes, but several wait on a clock of a few seconds: starved
 # of CPU, one of them could fail on one machine and pass on the next.)
 test_stage restarts
-test_stage cluster
-test_stage k8s
+late cluster
+late k8s
+test_stage alone
 wait "$builds_pid" "$hosts_build_pid"
 build_times=$(jq -r '.parts[] | "\(.name) \(.seconds) s\(if .built_now then "" else " (cached)" end)"' \
   "$BENCHSTACK_ENGINE_DIR/current/status.json" 2>/dev/null | paste -sd ',' | sed 's/,/, /g')

@@ -6,10 +6,14 @@ which tests it runs, and which run side by side.
 
 A stage runs in a lane (`lane`: a function of tests/run.sh running stages one after another), and
 run.sh's `beside` runs lanes at once. First the real tests without the engine, then the engine's
-tests that bring up no local stack, beside the two-host rehearsal: none of them restarts this
-machine's Docker engine, which the rehearsal's two hosts are containers of. Then the tests that do
-(marked `restarts_docker`, tests/conftest.py), alone. The cluster's and the Kubernetes provider's
-stages come last, as their builds do on a fresh machine.
+tests that bring up no local stack, beside the two-host rehearsal and after it the cluster's and
+the Kubernetes provider's stages: none of them restarts this machine's Docker engine, which the
+rehearsal's two hosts are containers of (the cluster has a containerd of its own). Then the tests
+that do (marked `restarts_docker`, tests/conftest.py), alone. An `early` stage runs in its lane
+only where its build is already there (a warm machine); on a fresh machine, where the cluster's
+and the Kubernetes provider's builds end last, it runs after the restarts instead, so that the
+lanes never wait for a build the restarts do not need. Last, alone, the tests that compare the
+whole Docker engine before and after (marked `quiet_docker`).
 tests/architecture/test_stages.py holds these to a partition of the real tests.
 """
 
@@ -21,8 +25,11 @@ from dataclasses import dataclass
 from _pytest.mark.expression import Expression
 
 TWO_HOSTS = "tests/e2e/test_two_hosts.py"
-# What no stage but its own runs: the layers of the builds beside the restarts.
-NOT_LATER = "not cluster and not k8s_provider"
+# What no stage but its own runs: the layers of the builds beside the restarts, and the tests that
+# need nothing else on the engine.
+NOT_LATER = "not cluster and not k8s_provider and not quiet_docker"
+# What only the last stage runs, beside nothing.
+ALONE = "(quiet_docker or restarts_docker)"
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,7 @@ class Stage:
     ignore: tuple[str, ...] = ()  # files it leaves to another stage
     workers: int = 0  # pytest-xdist workers, each taking whole files (0: in this process)
     lane: str | None = None  # the lane it runs in, side by side with the other lane's stages
+    early: bool = False  # in its lane only where its build is there; else after the restarts
 
     def pytest_args(self) -> list[str]:
         args = ["-m", self.expression(), *self.only, *(f"--ignore={path}" for path in self.ignore)]
@@ -63,8 +71,15 @@ STAGES = (
     Stage("two-hosts", "core", f"engine and not restarts_docker and {NOT_LATER}",
           only=(TWO_HOSTS,), lane="hosts"),
     Stage("restarts", "core", f"restarts_docker and {NOT_LATER}"),
-    Stage("cluster", "cluster", "cluster and not engine and not k8s_provider"),
-    Stage("k8s", "engine", "k8s_provider or (engine and cluster)"),
+    # Their peers are the cluster (its own containerd, bridge and ports) and the registry; what
+    # they check of the Docker engine is only their own (tests/e2e/test_local_k8s_stack.py).
+    Stage("cluster", "cluster", f"cluster and not engine and not k8s_provider and not {ALONE}",
+          lane="hosts", early=True),
+    Stage("k8s", "engine", f"(k8s_provider or (engine and cluster)) and not {ALONE}",
+          lane="hosts", early=True),
+    # Alone, once the last build (the whole engine) is there: the tests that need nothing else
+    # on the engine, and any that restarts it and needs the cluster or the Kubernetes provider.
+    Stage("alone", "engine", f"quiet_docker or (restarts_docker and not ({NOT_LATER}))"),
 )
 
 

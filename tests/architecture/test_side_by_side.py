@@ -1,8 +1,9 @@
-"""The two-host rehearsal runs beside the other real tests that never restart this machine's
-Docker engine (tests/stages.py): both sets' names, addresses and ports on this machine, listed
-here, share nothing. What they do share is read only: the registry mirror and the upstream
-proxy (hosts.sh forwards them onto each host's own loopback) and the engine that runs the hosts,
-which no test beside them restarts (tests/conftest.py's `engine_left_running`).
+"""The two-host rehearsal, and after it the one-node cluster's tests, run beside the other real
+tests that never restart this machine's Docker engine (tests/stages.py): each set's names,
+addresses and ports on this machine, listed here, are named by no test beside it. What they do
+share is read only: the registry mirror and the upstream proxy (hosts.sh forwards them onto each
+host's own loopback; the cluster's containerd pulls from the registry) and the engine that runs
+the hosts, which no test beside them restarts (tests/conftest.py's `engine_left_running`).
 """
 
 from __future__ import annotations
@@ -48,11 +49,11 @@ def its_ports_here() -> set[int]:
     return {urlsplit(REHEARSAL.proxy.check_url).port or 80}
 
 
-def other_files() -> dict[str, str]:
+def other_files(own: tuple[str, ...] = ITS_OWN) -> dict[str, str]:
     listed = subprocess.run(["git", "ls-files", *OTHERS], cwd=ROOT, capture_output=True,
                             text=True, check=True).stdout.split()
     return {path: (ROOT / path).read_text(errors="replace") for path in listed
-            if not path.startswith(ITS_OWN) and not path.startswith("tests/unit/")
+            if not path.startswith(own) and not path.startswith("tests/unit/")
             and path.endswith((".py", ".sh", ".yaml", ".env", ".json"))}
 
 
@@ -81,4 +82,45 @@ def test_its_stack_runs_on_its_hosts_and_its_port_here_is_its_own() -> None:
     assert ports == {27892}
     users = {(path, port) for path, text in other_files().items() for port in ports
              if re.search(rf"(?<![\d.]){port}(?!\d)", text)}
+    assert not users, sorted(users)
+
+
+CLUSTER_SH = (ROOT / "setup" / "k8s" / "cluster.sh").read_text()
+SETUP_DEFAULTS = (ROOT / "setup" / "defaults.env").read_text()
+# The cluster's own files, those that set its values, and the fast tests that only read them (a
+# kubeconfig or a capture of its outputs, never a listener): none runs beside the cluster.
+CLUSTER_OWN = ("setup/k8s/", "setup/defaults.env", "tests/k8s/",
+               "tests/e2e/test_local_k8s_stack.py", "tests/engine/test_kubernetes_provider.py",
+               "Pulumi.local-k8s.yaml", "tests/audit/captures/k8s/", "tests/graph/",
+               "tests/architecture/test_side_by_side.py")
+
+
+def cluster_default(name: str) -> str:
+    found = (re.search(rf"^{name}=(\S+)$", SETUP_DEFAULTS, re.M)
+             or re.search(rf"\$\{{{name}:-([^}}]+)\}}", CLUSTER_SH))
+    assert found, f"neither setup/defaults.env nor cluster.sh sets {name}"
+    return found.group(1)
+
+
+def cluster_ports() -> set[int]:
+    """What the cluster listens on in this machine's namespace: the apiserver, etcd's clients and
+    peers, the kubelet and its health check (the other components' secure ports are off)."""
+    etcd = int(cluster_default("BENCHSTACK_K8S_ETCD_PORT"))
+    kubelet = int(cluster_default("BENCHSTACK_K8S_KUBELET_PORT"))
+    assert "--secure-port=0" in CLUSTER_SH
+    return {int(cluster_default("BENCHSTACK_K8S_API_PORT")), etcd, etcd + 1, kubelet, kubelet - 2}
+
+
+def test_the_clusters_ports_bridge_and_subnets_are_named_by_no_test_beside_it() -> None:
+    ports = cluster_ports()
+    assert ports == {16443, 12379, 12380, 10250, 10248}
+    bridge = cluster_default("BENCHSTACK_K8S_BRIDGE")
+    subnets = [ipaddress.IPv4Network(cluster_default(f"BENCHSTACK_K8S_{kind}_SUBNET"))
+               for kind in ("POD", "SERVICE")]
+    others = other_files(CLUSTER_OWN)
+    users = {(path, port) for path, text in others.items() for port in ports
+             if re.search(rf"(?<![\d.]){port}(?!\d)", text)}
+    users |= {(path, bridge) for path, text in others.items() if bridge in text}
+    users |= {(path, cidr) for path, text in others.items() for cidr in CIDR.findall(text)
+              if any(ipaddress.IPv4Network(cidr, strict=False).overlaps(s) for s in subnets)}
     assert not users, sorted(users)

@@ -9,7 +9,7 @@ from itertools import combinations
 from tests.conftest import ROOT
 from tests.stages import STAGES, TWO_HOSTS
 
-MARKERS = ("engine", "cluster", "k8s_provider", "restarts_docker")
+MARKERS = ("engine", "cluster", "k8s_provider", "restarts_docker", "quiet_docker")
 # A file of its own stage, and any other.
 FILES = (TWO_HOSTS, "tests/e2e/test_local_stack.py")
 RUN_SH = (ROOT / "tests" / "run.sh").read_text()
@@ -29,40 +29,59 @@ def test_every_real_test_is_in_exactly_one_stage() -> None:
         assert len(chosen) == 1, (sorted(marks), path, chosen)
 
 
-def run_sh_layout() -> tuple[dict[str, str | None], list[list[str]]]:
-    """What run.sh runs: each test stage with its lane (None: at the top level), and the groups
-    of lanes its `beside` lines run at once."""
+def run_sh_layout() -> tuple[dict[str, str | None], list[list[str]], set[str]]:
+    """What run.sh runs: each test stage with its lane (None: at the top level), the groups of
+    lanes its `beside` lines run at once, and the stages run `early` in a lane (those whose
+    build has ended) or else `late`, at the top level after the restarts."""
     code = "\n".join(line for line in RUN_SH.splitlines() if not line.lstrip().startswith("#"))
     lanes = dict(re.findall(r"^lane_(\w+)\(\) \{ (.*) \}$", code, re.M))
     where: dict[str, str | None] = {}
+    early: set[str] = set()
     for lane, body in lanes.items():
-        for name in re.findall(r"test_stage ([\w-]+);", body):
+        for verb, name in re.findall(r"(test_stage|early) ([\w-]+);", body):
             assert name not in where, f"{name} runs twice"
             where[name] = lane
+            if verb == "early":
+                early.add(name)
     for name in re.findall(r"^test_stage ([\w-]+)$", code, re.M):
         assert name not in where, f"{name} runs twice"
         where[name] = None
+    late = re.findall(r"^late ([\w-]+)$", code, re.M)
+    assert sorted(late) == sorted(early), "each early stage has its late line, and no other"
+    after_restarts = code.split("\ntest_stage restarts", 1)[1]
+    assert all(f"\nlate {name}\n" in after_restarts for name in late), after_restarts
     groups = [[lane.removeprefix("lane_") for lane in line.split()[1:]]
               for line in re.findall(r"^beside .+$", code, re.M)]
     assert sorted(lane for group in groups for lane in group) == sorted(lanes), (groups, lanes)
-    return where, groups
+    return where, groups, early
 
 
 def test_run_sh_runs_each_stage_once_in_its_lane() -> None:
-    where, _ = run_sh_layout()
+    where, _, early = run_sh_layout()
     assert sorted(where) == sorted(stage.name for stage in STAGES)
     for stage in STAGES:
         assert where[stage.name] == stage.lane, stage.name
+        assert (stage.name in early) == stage.early, stage.name
+
+
+def stages_with(marker: str) -> set[str]:
+    return {stage.name for stage in STAGES for marks, path in kinds_of_real_test()
+            if marker in marks and stage.selects(marks, path)}
 
 
 def test_a_test_that_restarts_the_engine_runs_beside_no_other_real_test() -> None:
-    _, groups = run_sh_layout()
-    restarting = {stage.name for stage in STAGES for marks, path in kinds_of_real_test()
-                  if "restarts_docker" in marks and stage.selects(marks, path)}
+    _, groups, _ = run_sh_layout()
+    restarting = stages_with("restarts_docker")
     assert "restarts" in restarting
     for group in groups:
         beside = [stage.name for stage in STAGES if stage.lane in group]
         assert not (restarting & set(beside)) or len(beside) == 1, (group, beside)
+
+
+def test_a_test_that_compares_the_whole_engine_runs_in_no_lane() -> None:
+    quiet = stages_with("quiet_docker")
+    assert quiet == {"alone"}
+    assert all(stage.lane is None for stage in STAGES if stage.name in quiet)
 
 
 def test_a_fast_test_is_in_no_stage_whatever_its_markers() -> None:
