@@ -175,12 +175,17 @@ class HarborJob(pulumi.ComponentResource):
         jobs_dir, log_dir, tasks_dir = spec.jobs_dir, spec.log_dir, spec.tasks_dir
 
         # The job needs whatever the caller depends on (router, images, tool bundle, proxy
-        # bridge) before any of its steps runs, not just before the component "completes".
+        # bridge) before any of its steps that reads them runs, not just before the component
+        # "completes". Harbor's install and the dataset read none of them: they run while the
+        # serving plane comes up (minutes of weights on GPUs), and the preflight waits for both.
         given = opts.depends_on if opts and opts.depends_on else []
         outer: list = list(given) if isinstance(given, list | tuple) else [given]
 
         def child(*after: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, depends_on=[*outer, *after], **extra)
+
+        def beside_the_plane() -> pulumi.ResourceOptions:
+            return pulumi.ResourceOptions(parent=self)
 
         install = host_step(
             f"{name}-install",
@@ -196,7 +201,7 @@ class HarborJob(pulumi.ComponentResource):
             },
             delete=harbor_install.delete,
             delete_inputs={"workspace": workspace, "version": harbor.version},
-            opts=child(),
+            opts=beside_the_plane(),
         )
         clone = clone_dir(workspace, dataset)
         dataset_run = host_step(
@@ -215,7 +220,7 @@ class HarborJob(pulumi.ComponentResource):
             },
             delete=harbor_dataset.delete,
             delete_inputs={"clone_dir": clone},
-            opts=child(),
+            opts=beside_the_plane(),
         )
 
         cluster_steps = self._cluster_steps(name, args, child)

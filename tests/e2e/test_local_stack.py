@@ -466,8 +466,10 @@ def test_local_stack_sigterm_then_resume(local: LocalStack):
 def test_a_failed_up_leaves_state_the_next_up_recovers_from(local: LocalStack):
     """A host step that fails halfway: one reason on the console (not the step's source, no
     traceback), no pending operation in the state, the steps before it kept; with the step
-    fixed, the next up creates the rest."""
-    script = local.project / "hostside" / "harbor_dataset.py"
+    fixed, the next up creates the rest. The step is the job's configs: it runs after the serving
+    plane, so which steps came before it does not depend on timing (Harbor's install and the
+    dataset run beside the plane)."""
+    script = local.project / "hostside" / "harbor_configs.py"
     original = script.read_text()
     marker = "\ndef create(inputs: Inputs) -> None:\n"
     assert marker in original
@@ -475,18 +477,18 @@ def test_a_failed_up_leaves_state_the_next_up_recovers_from(local: LocalStack):
         marker, marker + '    raise HostError("injected failure halfway")\n', 1))
     failed = local.cli("up", "--yes")
     assert failed.returncode != 0
-    assert "harbor_dataset: injected failure halfway" in failed.output
+    assert "harbor_configs: injected failure halfway" in failed.output
     assert "Traceback" not in failed.output and "KeyboardInterrupt" not in failed.output
     assert len(failed.output) < 40_000, len(failed.output)
     deployment = local.export()["deployment"]
     assert not deployment.get("pending_operations"), deployment.get("pending_operations")
     kept = {r["urn"].rsplit("::", 1)[-1] for r in deployment["resources"]}
-    assert {"local-code-copy", "local-docker-daemon-apply"} <= kept
-    assert "job-dataset" not in kept and "job-launch" not in kept
+    assert {"local-code-copy", "local-docker-daemon-apply", "router-ready", "job-dataset"} <= kept
+    assert "job-configs" not in kept and "job-launch" not in kept
 
     script.write_text(original)
     recovered = changed(local.up())
-    assert recovered.get("job-dataset") == "create" and recovered.get("job-launch") == "create"
+    assert recovered.get("job-configs") == "create" and recovered.get("job-launch") == "create"
     assert "local-docker-daemon-apply" not in recovered
     local.preview("--expect-no-changes")
 
