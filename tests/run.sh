@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make test` (and CI's .ci/run): the peers, lint, the fast loop, then every real test, each
-# once, in stages ordered by what they wait for, and each stage's time at the end.
+# `make test` (and CI's .ci/run): the peers, lint, every real test and the fast loop, each once,
+# in stages ordered by what they wait for, and each stage's time at the end.
 #
 # On a fresh machine the Go builds (the Pulumi engine, the cluster's binaries: about 35 minutes
 # on 2 cores) are most of the run, and most real tests need neither: the builds start in the
@@ -11,7 +11,6 @@
 #             then the cluster's binaries, then the Kubernetes provider (the whole engine)
 #   peers     setup/dev.sh --peers (no Go build)
 #   lint      ruff, mypy, shellcheck
-#   unit      every test with no peer
 #   real      the real tests that need neither the engine nor the cluster (two at a time),
 #   engine    then those that need the engine's core (the CLI with the command and Docker
 #             providers) and bring up no local stack, beside
@@ -22,7 +21,11 @@
 #             cluster: both there where their builds are already done (`early`: a warm
 #             machine), else after the restarts (`late`: the lanes wait for no build the
 #             restarts do not need)
-#   restarts  the local stacks, whose Docker daemon config restarts this machine's engine, alone
+#   restarts  the local stacks, whose Docker daemon config restarts this machine's engine, with
+#             no other real test beside them, but
+#   unit      every test with no peer, one worker, on the core the local stacks leave idle (they
+#             wait on their jobs half the time); their Docker endpoint is a socket nothing
+#             serves, so a test that talks to an engine fails here, whatever the restarts do
 #   alone     the tests that compare the whole Docker engine before and after, alone
 #
 # Which tests each stage runs, and which run side by side: tests/stages.py.
@@ -129,6 +132,14 @@ beside() {
 
 lane_tests() { test_stage real; test_stage engine; }
 lane_hosts() { test_stage two-hosts; early cluster; early k8s; }
+lane_restarts() { test_stage restarts; }
+lane_fast() { stage unit fast_tests; }
+
+# The tests with no peer, in one worker, their Docker endpoint a socket nothing serves.
+fast_tests() {
+  DOCKER_HOST=unix:///run/benchstack-no-engine.sock \
+    "$PY" -m pytest -q --durations=5 -m "not real" -n 1
+}
 
 # The builds, in the order the stages need them; each writes its exit status when it ends.
 builds() {
@@ -162,12 +173,11 @@ hosts_build_pid=$!
 # and hides the tests' own failures): listed, and removed on CI, a machine that runs only tests.
 stage leftovers "$PY" -m tests.env.leftovers ${CI:+--remove}
 stage lint make --no-print-directory lint
-stage unit "$PY" -m pytest -q --durations=5 -m "not real" -n auto --dist loadfile
 beside lane_tests lane_hosts
-# Alone: no test beside a stage that restarts this machine's engine. (The fast tests beside it,
-# niced, would save their three minutes, but several wait on a clock of a few seconds: starved
-# of CPU, one of them could fail on one machine and pass on the next.)
-test_stage restarts
+# No real test beside a stage that restarts this machine's engine; the fast tests are no real
+# test, and talk to no engine. One worker: the other core stays the local stacks', whose steps
+# wait on clocks of their own (the fast tests' waits are ten seconds and more).
+beside lane_restarts lane_fast
 late cluster
 late k8s
 test_stage alone

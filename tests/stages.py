@@ -70,7 +70,7 @@ STAGES = (
           ignore=(TWO_HOSTS,), workers=2, lane="tests"),
     Stage("two-hosts", "core", f"engine and not restarts_docker and {NOT_LATER}",
           only=(TWO_HOSTS,), lane="hosts"),
-    Stage("restarts", "core", f"restarts_docker and {NOT_LATER}"),
+    Stage("restarts", "core", f"restarts_docker and {NOT_LATER}", lane="restarts"),
     # Their peers are the cluster (its own containerd, bridge and ports) and the registry; what
     # they check of the Docker engine is only their own (tests/e2e/test_local_k8s_stack.py).
     Stage("cluster", "cluster", f"cluster and not engine and not k8s_provider and not {ALONE}",

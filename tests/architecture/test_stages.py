@@ -48,7 +48,7 @@ def run_sh_layout() -> tuple[dict[str, str | None], list[list[str]], set[str]]:
         where[name] = None
     late = re.findall(r"^late ([\w-]+)$", code, re.M)
     assert sorted(late) == sorted(early), "each early stage has its late line, and no other"
-    after_restarts = code.split("\ntest_stage restarts", 1)[1]
+    after_restarts = code.split("\nbeside lane_restarts", 1)[1]
     assert all(f"\nlate {name}\n" in after_restarts for name in late), after_restarts
     groups = [[lane.removeprefix("lane_") for lane in line.split()[1:]]
               for line in re.findall(r"^beside .+$", code, re.M)]
@@ -76,6 +76,19 @@ def test_a_test_that_restarts_the_engine_runs_beside_no_other_real_test() -> Non
     for group in groups:
         beside = [stage.name for stage in STAGES if stage.lane in group]
         assert not (restarting & set(beside)) or len(beside) == 1, (group, beside)
+
+
+def test_beside_the_restarts_only_fast_tests_that_reach_no_engine() -> None:
+    code = "\n".join(line for line in RUN_SH.splitlines() if not line.lstrip().startswith("#"))
+    _, groups, _ = run_sh_layout()
+    (group,) = [group for group in groups if "restarts" in group]
+    lanes = dict(re.findall(r"^lane_(\w+)\(\) \{ (.*) \}$", code, re.M))
+    others = [lanes[lane] for lane in group if lane != "restarts"]
+    assert others == ["stage unit fast_tests;"], others
+    fast = re.search(r"^fast_tests\(\) \{\n(.*?)\n\}$", code, re.M | re.S)
+    assert fast, "run.sh has no fast_tests"
+    assert '-m "not real"' in fast.group(1)
+    assert re.search(r"DOCKER_HOST=unix:///run/[\w-]+\.sock", fast.group(1)), fast.group(1)
 
 
 def test_a_test_that_compares_the_whole_engine_runs_in_no_lane() -> None:
