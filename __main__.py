@@ -384,9 +384,9 @@ def main() -> None:
     job = HarborJob(
         "job",
         HarborJobArgs(spec=job_spec(cfg, harbor_host, serving, trials, secrets),
-                      cluster=trials.cluster),
-        opts=pulumi.ResourceOptions(depends_on=[
-            d for d in (serving.router, serving.speed, *trials.resources) if d is not None]),
+                      cluster=trials.cluster,
+                      after=[d for d in (serving.router, serving.speed, *trials.resources)
+                             if d is not None]),
     )
     # Declared beside the main job from the start: it waits (and says why) until that job has
     # finished, then runs the listed tasks again as a job of its own.

@@ -45,7 +45,7 @@ Destroy never deletes results: the job dir, the log and the PID file stay on the
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -82,6 +82,11 @@ class HarborJobArgs:
     spec: JobSpec
     # Trials as pods (harbor.environment kubernetes): the namespace the stack made for them.
     cluster: ClusterAccess | None = None
+    # What the steps that read the serving plane and the trials' plane wait for (router, speed
+    # check, images, bundle, bridge). An argument, not the component's depends_on: the engine
+    # answers a component's registration, and so lets its children register, only once the
+    # component's own dependencies are done, and Harbor's install would wait for the plane.
+    after: Sequence[pulumi.Resource] = ()
 
     def __post_init__(self) -> None:
         if (self.cluster is None) != (self.spec.harbor.kubernetes is None):
@@ -174,12 +179,10 @@ class HarborJob(pulumi.ComponentResource):
         harbor, dataset, workspace = spec.harbor, spec.dataset, spec.workspace
         jobs_dir, log_dir, tasks_dir = spec.jobs_dir, spec.log_dir, spec.tasks_dir
 
-        # The job needs whatever the caller depends on (router, images, tool bundle, proxy
-        # bridge) before any of its steps that reads them runs, not just before the component
-        # "completes". Harbor's install and the dataset read none of them: they run while the
-        # serving plane comes up (minutes of weights on GPUs), and the preflight waits for both.
-        given = opts.depends_on if opts and opts.depends_on else []
-        outer: list = list(given) if isinstance(given, list | tuple) else [given]
+        # Every step that reads the planes waits for them (args.after). Harbor's install and
+        # the dataset read none of them: they run while the serving plane comes up (minutes of
+        # weights on GPUs), and the preflight waits for both.
+        outer = list(args.after)
 
         def child(*after: pulumi.Resource, **extra) -> pulumi.ResourceOptions:
             return pulumi.ResourceOptions(parent=self, depends_on=[*outer, *after], **extra)

@@ -95,11 +95,16 @@ def test_dependency_edges(stack):
         assert daemons[f"{host}-docker-daemon"] in worker.depends_on, worker.name
 
     job = components(run, "HarborJob")[0]
+    steps = {d.name: d for d in run.children(job.name)}
     needed = [c.resource for kind in ("ImageSet", "ToolBundle", "ProxyBridge", "Router",
                                       "TrialNamespace")
               for c in components(run, kind)]
+    # The component itself waits for nothing (its children could not register before what it
+    # waits for is done): the steps that read the planes wait for them, Harbor's install does not.
+    assert job.depends_on == []
     for resource in needed:
-        assert resource in job.depends_on, type(resource).__name__
+        assert resource in steps["job-preflight"].depends_on, type(resource).__name__
+        assert resource not in steps["job-install"].depends_on, type(resource).__name__
 
     for router in components(run, "Router"):
         for worker in workers:

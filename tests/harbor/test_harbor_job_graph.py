@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pulumi
@@ -106,8 +106,8 @@ def declare(probe: dict, host: Host = LOCAL, **changes: Any) -> Recorded:
 
     async def program() -> None:
         router = pulumi.CustomResource("test:index:Router", "router", {})
-        args = job_args(host, **changes)
-        job = HarborJob("job", args, opts=pulumi.ResourceOptions(depends_on=[router]))
+        args = replace(job_args(host, **changes), after=[router])
+        job = HarborJob("job", args)
         for key in ("job_name", "jobs_dir", "job_dir", "job_log", "pid_file", "dataset_path",
                     "harbor_bin", "job_state"):
             output = getattr(job, key)
@@ -139,6 +139,8 @@ def test_children_and_their_order() -> None:
         # reads it; Harbor's install and the dataset run beside the serving plane.
         beside_the_plane = name in ("job-install", "job-dataset")
         assert ("router" in rec.deps[name]) != beside_the_plane, (name, rec.deps[name])
+    # The component itself waits for nothing: its children could not register before the plane.
+    assert rec.deps["job"] == []
     assert "job-dataset" in rec.deps["job-configs"]
     assert {"job-configs", "job-install", "job-dataset"} <= set(rec.deps["job-preflight"])
     assert "job-preflight" in rec.deps["job-launch"]
