@@ -51,7 +51,9 @@ def test_the_speed_check_comes_before_the_job_and_the_sampler_with_it() -> None:
         "output_tokens": 256, "timeout_s": 600, "min_decode_tokens_per_s": None,
         "max_time_to_first_token_s": None}
     assert run.component("router").resource in run.component("speed").depends_on
-    assert run.component("speed").resource in run.component("job").depends_on
+    # The job's steps that launch it wait for the check (the component itself for nothing).
+    for step in ("job-configs", "job-preflight", "job-launch"):
+        assert run.component("speed").resource in run.component(step).depends_on, step
     launch = step_inputs(run.named("job-launch").inputs["create"])
     assert launch["serving_record"] == {
         "targets": [{"source": "gateway", "url": "http://127.0.0.1:29000/metrics"},
