@@ -500,7 +500,10 @@ def build(stage: str, host: Sources, inputs: Inputs) -> None:
     with tempfile.TemporaryDirectory(prefix="benchstack-wheel-") as scratch:
         with zipfile.ZipFile(fetch_wheel(inputs, host, scratch)) as wheel:
             wheel.extractall(site)
-    compiled = _run([host.python, "-m", "compileall", "-q", site], timeout=300)
+    # Bytecode beside the sources, whatever this environment's PYTHONPYCACHEPREFIX says (which
+    # would put it in a tree on this host that no task container sees).
+    compiled = _run(["env", "-u", "PYTHONPYCACHEPREFIX", host.python, "-m", "compileall", "-q",
+                     site], timeout=300)
     if compiled.returncode != 0:
         raise HostError(f"{host.python} -m compileall failed on the asciinema wheel "
                         f"({_last_line(compiled.stdout + compiled.stderr)})")

@@ -38,6 +38,13 @@ source setup/lib.sh
 load_defaults "$ROOT/tests/env/defaults.env"
 
 PY=${PY:-.venv/bin/python}
+# Python's bytecode, cached once for every process of the run: where the machine sets
+# PYTHONDONTWRITEBYTECODE (CI's does), each Pulumi program, pytest worker and host step compiled
+# every module it imported from source again (uv installs no bytecode): about a second of CPU per
+# `pulumi` operation. The cache sits in the tests' state dir, not beside the sources, so no
+# clone, workspace or host code dir gains a __pycache__ (a host is left as it was found).
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX=$BENCHSTACK_TEST_STATE/pycache
 BUILDS=$BENCHSTACK_TEST_STATE/builds
 mkdir -p "$BUILDS"
 rm -f "$BUILDS"/*.status

@@ -116,6 +116,9 @@ def test_build_outputs_and_layout(built: tuple[Path, ScriptResult], canary_image
                 "python/bin/python3", "python/site-packages/asciinema/__main__.py",
                 "python/asciinema_main.py", "locale/C.utf8/LC_CTYPE"):
         assert (tools / rel).is_file(), rel
+    # asciinema's bytecode is in the bundle (python can write none where it is mounted read-only),
+    # though tests/run.sh gives every process a pycache prefix elsewhere.
+    assert list((tools / "python/site-packages/asciinema/__pycache__").glob("__main__.*.pyc"))
     # Nothing staged or swapped is left beside the bundle.
     assert sorted(p.name for p in tools.parent.iterdir()) == [tools.name]
 
