@@ -16,16 +16,16 @@
 #             providers) and bring up no local stack, beside
 #   two-hosts the two-host rehearsal (its hosts are containers of this machine's engine: nothing
 #             beside it restarts that engine), then
-#   cluster   those that need the one-node cluster but not the engine, and
 #   k8s       those that need the Kubernetes provider (the whole engine), with or without the
-#             cluster: both there where their builds are already done (`early`: a warm
-#             machine), else after the restarts (`late`: the lanes wait for no build the
-#             restarts do not need)
+#             cluster, there where its build is already done (`early`: a warm machine), else
+#             after the restarts (`late`: the lanes wait for no build the restarts do not need)
 #   restarts  the local stacks, whose Docker daemon config restarts this machine's engine, with
-#             no other real test beside them, but
+#             no test that reaches that engine beside them, but
 #   unit      every test with no peer, one worker, on the core the local stacks leave idle (they
-#             wait on their jobs half the time); their Docker endpoint is a socket nothing
-#             serves, so a test that talks to an engine fails here, whatever the restarts do
+#             wait on their jobs half the time), then
+#   cluster   those that need the one-node cluster but not the engine (`early`, as k8s): both
+#             with a Docker endpoint that nothing serves, so that a test that talks to an
+#             engine fails there, whatever the restarts do
 #   alone     the tests that compare the whole Docker engine before and after, alone
 #
 # Which tests each stage runs, and which run side by side: tests/stages.py.
@@ -92,16 +92,21 @@ after() {
   "$PY" -m pytest -q --durations=5 "$@"
 }
 
-# test_stage NAME: the stage NAME of tests/stages.py (its build, then its pytest arguments).
+# test_stage NAME: the stage NAME of tests/stages.py (its build, its Docker endpoint, then its
+# pytest arguments).
 test_stage() {
   local spec=()
   echo "$1" >>"$RAN"
   mapfile -t spec < <("$PY" -m tests.stages "$1")
-  if ((${#spec[@]} < 2)); then
+  if ((${#spec[@]} < 3)); then
     echo "$1" >>"$FAILED"
     return 0
   fi
-  stage "$1" after "${spec[@]}"
+  if [[ ${spec[1]} == default ]]; then
+    stage "$1" after "${spec[0]}" "${spec[@]:2}"
+  else
+    DOCKER_HOST=${spec[1]} stage "$1" after "${spec[0]}" "${spec[@]:2}"
+  fi
 }
 
 # early NAME: the stage now if its build has already ended (a warm machine), else nothing: `late`
@@ -138,11 +143,12 @@ beside() {
 }
 
 lane_tests() { test_stage real; test_stage engine; }
-lane_hosts() { test_stage two-hosts; early cluster; early k8s; }
+lane_hosts() { test_stage two-hosts; early k8s; }
 lane_restarts() { test_stage restarts; }
-lane_fast() { stage unit fast_tests; }
+lane_fast() { stage unit fast_tests; early cluster; }
 
-# The tests with no peer, in one worker, their Docker endpoint a socket nothing serves.
+# The tests with no peer, in one worker, their Docker endpoint a socket nothing serves (the
+# cluster's stage gets the same from tests/stages.py).
 fast_tests() {
   DOCKER_HOST=unix:///run/benchstack-no-engine.sock \
     "$PY" -m pytest -q --durations=5 -m "not real" -n 1
@@ -181,9 +187,10 @@ hosts_build_pid=$!
 stage leftovers "$PY" -m tests.env.leftovers ${CI:+--remove}
 stage lint make --no-print-directory lint
 beside lane_tests lane_hosts
-# No real test beside a stage that restarts this machine's engine; the fast tests are no real
-# test, and talk to no engine. One worker: the other core stays the local stacks', whose steps
-# wait on clocks of their own (the fast tests' waits are ten seconds and more).
+# No test that reaches this machine's engine beside a stage that restarts it: the fast tests and
+# then the cluster's, with a Docker endpoint nothing serves. One worker: the other core stays the
+# local stacks', whose steps wait on clocks of their own (the fast tests' waits are ten seconds
+# and more).
 beside lane_restarts lane_fast
 late cluster
 late k8s

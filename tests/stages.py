@@ -1,19 +1,23 @@
 """The real tests' stages of tests/run.sh, in one place: which background build each waits for,
 which tests it runs, and which run side by side.
 
-    python -m tests.stages NAME    the stage's build (or `none`), then its pytest arguments, a line
-                                   each (tests/run.sh reads them)
+    python -m tests.stages NAME    the stage's build (or `none`), its Docker endpoint (`default`,
+                                   or NO_ENGINE), then its pytest arguments, a line each
+                                   (tests/run.sh reads them)
 
 A stage runs in a lane (`lane`: a function of tests/run.sh running stages one after another), and
 run.sh's `beside` runs lanes at once. First the real tests without the engine, then the engine's
-tests that bring up no local stack, beside the two-host rehearsal and after it the cluster's and
-the Kubernetes provider's stages: none of them restarts this machine's Docker engine, which the
-rehearsal's two hosts are containers of (the cluster has a containerd of its own). Then the tests
-that do (marked `restarts_docker`, tests/conftest.py), alone. An `early` stage runs in its lane
-only where its build is already there (a warm machine); on a fresh machine, where the cluster's
-and the Kubernetes provider's builds end last, it runs after the restarts instead, so that the
-lanes never wait for a build the restarts do not need. Last, alone, the tests that compare the
-whole Docker engine before and after (marked `quiet_docker`).
+tests that bring up no local stack, beside the two-host rehearsal and after it the Kubernetes
+provider's stage: none of them restarts this machine's Docker engine, which the
+rehearsal's two hosts are containers of. Then the tests that do (marked `restarts_docker`,
+tests/conftest.py), with no other test that reaches the engine beside them: the fast tests, then
+the cluster's (it has a containerd of its own), both with a Docker endpoint that nothing serves
+(NO_ENGINE), so that one of them that talked to the engine would fail, whatever the restarts
+do. An `early` stage runs in its lane only where its build is already there (a warm machine); on
+a fresh machine, where the cluster's and the Kubernetes provider's builds end last, it runs
+after the restarts instead, so that the lanes never wait for a build the restarts do not need.
+Last, alone, the tests that compare the whole Docker engine before and after (marked
+`quiet_docker`).
 tests/architecture/test_stages.py holds these to a partition of the real tests.
 """
 
@@ -30,6 +34,8 @@ TWO_HOSTS = "tests/e2e/test_two_hosts.py"
 NOT_LATER = "not cluster and not k8s_provider and not quiet_docker"
 # What only the last stage runs, beside nothing.
 ALONE = "(quiet_docker or restarts_docker)"
+# The Docker endpoint of the tests beside the restarts: a socket nothing serves.
+NO_ENGINE = "unix:///run/benchstack-no-engine.sock"
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class Stage:
     workers: int = 0  # pytest-xdist workers, each taking whole files (0: in this process)
     lane: str | None = None  # the lane it runs in, side by side with the other lane's stages
     early: bool = False  # in its lane only where its build is there; else after the restarts
+    docker: bool = True  # whether its tests reach this machine's engine (else: NO_ENGINE)
 
     def pytest_args(self) -> list[str]:
         args = ["-m", self.expression(), *self.only, *(f"--ignore={path}" for path in self.ignore)]
@@ -71,10 +78,11 @@ STAGES = (
     Stage("two-hosts", "core", f"engine and not restarts_docker and {NOT_LATER}",
           only=(TWO_HOSTS,), lane="hosts"),
     Stage("restarts", "core", f"restarts_docker and {NOT_LATER}", lane="restarts"),
-    # Their peers are the cluster (its own containerd, bridge and ports) and the registry; what
-    # they check of the Docker engine is only their own (tests/e2e/test_local_k8s_stack.py).
+    # Their peers are the cluster (its own containerd, bridge and ports) and the registry, no
+    # Docker engine: beside the restarts, after the fast tests.
     Stage("cluster", "cluster", f"cluster and not engine and not k8s_provider and not {ALONE}",
-          lane="hosts", early=True),
+          lane="fast", early=True, docker=False),
+    # What they check of the Docker engine is only their own (tests/e2e/test_local_k8s_stack.py).
     Stage("k8s", "engine", f"(k8s_provider or (engine and cluster)) and not {ALONE}",
           lane="hosts", early=True),
     # Alone, once the last build (the whole engine) is there: the tests that need nothing else
@@ -95,4 +103,5 @@ if __name__ == "__main__":
     if len(sys.argv) != 2:
         raise SystemExit("usage: python -m tests.stages NAME")
     chosen = by_name(sys.argv[1])
-    print("\n".join([chosen.build, *chosen.pytest_args()]))
+    print("\n".join([chosen.build, "default" if chosen.docker else NO_ENGINE,
+                     *chosen.pytest_args()]))

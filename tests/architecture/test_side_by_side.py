@@ -1,9 +1,11 @@
-"""The two-host rehearsal, and after it the one-node cluster's tests, run beside the other real
-tests that never restart this machine's Docker engine (tests/stages.py): each set's names,
+"""The two-host rehearsal runs beside the other real tests that never restart this machine's
+Docker engine, and the one-node cluster's tests beside the local stacks, which do (the cluster
+has a containerd of its own and reaches no Docker engine: tests/stages.py): each set's names,
 addresses and ports on this machine, listed here, are named by no test beside it. What they do
 share is read only: the registry mirror and the upstream proxy (hosts.sh forwards them onto each
-host's own loopback; the cluster's containerd pulls from the registry) and the engine that runs
-the hosts, which no test beside them restarts (tests/conftest.py's `engine_left_running`).
+host's own loopback; the cluster's containerd pulls from the registry) and, for the rehearsal,
+the engine that runs the hosts, which no test beside it restarts (tests/conftest.py's
+`engine_left_running`).
 """
 
 from __future__ import annotations

@@ -4,10 +4,13 @@ machine's Docker engine beside another test, and run.sh runs each stage once, in
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from itertools import combinations
+from pathlib import Path
 
 from tests.conftest import ROOT
-from tests.stages import STAGES, TWO_HOSTS
+from tests.stages import NO_ENGINE, STAGES, TWO_HOSTS, by_name
 
 MARKERS = ("engine", "cluster", "k8s_provider", "restarts_docker", "quiet_docker")
 # A file of its own stage, and any other.
@@ -69,26 +72,40 @@ def stages_with(marker: str) -> set[str]:
             if marker in marks and stage.selects(marks, path)}
 
 
-def test_a_test_that_restarts_the_engine_runs_beside_no_other_real_test() -> None:
+def test_a_test_that_restarts_the_engine_runs_beside_no_test_that_reaches_it() -> None:
     _, groups, _ = run_sh_layout()
     restarting = stages_with("restarts_docker")
     assert "restarts" in restarting
     for group in groups:
-        beside = [stage.name for stage in STAGES if stage.lane in group]
-        assert not (restarting & set(beside)) or len(beside) == 1, (group, beside)
+        beside = [stage for stage in STAGES if stage.lane in group]
+        if restarting & {stage.name for stage in beside}:
+            assert [stage.name for stage in beside if stage.docker] == ["restarts"], group
+    assert not [stage.name for stage in STAGES if not stage.docker and stage.lane is None]
 
 
-def test_beside_the_restarts_only_fast_tests_that_reach_no_engine() -> None:
+def test_beside_the_restarts_only_fast_and_cluster_tests_that_reach_no_engine() -> None:
     code = "\n".join(line for line in RUN_SH.splitlines() if not line.lstrip().startswith("#"))
     _, groups, _ = run_sh_layout()
     (group,) = [group for group in groups if "restarts" in group]
     lanes = dict(re.findall(r"^lane_(\w+)\(\) \{ (.*) \}$", code, re.M))
     others = [lanes[lane] for lane in group if lane != "restarts"]
-    assert others == ["stage unit fast_tests;"], others
+    assert others == ["stage unit fast_tests; early cluster;"], others
+    assert not by_name("cluster").docker
     fast = re.search(r"^fast_tests\(\) \{\n(.*?)\n\}$", code, re.M | re.S)
     assert fast, "run.sh has no fast_tests"
     assert '-m "not real"' in fast.group(1)
-    assert re.search(r"DOCKER_HOST=unix:///run/[\w-]+\.sock", fast.group(1)), fast.group(1)
+    assert f"DOCKER_HOST={NO_ENGINE} " in fast.group(1), fast.group(1)
+    # A stage without Docker gets the same endpoint from tests/stages.py.
+    assert re.search(r'DOCKER_HOST=\$\{spec\[1\]\} stage "\$1" after', code)
+
+
+def test_a_stage_without_docker_names_the_socket_nothing_serves() -> None:
+    assert NO_ENGINE.startswith("unix:///run/") and not Path(NO_ENGINE[len("unix://"):]).exists()
+    for stage in STAGES:
+        printed = subprocess.run([sys.executable, "-m", "tests.stages", stage.name], cwd=ROOT,
+                                 capture_output=True, text=True, check=True).stdout.splitlines()
+        assert printed[:2] == [stage.build, "default" if stage.docker else NO_ENGINE], printed
+        assert printed[2:] == stage.pytest_args()
 
 
 def test_a_test_that_compares_the_whole_engine_runs_in_no_lane() -> None:

@@ -128,5 +128,6 @@ def test_harbor_026_runs_the_local_rehearsal(local: LocalStack, harbor_latest_bi
     local.preview("--expect-no-changes")
     local.destroy()
     for name in (outputs[keys.JOB_NAME], Path(rerun_dir).name):
-        assert leftovers(name) == {"containers": [], "networks": [], "processes": []}
+        assert leftovers(name, local.workspace) == {
+            "containers": [], "networks": [], "processes": []}
     assert (job_dir / "result.json").is_file(), "destroy lost the results"

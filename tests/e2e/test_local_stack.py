@@ -110,23 +110,27 @@ def interrupt_harbor(outputs: dict, timeout: float) -> None:
     assert result["finished_at"] is None
 
 
-def process_lines() -> list[str]:
+def process_lines(workspace: Path) -> list[str]:
+    """The stack's job processes: its Harbor (run or resumed, each naming the stack's workspace:
+    its jobs dir or the job dir; the cluster's tests beside the local stacks run Harbors of their
+    own) and the proxy bridge's socat and loop, which only a local stack starts."""
     procs = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     return sorted(
         line for line in procs.splitlines()
-        if ("harbor run" in line or "harbor job resume" in line or "socat" in line
-            or "benchstack-proxy-bridge-loop" in line) and "ps -eo" not in line
+        if ((("harbor run" in line or "harbor job resume" in line) and str(workspace) in line)
+            or "socat" in line or "benchstack-proxy-bridge-loop" in line)
+        and "ps -eo" not in line
     )
 
 
-def leftovers(job_name: str) -> dict[str, list[str]]:
+def leftovers(job_name: str, workspace: Path) -> dict[str, list[str]]:
     project = job_name.lower()
     containers = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
     networks = docker("network", "ls", "--format", "{{.Name}}").stdout.split()
     return {
         "containers": [c for c in containers if "__env" in c or project in c],
         "networks": [n for n in networks if "__env" in n or "benchstack-pool-proof" in n],
-        "processes": process_lines(),
+        "processes": process_lines(workspace),
     }
 
 
@@ -137,7 +141,7 @@ def host_snapshot(workspace: Path) -> dict:
         "docker0": docker0_address(),
         "networks": sorted(docker("network", "ls", "--format", "{{.Name}}").stdout.split()),
         "containers": sorted(docker("ps", "-a", "--format", "{{.Names}}").stdout.split()),
-        "processes": process_lines(),
+        "processes": process_lines(workspace),
         "workspace": workspace.exists(),
     }
 
@@ -428,7 +432,8 @@ def test_local_stack_up_noop_audit_change_upgrade_repair_destroy(local: LocalSta
     assert local.resources() == []
     names = docker("ps", "-a", "--format", "{{.Names}}").stdout.split()
     assert WORKER not in names and ROUTER not in names
-    assert leftovers(outputs[keys.JOB_NAME]) == {"containers": [], "networks": [], "processes": []}
+    assert leftovers(outputs[keys.JOB_NAME], local.workspace) == {
+        "containers": [], "networks": [], "processes": []}
     assert Path(job_dir).is_dir() and (Path(job_dir) / "result.json").is_file()
     assert Path(outputs[keys.JOB_LOG]).is_file()
     remaining = sorted(p.name for p in local.workspace.iterdir())
@@ -460,7 +465,8 @@ def test_local_stack_sigterm_then_resume(local: LocalStack):
     assert len(starts) == 2 and starts[0]["until_pid"] != starts[1]["until_pid"], starts
     local.preview("--expect-no-changes")
     local.destroy()
-    assert leftovers(outputs[keys.JOB_NAME]) == {"containers": [], "networks": [], "processes": []}
+    assert leftovers(outputs[keys.JOB_NAME], local.workspace) == {
+        "containers": [], "networks": [], "processes": []}
 
 
 def test_a_failed_up_leaves_state_the_next_up_recovers_from(local: LocalStack):
@@ -597,7 +603,8 @@ def test_local_stack_reruns_an_infra_failure_and_merges_the_score(local: LocalSt
 
     local.destroy()
     for done in (rerun_dir, second_round):
-        assert leftovers(done.name) == {"containers": [], "networks": [], "processes": []}
+        assert leftovers(done.name, local.workspace) == {
+            "containers": [], "networks": [], "processes": []}
         assert (done / "result.json").is_file()
     assert tree(main_dir) == written, "the rerun wrote into the main job's directory"
 

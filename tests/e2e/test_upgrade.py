@@ -128,8 +128,8 @@ def test_a_stack_of_the_previous_release_upgrades_in_place(
 
         assert_demo_scores(audit_json(after[keys.JOB_DIR]))
         stack.destroy()
-        assert leftovers(after[keys.JOB_NAME]) == {"containers": [], "networks": [],
-                                                   "processes": []}
+        assert leftovers(after[keys.JOB_NAME], workspace) == {
+            "containers": [], "networks": [], "processes": []}
         assert (Path(after[keys.JOB_DIR]) / "result.json").is_file(), "destroy lost the results"
         assert json.loads((Path(after[keys.JOB_DIR]) / "result.json").read_text())
         assert (DAEMON_JSON.read_bytes() if DAEMON_JSON.exists() else None) == daemon_before
