@@ -26,7 +26,8 @@
 #   cluster   those that need the one-node cluster but not the engine (`early`, as k8s): both
 #             with a Docker endpoint that nothing serves, so that a test that talks to an
 #             engine fails there, whatever the restarts do
-#   alone     the tests that compare the whole Docker engine before and after, alone
+#   alone     the tests that compare the whole Docker engine before and after, beside lint
+#             alone (`early`: a warm machine, its builds done), else last, alone
 #
 # Which tests each stage runs, and which run side by side: tests/stages.py.
 # A failed stage fails the run after the others ran (each stage is independent); a failed build
@@ -146,6 +147,20 @@ lane_tests() { test_stage real; test_stage engine; }
 lane_hosts() { test_stage two-hosts; early k8s; }
 lane_restarts() { test_stage restarts; }
 lane_fast() { stage unit fast_tests; early cluster; }
+lane_lint() { stage lint make --no-print-directory lint; }
+# Beside lint (which reaches no engine), once nothing builds on the engine (the two-host image's
+# build ended: seconds on a warm machine), else last.
+lane_quiet() { ended_within hosts 30 && early alone; }
+
+# ended_within BUILD SECONDS: whether the background build BUILD ends within SECONDS.
+ended_within() {
+  local waited
+  for ((waited = 0; waited < $2; waited++)); do
+    [[ -f "$BUILDS/$1.status" ]] && return 0
+    sleep 1
+  done
+  return 1
+}
 
 # The tests with no peer, in one worker, their Docker endpoint a socket nothing serves (the
 # cluster's stage gets the same from tests/stages.py).
@@ -185,7 +200,7 @@ hosts_build_pid=$!
 # What an interrupted earlier run left (a stack's container of the same name fails the next `up`
 # and hides the tests' own failures): listed, and removed on CI, a machine that runs only tests.
 stage leftovers "$PY" -m tests.env.leftovers ${CI:+--remove}
-stage lint make --no-print-directory lint
+beside lane_lint lane_quiet
 beside lane_tests lane_hosts
 # No test that reaches this machine's engine beside a stage that restarts it: the fast tests and
 # then the cluster's, with a Docker endpoint nothing serves. One worker: the other core stays the
@@ -194,7 +209,7 @@ beside lane_tests lane_hosts
 beside lane_restarts lane_fast
 late cluster
 late k8s
-test_stage alone
+late alone
 wait "$builds_pid" "$hosts_build_pid"
 build_times=$(jq -r '.parts[] | "\(.name) \(.seconds) s\(if .built_now then "" else " (cached)" end)"' \
   "$BENCHSTACK_ENGINE_DIR/current/status.json" 2>/dev/null | paste -sd ',' | sed 's/,/, /g')

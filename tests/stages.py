@@ -16,8 +16,8 @@ the cluster's (it has a containerd of its own), both with a Docker endpoint that
 do. An `early` stage runs in its lane only where its build is already there (a warm machine); on
 a fresh machine, where the cluster's and the Kubernetes provider's builds end last, it runs
 after the restarts instead, so that the lanes never wait for a build the restarts do not need.
-Last, alone, the tests that compare the whole Docker engine before and after (marked
-`quiet_docker`).
+The tests that compare the whole Docker engine before and after (marked `quiet_docker`) run
+beside lint alone (which reaches no engine) where their builds are there, else last, alone.
 tests/architecture/test_stages.py holds these to a partition of the real tests.
 """
 
@@ -85,9 +85,11 @@ STAGES = (
     # What they check of the Docker engine is only their own (tests/e2e/test_local_k8s_stack.py).
     Stage("k8s", "engine", f"(k8s_provider or (engine and cluster)) and not {ALONE}",
           lane="hosts", early=True),
-    # Alone, once the last build (the whole engine) is there: the tests that need nothing else
-    # on the engine, and any that restarts it and needs the cluster or the Kubernetes provider.
-    Stage("alone", "engine", f"quiet_docker or (restarts_docker and not ({NOT_LATER}))"),
+    # Alone (beside lint, which reaches no engine), once the last build (the whole engine) is
+    # there: the tests that need nothing else on the engine, and any that restarts it and needs
+    # the cluster or the Kubernetes provider.
+    Stage("alone", "engine", f"quiet_docker or (restarts_docker and not ({NOT_LATER}))",
+          lane="quiet", early=True),
 )
 
 
