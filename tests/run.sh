@@ -114,7 +114,8 @@ test_stage() {
 # runs it after the restarts (a fresh machine, its build still running).
 early() {
   local build
-  build=$("$PY" -m tests.stages "$1" | head -n 1)
+  # sed, not head: head exits after one line and breaks the pipe of the still-printing python.
+  build=$("$PY" -m tests.stages "$1" | sed -n 1p)
   if [[ $build == none || -f "$BUILDS/$build.status" ]]; then
     test_stage "$1"
   else
