@@ -51,8 +51,8 @@ trap 'rm -rf "$RUN"' EXIT
 # PYTHONDONTWRITEBYTECODE (CI's does), each Pulumi program, pytest worker and host step compiled
 # every module it imported from source again (uv installs no bytecode): about 1.8 s of CPU per
 # `pulumi` operation (benchmarks/bench_bytecode.py). The cache is the run's own, not beside the
-# sources, so no clone, workspace or host code dir gains a __pycache__ (a host is left as it was
-# found), and it goes with the run: its tests' temporary venvs and workspaces fill 1.5 GB a run.
+# sources, so it adds no __pycache__ to a clone, workspace or host code dir (a host is left as it
+# was found), and it goes with the run: its tests' temporary venvs and workspaces fill 1.5 GB.
 unset PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX=$RUN/pycache
 TIMES=$RUN/times
