@@ -204,13 +204,13 @@ class Rehearsal:
         return result
 
     def up(self, name: str = "up") -> Cli:
-        return self.timed(name, "up", "--yes", "--json")
+        return self.timed(name, "up", "--yes", "--skip-preview", "--json")
 
     def preview(self, *extra: str) -> Cli:
         return ok(self.cli("preview", "--json", *extra))
 
     def destroy(self, name: str = "destroy") -> Cli:
-        return self.timed(name, "destroy", "--yes", "--json")
+        return self.timed(name, "destroy", "--yes", "--skip-preview", "--json")
 
     def outputs(self) -> dict:
         return ok(self.cli("stack", "output", "--json")).json()

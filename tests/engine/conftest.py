@@ -159,11 +159,12 @@ def ok(cli: Cli) -> Cli:
 def steps(cli: Cli) -> dict[str, str]:
     """What a `preview --json` planned, or an `up --json` did, to each resource: name -> op.
 
-    `up --json` prints its preview's plan as one JSON document, then the update's engine
-    events, one per line: what was done is in the events (`resOutputsEvent`), not the plan."""
+    `up --json` prints its preview's plan as one JSON document (none with `--skip-preview`),
+    then the update's engine events, one per line: what was done is in the events
+    (`resOutputsEvent`), not the plan."""
     plan, end = json.JSONDecoder().raw_decode(cli.stdout)
     events = [json.loads(line) for line in cli.stdout[end:].splitlines() if line.strip()]
-    if not events:
+    if "steps" in plan and not events:
         return {step["urn"].rsplit("::", 1)[-1]: step["op"] for step in plan["steps"]}
     done: dict[str, str] = {}
     for event in events:
