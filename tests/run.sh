@@ -23,9 +23,11 @@
 #             no test that reaches that engine beside them, but
 #   unit      every test with no peer, one worker, on the core the local stacks leave idle (they
 #             wait on their jobs half the time), then
-#   cluster   those that need the one-node cluster but not the engine (`early`, as k8s): both
-#             with a Docker endpoint that nothing serves, so that a test that talks to an
-#             engine fails there, whatever the restarts do
+#   cluster   those that need the one-node cluster but not the engine (`early`, as k8s), then
+#   provider  the Kubernetes provider's tests that reach no Docker engine (`early`), then
+#   nodocker  the real tests marked no_docker (stand-in servers, sshd, S3, pip): all with a
+#             Docker endpoint that nothing serves, so that a test that talks to an engine
+#             fails there, whatever the restarts do
 #   alone     the tests that compare the whole Docker engine before and after, beside lint
 #             alone (`early`: a warm machine, its builds done), else last, alone
 #
@@ -148,7 +150,7 @@ beside() {
 lane_tests() { test_stage real; test_stage engine; }
 lane_hosts() { test_stage two-hosts; early k8s; }
 lane_restarts() { test_stage restarts; }
-lane_fast() { stage unit fast_tests; early cluster; }
+lane_fast() { stage unit fast_tests; early cluster; early provider; test_stage nodocker; }
 lane_lint() { stage lint make --no-print-directory lint; }
 # Beside lint (which reaches no engine), once nothing builds on the engine (the two-host image's
 # build ended: seconds on a warm machine), else last.
@@ -204,12 +206,14 @@ hosts_build_pid=$!
 stage leftovers "$PY" -m tests.env.leftovers ${CI:+--remove}
 beside lane_lint lane_quiet
 beside lane_tests lane_hosts
-# No test that reaches this machine's engine beside a stage that restarts it: the fast tests and
-# then the cluster's, with a Docker endpoint nothing serves. One worker: the other core stays the
+# No test that reaches this machine's engine beside a stage that restarts it: the fast tests, then
+# the cluster's, the provider's and the no_docker ones, with a Docker endpoint nothing serves
+# (about half the restarts' time on a warm machine). One worker: the other core stays the
 # local stacks', whose steps wait on clocks of their own (the fast tests' waits are ten seconds
 # and more).
 beside lane_restarts lane_fast
 late cluster
+late provider
 late k8s
 late alone
 wait "$builds_pid" "$hosts_build_pid"

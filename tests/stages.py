@@ -11,11 +11,13 @@ tests that bring up no local stack, beside the two-host rehearsal and after it t
 provider's stage: none of them restarts this machine's Docker engine, which the
 rehearsal's two hosts are containers of. Then the tests that do (marked `restarts_docker`,
 tests/conftest.py), with no other test that reaches the engine beside them: the fast tests, then
-the cluster's (it has a containerd of its own), both with a Docker endpoint that nothing serves
-(NO_ENGINE), so that one of them that talked to the engine would fail, whatever the restarts
-do. An `early` stage runs in its lane only where its build is already there (a warm machine); on
-a fresh machine, where the cluster's and the Kubernetes provider's builds end last, it runs
-after the restarts instead, so that the lanes never wait for a build the restarts do not need.
+the cluster's (it has a containerd of its own), the Kubernetes provider's and the real tests
+marked `no_docker` (their peers are processes of their own), all with a Docker endpoint that
+nothing serves (NO_ENGINE), so that one of them that talked to the engine would fail, whatever
+the restarts do. An `early` stage runs in its lane only where its build is already there (a
+warm machine); on a fresh machine, where the cluster's and the Kubernetes provider's builds end
+last, it runs after the restarts instead, so that the lanes never wait for a build the restarts
+do not need.
 The tests that compare the whole Docker engine before and after (marked `quiet_docker`) run
 beside lint alone (which reaches no engine) where their builds are there, else last, alone.
 tests/architecture/test_stages.py holds these to a partition of the real tests.
@@ -71,7 +73,7 @@ STAGES = (
     # Two workers: these share the Docker engine but never restart it (the host-plane tests
     # restart engines of their own), and most of their time is waiting.
     Stage("real", "none",
-          f"not engine and not restarts_docker and {NOT_LATER}",
+          f"not engine and not restarts_docker and not no_docker and {NOT_LATER}",
           workers=2, lane="tests"),
     Stage("engine", "core", f"engine and not restarts_docker and {NOT_LATER}",
           ignore=(TWO_HOSTS,), workers=2, lane="tests"),
@@ -82,8 +84,17 @@ STAGES = (
     # Docker engine: beside the restarts, after the fast tests.
     Stage("cluster", "cluster", f"cluster and not engine and not k8s_provider and not {ALONE}",
           lane="fast", early=True, docker=False),
+    # The Kubernetes provider's tests that reach no Docker engine, there too, after them.
+    Stage("provider", "engine", f"k8s_provider and no_docker and not {ALONE}",
+          lane="fast", early=True, docker=False),
+    # The real tests whose peers are processes of their own (stand-in servers, sshd, S3, pip):
+    # there too, last; one worker, as the restarts' steps and clocks want the other core.
+    Stage("nodocker", "none", f"no_docker and not engine and not restarts_docker and {NOT_LATER}",
+          lane="fast", docker=False),
     # What they check of the Docker engine is only their own (tests/e2e/test_local_k8s_stack.py).
-    Stage("k8s", "engine", f"(k8s_provider or (engine and cluster)) and not {ALONE}",
+    Stage("k8s", "engine",
+          f"(k8s_provider or (engine and cluster)) and not (k8s_provider and no_docker) "
+          f"and not {ALONE}",
           lane="hosts", early=True),
     # Alone (beside lint, which reaches no engine), once the last build (the whole engine) is
     # there: the tests that need nothing else on the engine, and any that restarts it and needs

@@ -12,7 +12,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 from tests.stages import NO_ENGINE, STAGES, TWO_HOSTS, by_name
 
-MARKERS = ("engine", "cluster", "k8s_provider", "restarts_docker", "quiet_docker")
+MARKERS = ("engine", "cluster", "k8s_provider", "restarts_docker", "quiet_docker", "no_docker")
 # A file of its own stage, and any other.
 FILES = (TWO_HOSTS, "tests/e2e/test_local_stack.py")
 RUN_SH = (ROOT / "tests" / "run.sh").read_text()
@@ -90,8 +90,9 @@ def test_beside_the_restarts_only_fast_and_cluster_tests_that_reach_no_engine() 
     (group,) = [group for group in groups if "restarts" in group]
     lanes = dict(re.findall(r"^lane_(\w+)\(\) \{ (.*) \}$", code, re.M))
     others = [lanes[lane] for lane in group if lane != "restarts"]
-    assert others == ["stage unit fast_tests; early cluster;"], others
-    assert not by_name("cluster").docker
+    assert others == [
+        "stage unit fast_tests; early cluster; early provider; test_stage nodocker;"], others
+    assert not any(by_name(name).docker for name in ("cluster", "provider", "nodocker"))
     fast = re.search(r"^fast_tests\(\) \{\n(.*?)\n\}$", code, re.M | re.S)
     assert fast, "run.sh has no fast_tests"
     assert '-m "not real"' in fast.group(1)

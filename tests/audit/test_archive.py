@@ -14,7 +14,7 @@ from audit.read.s3 import parse_s3_uri
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, apt_502, write_job
 from tests.audit.conftest import SEED_ADJUDICATIONS
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.no_docker]
 
 REPORTS = {"report.json": b'{"raw": {}}\n', "report.md": b"# Audit\n"}
 

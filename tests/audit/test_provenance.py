@@ -13,6 +13,8 @@ from contracts import outputs as K
 from tests.audit.audit_jobgen import PYTEST_FAIL, PYTEST_PASS, TrialSpec, write_job
 from tests.audit.test_cli import _fake_pulumi
 
+pytestmark = pytest.mark.no_docker
+
 WHEEL_SHA = "9f2c" * 16
 MANIFEST_DATA = {
     "schema": K.PROVENANCE_SCHEMA,

@@ -19,7 +19,7 @@ import yaml
 from tests.engine.conftest import Engine, changed, copy_project, ok, pulumi, set_config
 from tests.k8s.cluster import Cluster
 
-pytestmark = [pytest.mark.real, pytest.mark.k8s_provider]
+pytestmark = [pytest.mark.real, pytest.mark.k8s_provider, pytest.mark.no_docker]
 
 STACK = "local"
 CONFIG_MAP = "benchstack-probe"

@@ -21,6 +21,8 @@ from tests.harbor.conftest import (
     seam_step,
 )
 
+pytestmark = pytest.mark.no_docker
+
 
 def test_install_from_the_pinned_wheel(installed_harbor: dict) -> None:
     harbor = Path(installed_harbor["harbor_bin"])

@@ -26,7 +26,7 @@ from tests.audit.audit_jobgen import TrialSpec, write_job
 from tests.conftest import ROOT, SAMPLE_JOBS
 from tests.hostplane.test_ssh_seam import host, run, sshd  # noqa: F401
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.no_docker]
 
 
 @pytest.fixture

@@ -20,7 +20,7 @@ from components.serving import RUN_TOKEN_LABEL
 from tests.conftest import SSHD_PORT
 from tests.hostplane.test_ssh_seam import host, other_host_key, run, sshd  # noqa: F401
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.no_docker]
 
 PROBE = render("container_status.sh",
                {"CONTAINER": "benchstack-no-such-container", "LABEL": RUN_TOKEN_LABEL})

@@ -16,7 +16,7 @@ import pytest
 from tests.conftest import ScriptResult
 from tests.serving.conftest import UNUSED_VENVS, free_port, run_step, stop, wait_listening
 
-pytestmark = pytest.mark.real
+pytestmark = [pytest.mark.real, pytest.mark.no_docker]
 
 SHARDS = {"model-00001-of-00003.safetensors": 3000, "model-00002-of-00003.safetensors": 2000,
           "model-00003-of-00003.safetensors": 1000}

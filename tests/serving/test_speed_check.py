@@ -14,6 +14,8 @@ from components.speed_check import typical_prompt_tokens
 from tests.conftest import ROOT
 from tests.serving.conftest import MODEL, Processes, chat, free_port, run_step
 
+pytestmark = pytest.mark.no_docker
+
 
 def check_inputs(url: str, **changes) -> dict:
     return {"url": url, "model": MODEL, "concurrency": 3, "rounds": 2, "prompt_tokens": 200,

@@ -24,6 +24,8 @@ from hostside.readiness import READY_PROMPT
 from tests.conftest import ROOT
 from tests.serving.conftest import MODEL, STANDIN, Processes, chat, free_port, run_step
 
+pytestmark = pytest.mark.no_docker
+
 DEMO_MODEL = ROOT / "demo" / "model"
 DEMO_TASKS = ROOT / "demo" / "tasks"
 

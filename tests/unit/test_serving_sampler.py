@@ -10,11 +10,14 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from contracts import jobdir
 from hostside import serving_sampler
 from tests.conftest import ROOT, until_stdin_closes
 from tests.serving.conftest import MODEL, Processes, processes  # noqa: F401
+
+pytestmark = pytest.mark.no_docker
 
 # What smg 1.13.0 serves on its metrics port (a cut of a real read, one line shortened below).
 GATEWAY = """# HELP smg_worker_health Worker health
