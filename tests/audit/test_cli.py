@@ -186,6 +186,9 @@ def test_make_audit_reads_the_stack_with_the_makefiles_engine(seed_job, tmp_path
                     f"cat <<'JSON'\n{json.dumps(outputs)}\nJSON\n")
     fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
     env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "BENCHSTACK_ENGINE_DIR": str(engine)}
+    # The run's bytecode cache (tests/run.sh) where there is one: else this minimal environment
+    # has Python write __pycache__ into the clone.
+    env.update({k: v for k, v in os.environ.items() if k == "PYTHONPYCACHEPREFIX"})
 
     def make(*args: str) -> str:
         proc = subprocess.run(["make", "-s", "audit", "STACK=a100", *args], cwd=ROOT, env=env,
