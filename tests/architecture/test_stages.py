@@ -84,7 +84,7 @@ def test_a_test_that_restarts_the_engine_runs_beside_no_test_that_reaches_it() -
     assert not [stage.name for stage in STAGES if not stage.docker and stage.lane is None]
 
 
-def test_beside_the_restarts_only_fast_and_cluster_tests_that_reach_no_engine() -> None:
+def test_beside_the_restarts_only_tests_that_reach_no_engine() -> None:
     code = "\n".join(line for line in RUN_SH.splitlines() if not line.lstrip().startswith("#"))
     _, groups, _ = run_sh_layout()
     (group,) = [group for group in groups if "restarts" in group]
