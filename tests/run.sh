@@ -17,8 +17,9 @@
 #   two-hosts the two-host rehearsal (its hosts are containers of this machine's engine: nothing
 #             beside it restarts that engine), then
 #   k8s       those that need the Kubernetes provider (the whole engine) and reach the Docker
-#             engine (the local Kubernetes stack), there where its build is already done (`early`: a warm machine), else
-#             after the restarts (`late`: the lanes wait for no build the restarts do not need)
+#             engine (the local Kubernetes stack), there where its build is already done
+#             (`early`: a warm machine), else after the restarts (`late`: the lanes wait for no
+#             build the restarts do not need)
 #   restarts  the local stacks, whose Docker daemon config restarts this machine's engine, with
 #             no test that reaches that engine beside them, but
 #   unit      every test with no peer, one worker, on the core the local stacks leave idle (they

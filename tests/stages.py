@@ -7,8 +7,8 @@ which tests it runs, and which run side by side.
 
 A stage runs in a lane (`lane`: a function of tests/run.sh running stages one after another), and
 run.sh's `beside` runs lanes at once. First the real tests without the engine, then the engine's
-tests that bring up no local stack, beside the two-host rehearsal and after it the Kubernetes
-provider's stage: none of them restarts this machine's Docker engine, which the
+tests that bring up no local stack, beside the two-host rehearsal and after it the local
+Kubernetes stack's: none of them restarts this machine's Docker engine, which the
 rehearsal's two hosts are containers of. Then the tests that do (marked `restarts_docker`,
 tests/conftest.py), with no other test that reaches the engine beside them: the fast tests, then
 the cluster's (it has a containerd of its own), the Kubernetes provider's and the real tests

@@ -1,7 +1,8 @@
 """The two-host rehearsal runs beside the other real tests that never restart this machine's
-Docker engine, and the one-node cluster's tests beside the local stacks, which do (the cluster
-has a containerd of its own and reaches no Docker engine: tests/stages.py): each set's names,
-addresses and ports on this machine, listed here, are named by no test beside it. What they do
+Docker engine, and the one-node cluster's tests and those marked no_docker beside the local
+stacks, which do (the cluster has a containerd of its own; none of them reaches a Docker engine:
+tests/stages.py): each set's names, addresses and ports on this machine, listed here, are named
+by no test beside it. What they do
 share is read only: the registry mirror and the upstream proxy (hosts.sh forwards them onto each
 host's own loopback; the cluster's containerd pulls from the registry) and, for the rehearsal,
 the engine that runs the hosts, which no test beside it restarts (tests/conftest.py's
@@ -17,6 +18,7 @@ from urllib.parse import urlsplit
 
 from components.config import load_stack_file
 from tests.conftest import ROOT
+from tests.machine import setting
 
 HOSTS_SH = (ROOT / "tests" / "env" / "hosts" / "hosts.sh").read_text()
 REHEARSAL = load_stack_file(ROOT / "Pulumi.a100-rehearsal.yaml")
@@ -125,4 +127,51 @@ def test_the_clusters_ports_bridge_and_subnets_are_named_by_no_test_beside_it() 
     users |= {(path, bridge) for path, text in others.items() if bridge in text}
     users |= {(path, cidr) for path, text in others.items() for cidr in CIDR.findall(text)
               if any(ipaddress.IPv4Network(cidr, strict=False).overlaps(s) for s in subnets)}
+    assert not users, sorted(users)
+
+
+LOCAL = load_stack_file(ROOT / "Pulumi.local.yaml")
+# The local stacks' own files: the stack file and the tests that bring it up.
+LOCAL_OWN = ("Pulumi.local.yaml", "tests/e2e/conftest.py", "tests/e2e/test_local_stack.py",
+             "tests/e2e/test_harbor_profiles.py", "tests/e2e/test_upgrade.py")
+LOOPBACK = ("127.0.0.1", "localhost", "0.0.0.0")
+
+
+def local_stack_ports() -> set[int]:
+    """What a local stack listens on in this machine's namespace: its stand-in worker, its
+    router and its proxy bridge (the registry and the upstream proxy are the machine's peers,
+    which every test only reads)."""
+    return {LOCAL.serving.port, LOCAL.router.port, LOCAL.proxy.bridge_port}
+
+
+def no_docker_files() -> dict[str, str]:
+    listed = subprocess.run(["git", "ls-files", "tests/"], cwd=ROOT, capture_output=True,
+                            text=True, check=True).stdout.split()
+    texts = {path: (ROOT / path).read_text() for path in listed if path.endswith(".py")}
+    return {path: text for path, text in texts.items()
+            if re.search(r"^pytestmark = .*\bno_docker\b", text, re.M)}
+
+
+def ports_here(text: str, port: int) -> bool:
+    """Whether `text` names `port` on this machine: not as another host's (a recorded read of
+    a GPU worker, a made-up one's URL)."""
+    for found in re.finditer(rf"(?<![\d.]){port}(?!\d)", text):
+        host = re.search(r"([\w.-]+):$", text[max(0, found.start() - 64):found.start()])
+        if host is None or host.group(1) in LOOPBACK:
+            return True
+    return False
+
+
+def test_the_no_docker_tests_and_the_local_stacks_name_none_of_each_others_ports() -> None:
+    ports = local_stack_ports()
+    assert ports == {30001, 30000, 27891}
+    beside = no_docker_files()
+    assert "tests/hostplane/test_ssh_failures.py" in beside and len(beside) >= 10, sorted(beside)
+    users = {(path, port) for path, text in beside.items() for port in ports
+             if ports_here(text, port)}
+    assert not users, sorted(users)
+    # Theirs on this machine: free ports (the stand-ins, S3) and the test sshd's.
+    sshd = int(setting("SSHD_PORT"))
+    assert sshd == 22022
+    users = {path for path in LOCAL_OWN if ports_here((ROOT / path).read_text(), sshd)}
     assert not users, sorted(users)

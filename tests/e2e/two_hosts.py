@@ -203,6 +203,8 @@ class Rehearsal:
         self.timings[name] = time.monotonic() - start
         return result
 
+    # Without the preview `up` and `destroy` run first, as the local stacks' (tests/e2e/conftest.py
+    # says why).
     def up(self, name: str = "up") -> Cli:
         return self.timed(name, "up", "--yes", "--skip-preview", "--json")
 

@@ -162,10 +162,12 @@ def steps(cli: Cli) -> dict[str, str]:
     `up --json` prints its preview's plan as one JSON document (none with `--skip-preview`),
     then the update's engine events, one per line: what was done is in the events
     (`resOutputsEvent`), not the plan."""
-    plan, end = json.JSONDecoder().raw_decode(cli.stdout)
+    first, end = json.JSONDecoder().raw_decode(cli.stdout)
     events = [json.loads(line) for line in cli.stdout[end:].splitlines() if line.strip()]
-    if "steps" in plan and not events:
-        return {step["urn"].rsplit("::", 1)[-1]: step["op"] for step in plan["steps"]}
+    if "steps" not in first:  # no plan: the first line is an event too
+        events.insert(0, first)
+    elif not events:
+        return {step["urn"].rsplit("::", 1)[-1]: step["op"] for step in first["steps"]}
     done: dict[str, str] = {}
     for event in events:
         if "resOutputsEvent" in event:

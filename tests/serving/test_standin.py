@@ -118,8 +118,9 @@ def conversation(first: str, turns: int) -> list[dict]:
 
 
 def worker_for(model_dir: Path, *flags: str) -> standin.Worker:
+    """A worker whose choices these tests call in this process: it never listens (port 0)."""
     return standin.Worker(standin.parse_args(
-        ["--port", "30001", "--model-path", str(model_dir), *flags]))
+        ["--port", "0", "--model-path", str(model_dir), *flags]))
 
 
 @pytest.fixture
