@@ -278,17 +278,28 @@ class ProcessWatch:
         self.seen: list[str] = []
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.error: Exception | None = None
 
     def _watch(self) -> None:
-        while not self.done.is_set():
-            for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-                try:
-                    args = cmdline.read_bytes()
-                except OSError:
-                    continue
-                if any(n in args for n in self.needles):
-                    self.seen.append(args.replace(b"\0", b" ").decode(errors="replace")[:200])
-            time.sleep(0.05)
+        try:
+            while not self.done.is_set():
+                self._look()
+                time.sleep(0.05)
+        except Exception as exc:  # a watch that stopped saw nothing more: the block fails
+            self.error = exc
+
+    def _look(self) -> None:
+        # Listed, then read one by one: a process may end between the two (a glob's own check of
+        # each path raised then, and the watch stopped).
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                args = (Path("/proc") / pid / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if any(n in args for n in self.needles):
+                self.seen.append(args.replace(b"\0", b" ").decode(errors="replace")[:200])
 
     def __enter__(self) -> list[str]:
         self.thread.start()
@@ -297,6 +308,8 @@ class ProcessWatch:
     def __exit__(self, *exc: object) -> None:
         self.done.set()
         self.thread.join(timeout=5)
+        if self.error is not None:
+            raise AssertionError(f"the process watch stopped early: {self.error!r}")
 
 
 def test_audit_reads_the_job_from_the_real_stack_outputs(engine: Engine, tmp_path) -> None:
